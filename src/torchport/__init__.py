@@ -1,0 +1,54 @@
+"""torchport: one PyTorch training codebase on CUDA, Ascend NPU, XPU, MPS and CPU.
+
+``import torchport`` probes no device and patches nothing; names below are
+loaded lazily on first use. Start with :func:`select_device` and :class:`Amp`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__version__ = "0.1.0"
+
+# public name -> module that defines it
+_EXPORTS = {
+    "Target": "torchport.runtime.device",
+    "select_device": "torchport.runtime.device",
+    "current": "torchport.runtime.device",
+    "device": "torchport.runtime.device",
+    "NoAcceleratorError": "torchport.runtime.device",
+    "CPUFallbackWarning": "torchport.runtime.device",
+    "ConfigError": "torchport.runtime.device",
+    "to_device": "torchport.runtime.batch",
+    "Amp": "torchport.runtime.amp",
+    "ScaleEvent": "torchport.runtime.amp",
+    "loader_kwargs": "torchport.runtime.loader",
+    "seed_everything": "torchport.runtime.seed",
+    "synchronize": "torchport.runtime.memory",
+    "memory_stats": "torchport.runtime.memory",
+    "reset_peak_memory": "torchport.runtime.memory",
+    "init_distributed": "torchport.runtime.distributed",
+    "wrap_ddp": "torchport.runtime.distributed",
+    "data_parallel": "torchport.runtime.distributed",
+    "rank": "torchport.runtime.distributed",
+    "world_size": "torchport.runtime.distributed",
+    "local_rank": "torchport.runtime.distributed",
+    "is_main_process": "torchport.runtime.distributed",
+    "barrier": "torchport.runtime.distributed",
+}
+
+__all__ = sorted(_EXPORTS) + ["__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    mod = _EXPORTS.get(name)
+    if mod is None:
+        raise AttributeError(f"module 'torchport' has no attribute {name!r}")
+    value = getattr(importlib.import_module(mod), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__

@@ -1,0 +1,83 @@
+"""NVIDIA CUDA (and ROCm builds, which also use the ``cuda`` device type)."""
+
+from __future__ import annotations
+
+from torchport.backends.spec import AmpPolicy, BackendSpec
+
+
+def _real_device_count() -> int:
+    """Count CUDA devices without creating a context, even when a shim patched torch.cuda.
+
+    NVML first (fork-safe, no CUDA init); the runtime count only when NVML is unusable.
+    """
+    import torch
+
+    if not torch.backends.cuda.is_built() and getattr(torch.version, "hip", None) is None:
+        return 0
+    nvml = getattr(torch.cuda, "_device_count_nvml", None)
+    if nvml is not None:
+        try:
+            n = nvml()
+            if n >= 0:
+                return n
+        except Exception:
+            pass
+    try:
+        return int(torch._C._cuda_getDeviceCount())
+    except Exception:
+        return 0
+
+
+def _module():
+    import torch
+
+    return torch.cuda
+
+
+def _bf16_fast() -> bool:
+    import torch
+
+    try:
+        return _real_device_count() > 0 and torch.cuda.get_device_capability()[0] >= 8
+    except Exception:
+        return False
+
+
+def _shim_active() -> bool:
+    """True when a CUDA->other-device shim (e.g. torch_npu's transfer_to_npu) patched torch.cuda."""
+    import torch
+
+    fn = getattr(torch.cuda, "is_available", None)
+    return not getattr(fn, "__module__", "torch.cuda").startswith("torch.cuda")
+
+
+def _facts() -> dict:
+    import torch
+
+    facts = {"cuda_built": torch.version.cuda, "hip": getattr(torch.version, "hip", None)}
+    n = _real_device_count()
+    facts["devices"] = n
+    if n:
+        try:
+            facts["names"] = [torch.cuda.get_device_name(i) for i in range(n)]
+        except Exception as exc:  # driver present but unusable
+            facts["error"] = str(exc)
+    return facts
+
+
+SPEC = BackendSpec(
+    name="cuda",
+    priority=80,
+    probe=lambda: _real_device_count() > 0,
+    module=_module,
+    device_count=_real_device_count,
+    dist_backend="nccl",
+    visible_devices_env="CUDA_VISIBLE_DEVICES",
+    amp=AmpPolicy(low_precision=("fp16", "bf16"), fp16_needs_scaler=True, auto_order=("bf16", "fp16"), bf16_probe=_bf16_fast),
+    pin_memory=True,
+    data_parallel=True,
+    install_hint="Install a CUDA build of torch (pip install torch) and an NVIDIA driver; check nvidia-smi.",
+    compile_backend="inductor",
+    doctor_facts=_facts,
+    shim_active=_shim_active,
+)

@@ -1,0 +1,119 @@
+"""The one contract: everything device-specific about a backend, in one small record.
+
+A :class:`BackendSpec` is a frozen dataclass. Each backend module (``cuda.py``,
+``npu.py`` ...) builds one and the registry holds them. Code outside
+``torchport.backends`` never names a device type: it asks the registry for the
+selected spec and calls through its fields.
+
+Every callable field must be cheap and free of side effects at import time:
+``probe`` must not initialise a device runtime (no CUDA context, fork-safe), and
+``module`` returns the already-imported torch device module or ``None``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from types import ModuleType
+from typing import Any, Callable, Mapping
+
+__all__ = ["BackendSpec", "AmpPolicy", "BackendUnavailable"]
+
+
+class BackendUnavailable(RuntimeError):
+    """The backend was asked for but cannot run here (its error says what is missing)."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class AmpPolicy:
+    """What mixed precision means on one backend.
+
+    Args:
+        low_precision: precisions autocast runs fast here (``"fp16"``, ``"bf16"``).
+        fp16_needs_scaler: fp16 loses small gradients without dynamic loss scaling.
+        auto_order: what ``precision="auto"`` tries, in order; the first one that
+            is usable wins (bf16 only when ``bf16_probe()``); empty means fp32.
+        bf16_probe: ``() -> bool``; True when bf16 is fast on the current device.
+        fallback: precision used (with a warning) when one outside
+            ``low_precision`` is asked for; ``"fp32"`` when nothing fits.
+    """
+
+    low_precision: tuple[str, ...] = ("fp16", "bf16")
+    fp16_needs_scaler: bool = True
+    auto_order: tuple[str, ...] = ("bf16", "fp16")
+    bf16_probe: Callable[[], bool] = lambda: True
+    fallback: str = "fp32"
+
+    def usable(self, precision: str) -> bool:
+        """True when ``precision`` runs fast on this backend right now."""
+        if precision == "fp32":
+            return True
+        if precision not in self.low_precision:
+            return False
+        return precision != "bf16" or bool(self.bf16_probe())
+
+    def resolve_auto(self) -> str:
+        """The precision ``"auto"`` means on this backend (``"fp32"`` when none fits)."""
+        return next((p for p in self.auto_order if self.usable(p)), "fp32")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class BackendSpec:
+    """Everything device-specific about one backend.
+
+    Args:
+        name: registry key and torch device type (``"cuda"``, ``"npu"``, ``"cpu"``).
+        priority: auto-selection order, higher first (npu > cuda > xpu > mps > cpu).
+        probe: side-effect-free ``() -> bool``; True when at least one device can run.
+        module: ``() -> ModuleType | None``; the torch device module (``torch.cuda``).
+        device_count: ``() -> int`` visible devices (0 when unavailable).
+        dist_backend: torch.distributed backend for this device (``"nccl"``, ``"hccl"``).
+        visible_devices_env: env var restricting visible devices, if any.
+        amp: the :class:`AmpPolicy`.
+        pin_memory: pinned host memory speeds up host-to-device copies here.
+        data_parallel: ``torch.nn.DataParallel`` works here.
+        is_accelerator: False only for cpu.
+        install_hint: what to install / source when the backend is missing.
+        compile_backend: ``torch.compile`` backend name, or None when unsupported.
+        doctor_facts: ``() -> Mapping`` of extra facts ``torchport doctor`` prints.
+        emulated: True for torchport's emulated devices.
+        shim_active: ``() -> bool``; True when a CUDA->this-device shim (e.g.
+            torch_npu's ``transfer_to_npu``) is patched into ``torch.cuda``.
+    """
+
+    name: str
+    priority: int
+    probe: Callable[[], bool]
+    module: Callable[[], ModuleType | None]
+    device_count: Callable[[], int]
+    dist_backend: str
+    visible_devices_env: str | None = None
+    amp: AmpPolicy = AmpPolicy()
+    pin_memory: bool = False
+    data_parallel: bool = False
+    is_accelerator: bool = True
+    install_hint: str = ""
+    compile_backend: str | None = "inductor"
+    doctor_facts: Callable[[], Mapping[str, Any]] = dict
+    emulated: bool = False
+    shim_active: Callable[[], bool] = lambda: False
+
+    @property
+    def device_type(self) -> str:
+        """The torch device type string (same as ``name``)."""
+        return self.name
+
+    @property
+    def label(self) -> str:
+        """Human label: ``"npu (emulated)"`` for emulated backends, else the name."""
+        return f"{self.name} (emulated)" if self.emulated else self.name
+
+    def require(self) -> ModuleType:
+        """Return the device module, or raise :class:`BackendUnavailable` with the install hint."""
+        if not self.probe():
+            raise BackendUnavailable(
+                f"backend {self.name!r} was requested but is not available here. {self.install_hint}".strip()
+            )
+        mod = self.module()
+        if mod is None:
+            raise BackendUnavailable(f"backend {self.name!r} has no torch device module. {self.install_hint}".strip())
+        return mod

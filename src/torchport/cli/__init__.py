@@ -1,0 +1,1 @@
+"""Command-line interface: ``cli/main.py`` holds the app, one module per verb."""

@@ -1,0 +1,31 @@
+"""The ``torchport`` command: a typer app; each verb lives in its own module.
+
+Verb modules expose ``register(app)``; the list below is the explicit registry of verbs.
+Heavy imports (torch, libcst) happen inside the verbs, so ``torchport --help`` is fast.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from torchport.cli import bench, check, data, doctor, profile, run, scan, train
+
+app = typer.Typer(
+    name="torchport",
+    help="One PyTorch training codebase on CUDA, Ascend NPU, XPU, MPS and CPU.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_show_locals=False,
+)
+
+for _verb in (doctor, scan, run, train, data, profile, bench, check):
+    _verb.register(app)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()
+
+
+if __name__ == "__main__":
+    main()
