@@ -1,0 +1,226 @@
+"""One AMP helper for every backend: autocast context + loss scaling + overflow events.
+
+``precision``: ``"fp32"`` (no-op context, no scaler), ``"fp16"`` (autocast + dynamic
+loss scaling where the backend needs it), ``"bf16"`` (autocast, no scaler) or
+``"auto"`` (the backend's policy: bf16 where it runs fast, else fp16 + scaler;
+fp32 on CPU).
+
+Example::
+
+    amp = torchport.Amp("auto")
+    for x, y in loader:
+        with amp.autocast():
+            loss = criterion(model(x), y)
+        amp.backward(loss)
+        stepped = amp.step(optimizer, clip_grad_norm=1.0)   # False when an overflow skipped it
+        optimizer.zero_grad(set_to_none=True)
+        if stepped:
+            scheduler.step()
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import warnings
+from typing import Any, Iterable
+
+__all__ = ["Amp", "ScaleEvent", "PRECISIONS"]
+
+PRECISIONS = ("fp32", "fp16", "bf16", "auto")
+_log = logging.getLogger("torchport.amp")
+
+
+@dataclasses.dataclass(frozen=True)
+class ScaleEvent:
+    """A loss-scale change: ``reason`` is ``"overflow"`` (step skipped) or ``"growth"``."""
+
+    step: int
+    old_scale: float
+    new_scale: float
+    reason: str
+    skipped: bool
+
+
+class Amp:
+    """Autocast + GradScaler for the selected backend.
+
+    Args:
+        precision: ``"fp32" | "fp16" | "bf16" | "auto"``.
+        target: a :class:`~torchport.runtime.device.Target`; default the current one.
+        init_scale, growth_factor, backoff_factor, growth_interval: GradScaler knobs.
+        static_scale: a fixed loss scale (no growth, no backoff; overflowing steps are
+            still skipped).
+        log_overflow: log "Gradient overflow. Skipping step; loss scale reduced to X"
+            on every skipped step.
+        scaler: force loss scaling on (True) / off (False); default per backend policy.
+
+    Attributes:
+        precision: the resolved precision (never ``"auto"``).
+        dtype: the autocast dtype, or None for fp32.
+        scaler: the GradScaler, or None.
+        events: list of :class:`ScaleEvent`.
+        steps, skipped_steps: counters.
+
+    Note:
+        ``torch.amp.GradScaler()`` without a device defaults to cuda and silently
+        disables itself elsewhere; this class always passes the selected device.
+    """
+
+    def __init__(
+        self,
+        precision: str = "auto",
+        target: Any = None,
+        *,
+        init_scale: float = 65536.0,
+        growth_factor: float = 2.0,
+        backoff_factor: float = 0.5,
+        growth_interval: int = 2000,
+        static_scale: float | None = None,
+        log_overflow: bool = False,
+        scaler: bool | None = None,
+    ) -> None:
+        import torch
+
+        from torchport.runtime.device import ConfigError, current
+
+        if precision not in PRECISIONS:
+            raise ConfigError(f"precision={precision!r} is not one of {', '.join(PRECISIONS)}")
+        self.target = target or current()
+        policy = self.target.backend.amp
+        resolved = policy.resolve_auto() if precision == "auto" else precision
+        if resolved != "fp32" and not policy.usable(resolved):
+            fallback = policy.fallback if policy.usable(policy.fallback) else "fp32"
+            warnings.warn(
+                f"precision {resolved!r} is not fast on backend {self.target.backend.label!r} "
+                f"(fast: {', '.join(policy.low_precision) or 'none'}); using {fallback!r} instead",
+                UserWarning,
+                stacklevel=2,
+            )
+            resolved = fallback
+        self.requested = precision
+        self.precision = resolved
+        self.dtype = {"fp32": None, "fp16": torch.float16, "bf16": torch.bfloat16}[resolved]
+        use_scaler = scaler if scaler is not None else (resolved == "fp16" and policy.fp16_needs_scaler)
+        self.scaler = None
+        self.static = static_scale is not None
+        if use_scaler:
+            if self.static:
+                init_scale, growth_factor, backoff_factor = float(static_scale), 1.0, 1.0
+            self.scaler = _grad_scaler(self.target, init_scale=init_scale, growth_factor=growth_factor,
+                                       backoff_factor=backoff_factor, growth_interval=growth_interval)
+        self.log_overflow = log_overflow
+        self.events: list[ScaleEvent] = []
+        self.steps = 0
+        self.skipped_steps = 0
+
+    # -- forward -------------------------------------------------------------------
+    def autocast(self, enabled: bool = True) -> contextlib.AbstractContextManager:
+        """Context manager for the forward pass (a no-op for fp32)."""
+        import torch
+
+        if self.dtype is None or not enabled:
+            return contextlib.nullcontext()
+        return torch.autocast(device_type=self.target.type, dtype=self.dtype)
+
+    # -- backward / step -----------------------------------------------------------
+    def scale(self, loss):
+        """The loss multiplied by the current scale (the loss itself without a scaler)."""
+        return self.scaler.scale(loss) if self.scaler is not None else loss
+
+    def backward(self, loss, **kwargs: Any) -> None:
+        """``scale(loss).backward(**kwargs)``."""
+        self.scale(loss).backward(**kwargs)
+
+    def unscale_(self, optimizer) -> None:
+        """Unscale gradients in place (before clipping); no-op without a scaler."""
+        if self.scaler is not None:
+            self.scaler.unscale_(optimizer)
+
+    def step(self, optimizer, *, clip_grad_norm: float | None = None, parameters: Iterable | None = None) -> bool:
+        """Unscale, optionally clip, step and update the scale.
+
+        Args:
+            optimizer: the optimizer.
+            clip_grad_norm: max total gradient norm (clipped after unscaling).
+            parameters: parameters to clip; default every parameter of ``optimizer``.
+
+        Returns:
+            True when the optimizer stepped; False when an overflow skipped the step
+            (then do not step the LR scheduler).
+        """
+        import torch
+
+        self.steps += 1
+        if self.scaler is None:
+            if clip_grad_norm is not None:
+                torch.nn.utils.clip_grad_norm_(_params(optimizer, parameters), clip_grad_norm)
+            optimizer.step()
+            return True
+        self.scaler.unscale_(optimizer)
+        if clip_grad_norm is not None:
+            torch.nn.utils.clip_grad_norm_(_params(optimizer, parameters), clip_grad_norm)
+        old = float(self.scaler.get_scale())
+        found_inf = _found_inf(self.scaler, optimizer)
+        self.scaler.step(optimizer)
+        self.scaler.update()
+        new = float(self.scaler.get_scale())
+        skipped = found_inf > 0
+        if skipped:
+            self.skipped_steps += 1
+            self.events.append(ScaleEvent(self.steps, old, new, "overflow", True))
+            if self.log_overflow:
+                _log.warning("Gradient overflow. Skipping step; loss scale reduced to %s", new)
+        elif new != old:
+            self.events.append(ScaleEvent(self.steps, old, new, "growth", False))
+        return not skipped
+
+    # -- state ---------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """Scaler state normalised across torch / torch_npu (``dynamic`` key always present)."""
+        if self.scaler is None:
+            return {}
+        state = dict(self.scaler.state_dict())
+        state["dynamic"] = not self.static
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Load a scaler state saved by torch, torch_npu or :meth:`state_dict`."""
+        if self.scaler is None or not state:
+            return
+        state = dict(state)
+        dynamic = state.pop("dynamic", True)
+        if _wants_dynamic_key(self.scaler):
+            state["dynamic"] = dynamic
+        self.scaler.load_state_dict(state)
+
+    def __repr__(self) -> str:
+        scale = f", scale={self.scaler.get_scale()}" if self.scaler is not None else ""
+        return f"Amp(precision={self.precision!r}, device={self.target}{scale})"
+
+
+def _params(optimizer, parameters):
+    if parameters is not None:
+        return list(parameters)
+    return [p for group in optimizer.param_groups for p in group["params"]]
+
+
+def _grad_scaler(target, **kw):
+    import torch
+
+    cls = getattr(getattr(torch, "amp", None), "GradScaler", None)
+    if cls is not None:  # torch >= 2.3: one device-generic scaler
+        return cls(target.type, **kw)
+    return target.module.amp.GradScaler(**kw)  # older torch: the device module's own scaler
+
+
+def _found_inf(scaler, optimizer) -> float:
+    """Sum of the per-device found-inf flags recorded by ``unscale_`` for ``optimizer``."""
+    state = scaler._per_optimizer_states[id(optimizer)]
+    return float(sum(v.item() for v in state["found_inf_per_device"].values()))
+
+
+def _wants_dynamic_key(scaler) -> bool:
+    """torch_npu's GradScaler keeps a ``dynamic`` flag and requires it in ``load_state_dict``."""
+    return hasattr(scaler, "_dynamic")

@@ -1,0 +1,197 @@
+"""Distributed training on any backend: init from torchrun's environment, DDP wrapping, rank helpers.
+
+Example (launch with ``torchrun --nproc-per-node N train.py``)::
+
+    target = torchport.init_distributed()          # nccl on GPUs, hccl on Ascend, gloo on CPU
+    model = torchport.wrap_ddp(model.to(target.device))
+    if torchport.is_main_process():
+        save(...)
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+from typing import Any
+
+__all__ = [
+    "init_distributed",
+    "wrap_ddp",
+    "data_parallel",
+    "rank",
+    "world_size",
+    "local_rank",
+    "is_main_process",
+    "barrier",
+    "all_reduce_mean",
+    "destroy",
+    "dist_backend",
+    "DataParallelUnsupported",
+]
+
+
+class DataParallelUnsupported(RuntimeError):
+    """``torch.nn.DataParallel`` was asked for on a backend that does not support it."""
+
+
+def _dist():
+    import torch.distributed as dist
+
+    return dist
+
+
+def _initialized() -> bool:
+    dist = _dist()
+    return dist.is_available() and dist.is_initialized()
+
+
+def rank() -> int:
+    """Global rank (0 when not distributed)."""
+    from torchport.runtime.device import env_int
+
+    return _dist().get_rank() if _initialized() else (env_int("RANK", 0) or 0)
+
+
+def world_size() -> int:
+    """Number of processes (1 when not distributed)."""
+    from torchport.runtime.device import env_int
+
+    return _dist().get_world_size() if _initialized() else (env_int("WORLD_SIZE", 1) or 1)
+
+
+def local_rank() -> int:
+    """Rank within this node (torchrun's ``LOCAL_RANK``; 0 when unset)."""
+    from torchport.runtime.device import env_int
+
+    return env_int("LOCAL_RANK", 0) or 0
+
+
+def is_main_process() -> bool:
+    """True on global rank 0 (log, write checkpoints, print only here)."""
+    return rank() == 0
+
+
+def dist_backend(target: Any = None) -> str:
+    """The collective backend for ``target``: torch's default for the device type when it
+    knows one (``torch.distributed.get_default_backend_for_device``), else the backend record's."""
+    from torchport.runtime.device import current
+
+    t = target or current()
+    fn = getattr(_dist(), "get_default_backend_for_device", None)
+    if fn is not None:
+        try:
+            return fn(t.type)
+        except Exception:
+            pass
+    return t.backend.dist_backend
+
+
+def init_distributed(
+    device: str | None = None,
+    *,
+    backend: str | None = None,
+    timeout: _dt.timedelta = _dt.timedelta(minutes=10),
+):
+    """Initialise the process group from torchrun's environment and select this rank's device.
+
+    Without ``WORLD_SIZE`` > 1 this only selects the device. With it, ``LOCAL_RANK`` picks
+    the device index and the collective backend follows the device (nccl / hccl / xccl / gloo).
+
+    Args:
+        device: device name as for :func:`~torchport.select_device` (default auto / env).
+        backend: override the collective backend.
+        timeout: collective timeout.
+
+    Returns:
+        The selected :class:`~torchport.runtime.device.Target`.
+    """
+    from torchport.runtime.device import select_device
+
+    target = select_device(device)
+    if world_size() <= 1 or _initialized():
+        return target
+    if target.is_accelerator:
+        target.module.set_device(target.index)
+    be = backend or dist_backend(target)
+    kwargs: dict[str, Any] = {"backend": be, "timeout": timeout}
+    if target.is_accelerator and "device_id" in _dist().init_process_group.__code__.co_varnames:
+        kwargs["device_id"] = target.device
+    try:
+        _dist().init_process_group(**kwargs)
+    except TypeError:
+        kwargs.pop("device_id", None)
+        _dist().init_process_group(**kwargs)
+    return target
+
+
+def wrap_ddp(model, target: Any = None, **kwargs: Any):
+    """Wrap ``model`` in DistributedDataParallel with the right ``device_ids`` for the backend.
+
+    Returns the model unchanged when not running distributed.
+    """
+    import torch
+
+    from torchport.runtime.device import current
+
+    if not _initialized():
+        return model
+    t = target or current()
+    if t.is_accelerator:
+        kwargs.setdefault("device_ids", [t.index])
+        kwargs.setdefault("output_device", t.index)
+    return torch.nn.parallel.DistributedDataParallel(model, **kwargs)
+
+
+def data_parallel(model, target: Any = None, **kwargs: Any):
+    """``torch.nn.DataParallel`` where the backend supports it; a clear error elsewhere."""
+    import torch
+
+    from torchport.runtime.device import current
+
+    t = target or current()
+    if not t.backend.data_parallel:
+        raise DataParallelUnsupported(
+            f"torch.nn.DataParallel is not supported on backend {t.backend.label!r}. Use DistributedDataParallel: "
+            "launch with `torchrun --nproc-per-node N script.py`, call torchport.init_distributed() and "
+            "model = torchport.wrap_ddp(model)."
+        )
+    return torch.nn.DataParallel(model, **kwargs)
+
+
+def barrier(timeout: _dt.timedelta | float = 60.0) -> None:
+    """Barrier that fails after ``timeout`` instead of hanging (no-op when not distributed).
+
+    Raises:
+        RuntimeError: naming the timeout, when some rank did not arrive in time.
+    """
+    if not _initialized():
+        return
+    dist = _dist()
+    if not isinstance(timeout, _dt.timedelta):
+        timeout = _dt.timedelta(seconds=float(timeout))
+    if dist.get_backend() == "gloo":
+        dist.monitored_barrier(timeout=timeout)
+        return
+    work = dist.barrier(async_op=True)
+    if not work.wait(timeout=timeout):
+        raise RuntimeError(f"barrier did not complete within {timeout.total_seconds():.0f}s on rank {rank()}")
+
+
+def all_reduce_mean(value: float, target: Any = None) -> float:
+    """Mean of a Python number across ranks (the value itself when not distributed)."""
+    if not _initialized():
+        return float(value)
+    import torch
+
+    from torchport.runtime.device import current
+
+    t = target or current()
+    tensor = torch.tensor([float(value)], dtype=torch.float64 if not t.is_accelerator else torch.float32, device=t.device)
+    _dist().all_reduce(tensor)
+    return float(tensor.item()) / world_size()
+
+
+def destroy() -> None:
+    """Destroy the process group if one is initialised."""
+    if _initialized():
+        _dist().destroy_process_group()
