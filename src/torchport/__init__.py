@@ -36,6 +36,7 @@ _EXPORTS = {
     "local_rank": "torchport.runtime.distributed",
     "is_main_process": "torchport.runtime.distributed",
     "barrier": "torchport.runtime.distributed",
+    "all_reduce_mean": "torchport.runtime.distributed",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]

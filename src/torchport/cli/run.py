@@ -1,15 +1,70 @@
-"""`torchport run` (placeholder until its package lands)."""
+"""`torchport run`: run an unmodified CUDA-only script on whatever backend is present.
+
+Examples::
+
+    torchport run train.py --epochs 1                 # report printed at exit
+    torchport run -m mypkg.train --lr 0.1
+    torchport run --report json --report-file redirects.json train.py
+    torchport run --require-accelerator train.py      # exit 3 instead of a CPU run
+    torchrun --nproc-per-node 2 -m torchport run train.py --ddp
+
+Options go *before* the script; everything after the script (or module) name is passed
+to it unchanged, including options torchport also has (``--device``).
+"""
 
 from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
 
 import typer
 
 
 def register(app: typer.Typer) -> None:
-    """Attach this verb to the torchport app."""
+    """Attach ``run`` to the torchport app."""
 
-    @app.command("run", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
-    def _placeholder() -> None:
-        """Not available yet."""
-        typer.echo("torchport run: not available in this build yet", err=True)
-        raise typer.Exit(2)
+    @app.command(
+        "run",
+        context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "allow_interspersed_args": False},
+    )
+    def run(
+        ctx: typer.Context,
+        target: str = typer.Argument(..., metavar="SCRIPT|MODULE", help="Script to run (or module name with -m)."),
+        module: bool = typer.Option(False, "-m", "--module", help="TARGET is a module name, run like `python -m`."),
+        device: Optional[str] = typer.Option(
+            None, "--device", help="auto | npu | cuda | xpu | mps | cpu, optionally :INDEX (default TORCHPORT_DEVICE or auto)."),
+        require_accelerator: Optional[bool] = typer.Option(
+            None, "--require-accelerator/--allow-cpu",
+            help="Fail (exit 3) instead of running on CPU when no accelerator is found "
+                 "(default TORCHPORT_REQUIRE_ACCELERATOR)."),
+        report: str = typer.Option("text", "--report", help="text (printed at exit) | json | none."),
+        report_file: Optional[Path] = typer.Option(None, "--report-file", help="Write the JSON report here "
+                                                   "(ranks > 0 add .rankN before the suffix)."),
+        json_out: Optional[Path] = typer.Option(None, "--json", help="Same as --report json --report-file FILE."),
+        user_path: Optional[List[str]] = typer.Option(
+            None, "--user-path", help="File or directory counted as your code for torch.cuda.is_available() "
+                                      "(repeatable; needed only for your own packages installed into site-packages)."),
+    ) -> None:
+        """Run SCRIPT (or -m MODULE) with CUDA calls redirected to the selected device; print what was redirected.
+
+        Exit codes: the script's own; 2 bad arguments (script/module not found, unknown device);
+        3 no accelerator with --require-accelerator, requested backend unavailable, or
+        torch_npu's transfer_to_npu already active.
+        """
+        from torchport.shim.runner import RunConfig
+        from torchport.shim.runner import run as run_target
+
+        if json_out is not None:
+            report, report_file = "json", json_out
+        config = RunConfig(
+            target=target,
+            args=list(ctx.args),
+            module=module,
+            device=device,
+            require_accelerator=require_accelerator,
+            report=report,
+            report_file=str(report_file) if report_file is not None else None,
+            user_paths=list(user_path or ()),
+        )
+        code = run_target(config)
+        raise typer.Exit(code)

@@ -105,9 +105,10 @@ class Amp:
         use_scaler = scaler if scaler is not None else (resolved == "fp16" and policy.fp16_needs_scaler)
         self.scaler = None
         self.static = static_scale is not None
+        self._static_scale = float(static_scale) if static_scale is not None else None
         if use_scaler:
             if self.static:
-                init_scale, growth_factor, backoff_factor = float(static_scale), 1.0, 1.0
+                init_scale = float(static_scale)
             self.scaler = _grad_scaler(self.target, init_scale=init_scale, growth_factor=growth_factor,
                                        backoff_factor=backoff_factor, growth_interval=growth_interval)
         self.log_overflow = log_overflow
@@ -164,7 +165,7 @@ class Amp:
         old = float(self.scaler.get_scale())
         found_inf = _found_inf(self.scaler, optimizer)
         self.scaler.step(optimizer)
-        self.scaler.update()
+        self.scaler.update(self._static_scale)  # a static scale is re-imposed after every step
         new = float(self.scaler.get_scale())
         skipped = found_inf > 0
         if skipped:

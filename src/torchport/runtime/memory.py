@@ -28,7 +28,7 @@ def _accel(target) -> Any:
     if acc is None or not target.is_accelerator:
         return None
     try:
-        cur = acc.current_accelerator(check_available=True) if "check_available" in acc.current_accelerator.__code__.co_varnames else acc.current_accelerator()
+        cur = acc.current_accelerator() if acc.is_available() else None
     except Exception:
         return None
     return acc if cur is not None and cur.type == target.type else None

@@ -1,0 +1,296 @@
+"""Datasets that build whole uint8 batches inside DataLoader workers.
+
+A worker receives ``(epoch, indices)`` from :class:`~torchport.data.sampler.EpochBatchSampler`
+and returns one :class:`Batch` of uint8 images -- never floats: 4x less memory traffic between
+processes, and normalisation happens once, fused, on the device (or into preallocated buffers
+on CPU) in :mod:`torchport.data.loader`.
+
+Sources:
+
+* :class:`ShardDataset` -- packed shards (``predecoded`` pixels or ``jpeg`` bytes).
+* :class:`ImageFolderDataset` -- an unpacked ImageFolder, same decode/augment fast path.
+
+Example::
+
+    ds = ShardDataset("shards/train", size=224, train=True, seed=0)
+    batch = ds[(0, np.arange(8))]        # Batch(images=(8, 3, 224, 224) uint8, labels=(8,), ...)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from torchport.data.augment import CropParams, center_params, resize_into, rrc_params
+from torchport.data.decode import decode_any, decode_for_crop, is_jpeg, jpeg_size
+from torchport.data.errors import CorruptSampleError
+from torchport.data.format import ShardSet
+from torchport.data.pack import scan_image_folder
+
+__all__ = ["Batch", "AugmentConfig", "ShardDataset", "ImageFolderDataset", "BatchDataset"]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class AugmentConfig:
+    """What a worker does to each sample.
+
+    Args:
+        size: output (height, width) or one int for square.
+        train: RandomResizedCrop + flip (True) or centre crop (False).
+        seed: run seed -- with epoch and index, the only source of randomness.
+        scale, ratio: RandomResizedCrop ranges (torchvision defaults).
+        crop_fraction: evaluation centre-crop fraction (224/256).
+        where: ``"cpu"`` (crop/resize in workers) or ``"device"`` (workers return whole images;
+            the loader crops the batch on the device).
+        corrupt: ``"error"`` (raise, naming the sample) or ``"skip"`` (drop it from the batch,
+            count and report it).
+        fast_dct: libjpeg-turbo fast IDCT/upsampling.
+    """
+
+    size: tuple[int, int] | int = 224
+    train: bool = True
+    seed: int = 0
+    scale: tuple[float, float] = (0.08, 1.0)
+    ratio: tuple[float, float] = (3 / 4, 4 / 3)
+    crop_fraction: float = 0.875
+    where: str = "cpu"
+    corrupt: str = "error"
+    fast_dct: bool = True
+
+    def __post_init__(self) -> None:
+        if self.where not in ("cpu", "device"):
+            raise ValueError(f"where={self.where!r}: use 'cpu' or 'device'")
+        if self.corrupt not in ("error", "skip"):
+            raise ValueError(f"corrupt={self.corrupt!r}: use 'error' or 'skip'")
+
+    @property
+    def out_hw(self) -> tuple[int, int]:
+        """Output (height, width)."""
+        return (self.size, self.size) if isinstance(self.size, int) else tuple(self.size)  # type: ignore[return-value]
+
+
+@dataclasses.dataclass
+class Batch:
+    """What a worker returns.
+
+    Attributes:
+        images: uint8 ``(B, 3, H, W)`` (cpu) or uint8 canvases ``(B, Hc, Wc, 3)`` (device path).
+        labels: int64 ``(B,)``. indices: int64 ``(B,)`` dataset indices in batch order.
+        boxes: float32 ``(B, 4)`` crop boxes in canvas pixels (device path only).
+        flips: bool ``(B,)`` (device path only).
+        skipped: ``[(index, reason), ...]`` corrupt samples dropped under ``corrupt="skip"``.
+    """
+
+    images: Any
+    labels: Any
+    indices: Any
+    boxes: Any = None
+    flips: Any = None
+    skipped: list = dataclasses.field(default_factory=list)
+
+    def pin_memory(self, *args: Any) -> "Batch":
+        """Page-locked copy (called by the DataLoader's pin thread when the backend benefits)."""
+        pin = lambda t: None if t is None else t.pin_memory(*args)  # noqa: E731
+        return dataclasses.replace(
+            self, images=pin(self.images), labels=pin(self.labels), indices=self.indices, boxes=pin(self.boxes), flips=pin(self.flips)
+        )
+
+
+class BatchDataset:
+    """Map-style dataset whose items are whole batches: ``ds[(epoch, indices)] -> Batch``.
+
+    Subclasses provide ``labels``, ``_sizes(indices)``, ``_fetch(i)`` and ``describe(i)``.
+    """
+
+    labels: np.ndarray
+
+    def __init__(self, aug: AugmentConfig) -> None:
+        self.aug = aug
+
+    # -- source interface ------------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def _sizes(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        raise NotImplementedError
+
+    def _fetch(self, i: int):
+        """Return ('pixels', HWC array) or ('jpeg', bytes)."""
+        raise NotImplementedError
+
+    def describe(self, i: int) -> str:
+        raise NotImplementedError
+
+    # -- batch assembly --------------------------------------------------------------
+    def params(self, epoch: int, indices: np.ndarray, heights: np.ndarray, widths: np.ndarray) -> CropParams:
+        """Crop parameters for ``indices``: a pure function of (seed, epoch, index, image size)."""
+        a = self.aug
+        if a.train:
+            return rrc_params(heights, widths, seed=a.seed, epoch=epoch, indices=indices, scale=a.scale, ratio=a.ratio)
+        return center_params(heights, widths, crop_fraction=a.crop_fraction)
+
+    def _image_for(self, i: int, k: int, p: CropParams, H: int, W: int):
+        """Decoded image (possibly DCT-downscaled) and the box in its pixels."""
+        kind, payload = self._fetch(i)
+        if kind == "pixels":
+            return payload, (int(p.top[k]), int(p.left[k]), int(p.height[k]), int(p.width[k]))
+        box = (int(p.top[k]), int(p.left[k]), int(p.height[k]), int(p.width[k]))
+        try:
+            img, f = decode_for_crop(payload, (H, W), box, self.aug.out_hw, fast=self.aug.fast_dct)
+        except ValueError:
+            img, f = decode_any(payload), 1.0  # not a clean baseline JPEG: Pillow, full size
+        if img.ndim == 2:
+            img = np.repeat(img[:, :, None], 3, axis=2)
+        if img.shape[0] != H or img.shape[1] != W:
+            fy, fx = img.shape[0] / H, img.shape[1] / W
+            box = p.scaled(k, fy, fx, img.shape[0], img.shape[1])
+        return img, box
+
+    def __getitem__(self, item) -> Batch:
+        import torch
+
+        epoch, indices = item
+        indices = np.asarray(indices, dtype=np.int64)
+        H, W = self._sizes(indices)
+        p = self.params(epoch, indices, H, W)
+        oh, ow = self.aug.out_hw
+        keep: list[int] = []
+        skipped: list[tuple[int, str]] = []
+        if self.aug.where == "cpu":
+            out = torch.empty((len(indices), 3, oh, ow), dtype=torch.uint8)
+            for k, i in enumerate(indices):
+                try:
+                    img, box = self._image_for(int(i), k, p, int(H[k]), int(W[k]))
+                    resize_into(out[len(keep)], img, box, bool(p.flip[k]))
+                except (ValueError, OSError) as e:
+                    self._on_corrupt(int(i), e, skipped)
+                    continue
+                keep.append(k)
+            images = out[: len(keep)]
+            boxes = flips = None
+        else:
+            imgs, boxes_l = [], []
+            for k, i in enumerate(indices):
+                try:
+                    img, box = self._image_for(int(i), k, p, int(H[k]), int(W[k]))
+                except (ValueError, OSError) as e:
+                    self._on_corrupt(int(i), e, skipped)
+                    continue
+                imgs.append(img)
+                boxes_l.append(box)
+                keep.append(k)
+            hc = max((im.shape[0] for im in imgs), default=1)
+            wc = max((im.shape[1] for im in imgs), default=1)
+            images = torch.zeros((len(imgs), hc, wc, 3), dtype=torch.uint8)
+            for j, im in enumerate(imgs):
+                images[j, : im.shape[0], : im.shape[1]].copy_(torch.from_numpy(np.ascontiguousarray(im)))
+            boxes = torch.tensor(boxes_l, dtype=torch.float32).reshape(-1, 4)
+            flips = torch.from_numpy(p.flip[keep].copy()) if keep else torch.zeros(0, dtype=torch.bool)
+        kept = indices[keep]
+        return Batch(
+            images=images,
+            labels=torch.from_numpy(self.labels[kept].astype(np.int64)),
+            indices=torch.from_numpy(kept),
+            boxes=boxes,
+            flips=flips,
+            skipped=skipped,
+        )
+
+    def _on_corrupt(self, i: int, e: Exception, skipped: list) -> None:
+        """Apply the corrupt-sample policy. Damaged *shards* (ShardCorruptError) always raise."""
+        msg = f"{self.describe(i)}: {e}"
+        if self.aug.corrupt == "error":
+            raise CorruptSampleError(
+                f"cannot decode {msg}. Run `torchport data verify`, re-pack, or pass corrupt='skip' to drop and count such samples"
+            ) from e
+        skipped.append((i, msg))
+
+
+class ShardDataset(BatchDataset):
+    """Batches from a packed shard directory (see :mod:`torchport.data.format`).
+
+    Args:
+        root: shard directory (``index.json`` inside).
+        verify: ``"none" | "quick" | "full" | "auto"`` -- checks done before any sample is read;
+            ``"auto"`` = full sha256 when the shards total <= 4 GiB, else quick.
+        **aug: :class:`AugmentConfig` fields (size, train, seed, where, corrupt ...).
+    """
+
+    def __init__(self, root: str | os.PathLike, *, verify: str = "auto", aug: AugmentConfig | None = None, **kw: Any) -> None:
+        super().__init__(aug or AugmentConfig(**kw))
+        if verify == "auto":
+            quick = ShardSet.open(root, verify="quick")
+            verify = "full" if quick.total_bytes <= (4 << 30) else "none"
+            self.shards = ShardSet.open(root, verify="full") if verify == "full" else quick
+        else:
+            self.shards = ShardSet.open(root, verify=verify)
+        self.root = Path(root)
+        self.mode = self.shards.mode
+        self.classes = self.shards.classes
+        self.labels = self.shards.labels
+
+    def _sizes(self, indices):
+        return self.shards.heights[indices], self.shards.widths[indices]
+
+    def _fetch(self, i):
+        if self.mode == "predecoded":
+            return "pixels", self.shards.pixels(i)
+        return "jpeg", self.shards.raw(i)
+
+    def describe(self, i: int) -> str:
+        return self.shards.describe(i)
+
+
+class ImageFolderDataset(BatchDataset):
+    """Batches straight from an ImageFolder (no packing), with the same decode + augment fast path.
+
+    JPEG sizes come from the header (no decode); other formats are decoded by Pillow at full size.
+    """
+
+    def __init__(self, root: str | os.PathLike, *, aug: AugmentConfig | None = None, **kw: Any) -> None:
+        super().__init__(aug or AugmentConfig(**kw))
+        self.root = Path(root)
+        self.classes, items = scan_image_folder(root)
+        self.paths = [p for p, _ in items]
+        self.labels = np.array([lab for _, lab in items], dtype=np.int64)
+        self._cache: dict[int, Any] = {}
+        self.mode = "folder"
+
+    def _read(self, i: int) -> bytes:
+        with open(self.paths[i], "rb") as f:
+            return f.read()
+
+    def _sizes(self, indices):
+        H = np.zeros(len(indices), dtype=np.int64)
+        W = np.zeros(len(indices), dtype=np.int64)
+        self._cache = {}
+        for k, i in enumerate(indices):
+            try:
+                data = self._read(int(i))
+                if is_jpeg(data):
+                    try:
+                        H[k], W[k] = jpeg_size(data)
+                        self._cache[int(i)] = ("jpeg", data)
+                        continue
+                    except ValueError:
+                        pass
+                img = decode_any(data)
+                self._cache[int(i)] = ("pixels", img if img.ndim == 3 else np.repeat(img[:, :, None], 3, axis=2))
+                H[k], W[k] = img.shape[:2]
+            except (OSError, ValueError) as e:
+                self._cache[int(i)] = ("error", e)
+                H[k] = W[k] = 1
+        return H, W
+
+    def _fetch(self, i):
+        kind, payload = self._cache.pop(i)
+        if kind == "error":
+            raise payload
+        return kind, payload
+
+    def describe(self, i: int) -> str:
+        return f"file {self.paths[i]} (sample {i})"

@@ -1,0 +1,36 @@
+"""Errors raised by :mod:`torchport.data`; each message names the file and the fix."""
+
+from __future__ import annotations
+
+__all__ = [
+    "DataError",
+    "SourceError",
+    "ShardFormatError",
+    "ShardCorruptError",
+    "ChecksumMismatchError",
+    "CorruptSampleError",
+]
+
+
+class DataError(RuntimeError):
+    """Base class of every torchport.data error."""
+
+
+class SourceError(DataError):
+    """A source directory cannot be read or is not in ImageFolder layout."""
+
+
+class ShardFormatError(DataError):
+    """A directory is not a torchport shard set, or its manifest / index is malformed."""
+
+
+class ShardCorruptError(DataError):
+    """A shard file is truncated or damaged; the message names the shard and the byte offset."""
+
+
+class ChecksumMismatchError(ShardCorruptError):
+    """A shard or the index no longer matches the checksum recorded when it was packed."""
+
+
+class CorruptSampleError(DataError):
+    """One sample cannot be decoded (raised when the corrupt-sample policy is ``"error"``)."""

@@ -1,0 +1,395 @@
+"""The torchport shard format: a manifest, one index array and a few large shard files.
+
+Layout of a packed directory (see docs/data.md for why not MDS / LitData / WebDataset / .beton)::
+
+    DST/
+      index.json        manifest: format + version, mode, classes, label map, per-shard sha256
+      index.npy         one row per sample: shard, offset, nbytes, label, height, width, crc32
+      labels.json       label map {class name: label} (also inside the manifest)
+      pack_report.json  what packing did: counts, skipped files and why, timings
+      shard-00000.tps   64-byte header + samples, each starting at a 64-byte boundary
+      ...
+
+A sample is either raw HWC uint8 RGB pixels (mode ``predecoded``; ``height * width * 3`` bytes,
+read as a zero-copy ``numpy.memmap`` view) or the bytes of one JPEG file (mode ``jpeg``).
+Random access is one index lookup plus one slice of a memory map; nothing is parsed per sample.
+
+Example::
+
+    shards = ShardSet.open("data/train", verify="full")
+    pixels = shards.pixels(0)            # (H, W, 3) uint8 view (predecoded)
+    label = int(shards.labels[0])
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import struct
+from pathlib import Path
+from typing import Any, Iterable
+
+import numpy as np
+
+from torchport.data.errors import ChecksumMismatchError, ShardCorruptError, ShardFormatError
+
+__all__ = [
+    "FORMAT_NAME",
+    "FORMAT_VERSION",
+    "MODES",
+    "INDEX_DTYPE",
+    "HEADER_SIZE",
+    "ShardWriter",
+    "ShardSet",
+    "is_shard_dir",
+    "sha256_file",
+]
+
+FORMAT_NAME = "torchport-shards"
+FORMAT_VERSION = 1
+MODES = ("predecoded", "jpeg")
+MAGIC = b"TPSHARD1"
+HEADER_SIZE = 64
+ALIGN = 64
+# magic, version, mode code, num_samples, data_bytes, shard_id
+_HEADER = struct.Struct("<8sIIQQI")
+
+INDEX_DTYPE = np.dtype(
+    [
+        ("shard", "<u4"),
+        ("offset", "<u8"),
+        ("nbytes", "<u8"),
+        ("label", "<i4"),
+        ("height", "<u4"),
+        ("width", "<u4"),
+        ("crc32", "<u4"),
+    ]
+)
+
+
+def sha256_file(path: str | os.PathLike, chunk: int = 1 << 22) -> str:
+    """Hex sha256 of a file, read in 4 MiB chunks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def is_shard_dir(path: str | os.PathLike) -> bool:
+    """True when ``path`` holds a torchport manifest (``index.json``)."""
+    return (Path(path) / "index.json").is_file()
+
+
+def _shard_name(i: int) -> str:
+    return f"shard-{i:05d}.tps"
+
+
+class ShardWriter:
+    """Append samples to shard files and write the index + manifest at :meth:`close`.
+
+    Args:
+        root: output directory (created; normally a temporary one renamed by the caller).
+        mode: ``"predecoded"`` or ``"jpeg"``.
+        classes: class names; label ``i`` is ``classes[i]``.
+        shard_bytes: start a new shard once the current one reaches this size.
+        meta: extra manifest fields (target size, quality, source ...).
+
+    Example::
+
+        w = ShardWriter(tmp, mode="jpeg", classes=["cat", "dog"])
+        w.add(jpeg_bytes, label=0, height=375, width=500)
+        manifest = w.close()
+    """
+
+    def __init__(
+        self,
+        root: str | os.PathLike,
+        *,
+        mode: str,
+        classes: list[str],
+        shard_bytes: int = 256 << 20,
+        meta: dict[str, Any] | None = None,
+    ) -> None:
+        if mode not in MODES:
+            raise ValueError(f"unknown shard mode {mode!r}; use one of {', '.join(MODES)}")
+        self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.mode = mode
+        self.classes = list(classes)
+        self.shard_bytes = int(shard_bytes)
+        self.meta = dict(meta or {})
+        self._rows: list[tuple] = []
+        self._shards: list[dict[str, Any]] = []
+        self._file = None
+        self._hash = None
+        self._pos = 0
+        self._count = 0
+
+    def _open_next(self) -> None:
+        self._close_current()
+        sid = len(self._shards)
+        self._file = open(self.root / _shard_name(sid), "wb")
+        self._file.write(b"\0" * HEADER_SIZE)  # rewritten on close
+        self._hash = hashlib.sha256()
+        self._pos = HEADER_SIZE
+        self._count = 0
+        self._shards.append({"file": _shard_name(sid), "samples": 0, "bytes": 0, "sha256": ""})
+
+    def _close_current(self) -> None:
+        if self._file is None:
+            return
+        sid = len(self._shards) - 1
+        header = _HEADER.pack(MAGIC, FORMAT_VERSION, MODES.index(self.mode), self._count, self._pos - HEADER_SIZE, sid)
+        header = header.ljust(HEADER_SIZE, b"\0")
+        self._file.seek(0)
+        self._file.write(header)
+        self._file.close()
+        self._file = None
+        # the header is hashed last: sha256 over (header, data) needs a second read, so hash the file once closed
+        path = self.root / self._shards[sid]["file"]
+        self._shards[sid].update(samples=self._count, bytes=path.stat().st_size, sha256=sha256_file(path))
+
+    def add(self, data: bytes | memoryview | np.ndarray, *, label: int, height: int, width: int) -> int:
+        """Append one sample; return its index in the shard set."""
+        import zlib
+
+        buf = memoryview(np.ascontiguousarray(data) if isinstance(data, np.ndarray) else data).cast("B")
+        if self._file is None or (self._pos - HEADER_SIZE) >= self.shard_bytes:
+            self._open_next()
+        pad = (-self._pos) % ALIGN
+        if pad:
+            self._file.write(b"\0" * pad)
+            self._pos += pad
+        offset = self._pos
+        self._file.write(buf)
+        self._pos += buf.nbytes
+        self._count += 1
+        self._rows.append(
+            (len(self._shards) - 1, offset, buf.nbytes, int(label), int(height), int(width), zlib.crc32(buf) & 0xFFFFFFFF)
+        )
+        return len(self._rows) - 1
+
+    def close(self) -> dict[str, Any]:
+        """Finish the last shard, write ``index.npy``, ``labels.json`` and ``index.json``; return the manifest."""
+        self._close_current()
+        index = np.array(self._rows, dtype=INDEX_DTYPE) if self._rows else np.zeros(0, dtype=INDEX_DTYPE)
+        np.save(self.root / "index.npy", index, allow_pickle=False)
+        label_map = {name: i for i, name in enumerate(self.classes)}
+        (self.root / "labels.json").write_text(json.dumps(label_map, indent=2) + "\n")
+        manifest = {
+            "format": FORMAT_NAME,
+            "version": FORMAT_VERSION,
+            "mode": self.mode,
+            "num_samples": int(len(index)),
+            "num_classes": len(self.classes),
+            "classes": self.classes,
+            "label_map": label_map,
+            "index": {"file": "index.npy", "sha256": sha256_file(self.root / "index.npy")},
+            "shards": self._shards,
+            **self.meta,
+        }
+        (self.root / "index.json").write_text(json.dumps(manifest, indent=2) + "\n")
+        return manifest
+
+
+@dataclasses.dataclass
+class VerifyResult:
+    """What :meth:`ShardSet.verify` checked and found."""
+
+    ok: bool
+    checked: list[str]
+    problems: list[str]
+
+
+class ShardSet:
+    """Read-only random access to a packed directory.
+
+    Open with :meth:`open`. Memory maps are opened lazily in each process (safe with forked
+    DataLoader workers). ``labels``, ``heights``, ``widths`` are numpy arrays over all samples.
+    """
+
+    def __init__(self, root: Path, manifest: dict[str, Any], index: np.ndarray) -> None:
+        self.root = root
+        self.manifest = manifest
+        self.index = index
+        self.mode: str = manifest["mode"]
+        self.classes: list[str] = list(manifest["classes"])
+        self.labels = index["label"].astype(np.int64)
+        self.heights = index["height"].astype(np.int64)
+        self.widths = index["width"].astype(np.int64)
+        self._maps: dict[int, np.memmap] = {}
+        self._pid = os.getpid()
+
+    # ------------------------------------------------------------------ opening / checks
+    @classmethod
+    def open(cls, root: str | os.PathLike, *, verify: str = "quick") -> "ShardSet":
+        """Open a shard directory and check it before any sample is read.
+
+        Args:
+            root: directory written by ``torchport data pack``.
+            verify: ``"none"``; ``"quick"`` (default: index checksum, every shard's size,
+                header and sample count); ``"full"`` (also each shard's sha256 -- reads all data).
+
+        Raises:
+            ShardFormatError: not a shard directory / unknown version / malformed index.
+            ChecksumMismatchError: index or shard content differs from the manifest.
+            ShardCorruptError: a shard is missing, truncated or has a bad header.
+        """
+        root = Path(root)
+        mpath = root / "index.json"
+        if not mpath.is_file():
+            raise ShardFormatError(
+                f"{root} is not a torchport shard directory (no index.json); "
+                "create one with `torchport data pack SRC DST`"
+            )
+        try:
+            manifest = json.loads(mpath.read_text())
+        except (OSError, ValueError) as e:
+            raise ShardFormatError(f"{mpath}: cannot parse the manifest ({e}); re-run `torchport data pack`") from None
+        if manifest.get("format") != FORMAT_NAME:
+            raise ShardFormatError(f"{mpath}: format {manifest.get('format')!r} is not {FORMAT_NAME!r}")
+        if manifest.get("version") != FORMAT_VERSION:
+            raise ShardFormatError(
+                f"{mpath}: shard format version {manifest.get('version')!r} is not supported "
+                f"(this torchport reads version {FORMAT_VERSION}); re-pack with this torchport"
+            )
+        if manifest.get("mode") not in MODES:
+            raise ShardFormatError(f"{mpath}: unknown mode {manifest.get('mode')!r}")
+        ipath = root / manifest["index"]["file"]
+        if verify != "none":
+            if not ipath.is_file():
+                raise ShardCorruptError(f"{ipath}: index file is missing; re-run `torchport data pack`")
+            digest = sha256_file(ipath)
+            if digest != manifest["index"]["sha256"]:
+                raise ChecksumMismatchError(
+                    f"{ipath}: sha256 {digest[:16]}... does not match the manifest "
+                    f"({manifest['index']['sha256'][:16]}...); the index was modified or damaged -- re-pack"
+                )
+        try:
+            index = np.load(ipath, allow_pickle=False)
+        except (OSError, ValueError) as e:
+            raise ShardFormatError(f"{ipath}: cannot load the index ({e}); re-run `torchport data pack`") from None
+        if index.dtype != INDEX_DTYPE or len(index) != manifest["num_samples"]:
+            raise ShardFormatError(f"{ipath}: index has dtype/length {index.dtype}/{len(index)}, manifest says {manifest['num_samples']} samples")
+        self = cls(root, manifest, index)
+        if verify != "none":
+            res = self.verify(full=(verify == "full"), samples=False)
+            if not res.ok:
+                err = ChecksumMismatchError if any("sha256" in p for p in res.problems) else ShardCorruptError
+                raise err("; ".join(res.problems))
+        return self
+
+    def verify(self, *, full: bool = True, samples: bool = False) -> VerifyResult:
+        """Check shard files against the manifest (and optionally each sample's crc32).
+
+        Args:
+            full: hash every shard (sha256) -- reads all data once.
+            samples: also check each sample's crc32 and that it lies inside its shard.
+
+        Returns:
+            :class:`VerifyResult` listing problems, each naming the shard (and offset).
+        """
+        problems: list[str] = []
+        checked = ["index sha256", "shard sizes", "shard headers"]
+        for sid, sh in enumerate(self.manifest["shards"]):
+            path = self.root / sh["file"]
+            if not path.is_file():
+                problems.append(f"shard {sh['file']}: file is missing")
+                continue
+            size = path.stat().st_size
+            if size != sh["bytes"]:
+                problems.append(
+                    f"shard {sh['file']}: size {size} bytes, manifest says {sh['bytes']} "
+                    f"({'truncated' if size < sh['bytes'] else 'extra data'} at offset {min(size, sh['bytes'])})"
+                )
+                continue
+            with open(path, "rb") as f:
+                raw = f.read(_HEADER.size)
+            try:
+                magic, version, mode, count, data_bytes, hsid = _HEADER.unpack(raw)
+            except struct.error:
+                problems.append(f"shard {sh['file']}: header is unreadable at offset 0")
+                continue
+            if magic != MAGIC or version != FORMAT_VERSION or MODES[mode] != self.mode or count != sh["samples"] or hsid != sid:
+                problems.append(f"shard {sh['file']}: bad header at offset 0 (magic/version/mode/count do not match the manifest)")
+                continue
+            if full:
+                digest = sha256_file(path)
+                if digest != sh["sha256"]:
+                    problems.append(
+                        f"shard {sh['file']}: sha256 {digest[:16]}... does not match the manifest ({sh['sha256'][:16]}...)"
+                    )
+        if full:
+            checked.append("shard sha256")
+        if samples and not problems:
+            import zlib
+
+            checked.append("sample crc32")
+            for i in range(len(self)):
+                try:
+                    buf = self.raw(i)
+                except ShardCorruptError as e:
+                    problems.append(str(e))
+                    continue
+                if zlib.crc32(buf) & 0xFFFFFFFF != int(self.index["crc32"][i]):
+                    problems.append(f"{self.describe(i)}: crc32 mismatch (sample bytes damaged)")
+        return VerifyResult(ok=not problems, checked=checked, problems=problems)
+
+    # ------------------------------------------------------------------ access
+    def __len__(self) -> int:
+        return len(self.index)
+
+    @property
+    def total_bytes(self) -> int:
+        """Bytes of all shard files."""
+        return int(sum(s["bytes"] for s in self.manifest["shards"]))
+
+    def describe(self, i: int) -> str:
+        """Human location of sample ``i``: ``shard shard-00001.tps offset 4096 (sample 17)``."""
+        row = self.index[i]
+        return f"shard {self.manifest['shards'][int(row['shard'])]['file']} offset {int(row['offset'])} (sample {i})"
+
+    def _map(self, sid: int) -> np.memmap:
+        if self._pid != os.getpid():  # forked into a DataLoader worker: re-open there
+            self._maps, self._pid = {}, os.getpid()
+        mm = self._maps.get(sid)
+        if mm is None:
+            path = self.root / self.manifest["shards"][sid]["file"]
+            try:
+                mm = np.memmap(path, dtype=np.uint8, mode="r")
+            except (OSError, ValueError) as e:
+                raise ShardCorruptError(f"shard {path.name}: cannot open ({e}); re-run `torchport data pack`") from None
+            self._maps[sid] = mm
+        return mm
+
+    def raw(self, i: int) -> np.ndarray:
+        """The stored bytes of sample ``i`` as a zero-copy uint8 view.
+
+        Raises:
+            ShardCorruptError: the sample runs past the end of its shard (truncated file);
+                the message names the shard and the byte offset.
+        """
+        row = self.index[i]
+        sid, off, n = int(row["shard"]), int(row["offset"]), int(row["nbytes"])
+        mm = self._map(sid)
+        if off + n > mm.shape[0]:
+            raise ShardCorruptError(
+                f"{self.describe(i)}: needs bytes {off}..{off + n} but the shard has {mm.shape[0]} bytes "
+                "(truncated); run `torchport data verify` and re-pack or restore the shard"
+            )
+        return mm[off : off + n]
+
+    def pixels(self, i: int) -> np.ndarray:
+        """Sample ``i`` as an ``(H, W, 3)`` uint8 view (predecoded mode only)."""
+        if self.mode != "predecoded":
+            raise ShardFormatError(f"{self.root}: pixels() needs a predecoded shard set, this one is {self.mode!r}")
+        row = self.index[i]
+        return self.raw(i).reshape(int(row["height"]), int(row["width"]), 3)
+
+    def iter_raw(self, indices: Iterable[int]):
+        """Yield ``(i, bytes view)`` for ``indices``."""
+        for i in indices:
+            yield i, self.raw(i)

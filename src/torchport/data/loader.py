@@ -1,0 +1,371 @@
+"""The training-side loader: uint8 batches from workers -> normalised floats on the device.
+
+Per batch, the path is:
+
+1. a DataLoader worker builds a uint8 batch (:mod:`torchport.data.dataset`);
+2. accelerators: the DataLoader pins it when the backend benefits (``target.backend.pin_memory``),
+   the loader copies it with ``non_blocking=True`` and normalises it *on the device*
+   (uint8 -> float/bf16/fp16 fused with ``(x/255 - mean) / std``); the next batch is staged
+   before the current one is handed out, so the copy overlaps the step;
+3. CPU: normalisation writes into one of two preallocated buffers (no fresh 40 MB allocation
+   and its page faults per batch). A batch stays valid until the next-but-one is requested;
+   ``.clone()`` it to keep it longer, or pass ``reuse_buffers=False``.
+
+Augmentation runs in workers (``augment="cpu"``: crop + antialiased resize on uint8) or on the
+device (``augment="device"``: workers send whole images, one batched ``grid_sample`` crops them).
+``"auto"`` picks ``device`` for predecoded shards on an accelerator (the CPU then only slices
+memory maps) and ``cpu`` otherwise (JPEGs must be decoded on the CPU anyway, and crops shrink
+what crosses the bus).
+
+Example::
+
+    loader = make_loader("shards", batch_size=256, train=True, image_size=224, seed=0)
+    for epoch in range(epochs):
+        loader.set_epoch(epoch)
+        for images, labels in loader:      # images: (B, 3, 224, 224) float on the device
+            ...
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import warnings
+from pathlib import Path
+from typing import Any
+
+from torchport.data.augment import IMAGENET_MEAN, IMAGENET_STD, device_crop_resize
+from torchport.data.dataset import AugmentConfig, Batch, BatchDataset, ImageFolderDataset, ShardDataset
+from torchport.data.errors import SourceError
+from torchport.data.format import is_shard_dir
+from torchport.data.pack import split_dirs
+from torchport.data.sampler import EpochBatchSampler
+
+__all__ = ["LoaderConfig", "Loader", "make_loader", "open_dataset", "CorruptSampleWarning"]
+
+_DTYPES = ("float32", "bfloat16", "float16")
+
+
+class CorruptSampleWarning(UserWarning):
+    """A corrupt sample was skipped (``corrupt="skip"``); it is also listed in ``loader.stats``."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class LoaderConfig:
+    """Options of :func:`make_loader` (all keyword-only; unknown keys are errors).
+
+    Args:
+        batch_size: per-rank batch size.
+        train: training augmentation + shuffling (True) or centre crops in order (False).
+        image_size: output side.
+        seed: shuffle + augmentation seed.
+        num_workers: DataLoader worker processes (default: CPUs available, at most 8).
+        rank, world_size: this process's slice (default: torch.distributed if initialised, else 0/1).
+        drop_last: default ``train``.
+        augment: ``"auto" | "cpu" | "device"`` (see module docstring).
+        dtype: ``"float32" | "bfloat16" | "float16"`` of the delivered images.
+        mean, std: per-channel normalisation (0..1 scale).
+        corrupt: ``"error"`` or ``"skip"`` (skipped samples are counted and warned about).
+        verify: shard checks before training (``"auto" | "full" | "quick" | "none"``).
+        channels_last: deliver ``torch.channels_last`` images.
+        reuse_buffers: CPU only -- normalise into two preallocated buffers.
+        prefetch_factor: batches each worker prepares ahead.
+        persistent_workers: keep workers between epochs.
+        return_indices: yield ``(images, labels, indices)`` (for parity checks).
+    """
+
+    batch_size: int = 64
+    train: bool = True
+    image_size: int = 224
+    seed: int = 0
+    num_workers: int | None = None
+    rank: int | None = None
+    world_size: int | None = None
+    drop_last: bool | None = None
+    augment: str = "auto"
+    dtype: str = "float32"
+    mean: tuple[float, float, float] = IMAGENET_MEAN
+    std: tuple[float, float, float] = IMAGENET_STD
+    corrupt: str = "error"
+    verify: str = "auto"
+    channels_last: bool = False
+    reuse_buffers: bool = True
+    prefetch_factor: int = 2
+    persistent_workers: bool = True
+    return_indices: bool = False
+
+    def __post_init__(self) -> None:
+        if self.augment not in ("auto", "cpu", "device"):
+            raise ValueError(f"augment={self.augment!r}: use 'auto', 'cpu' or 'device'")
+        if self.dtype not in _DTYPES:
+            raise ValueError(f"dtype={self.dtype!r}: use one of {', '.join(_DTYPES)}")
+
+
+def _default_workers() -> int:
+    try:
+        n = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - macOS
+        n = os.cpu_count() or 1
+    return max(0, min(8, n))
+
+
+def _dist_rank_world() -> tuple[int, int]:
+    try:
+        import torch.distributed as dist
+
+        if dist.is_available() and dist.is_initialized():
+            return dist.get_rank(), dist.get_world_size()
+    except Exception:  # pragma: no cover
+        pass
+    return 0, 1
+
+
+def open_dataset(path: str | os.PathLike, *, train: bool, aug: AugmentConfig, verify: str = "auto") -> BatchDataset:
+    """The batch dataset for ``path``: shards, a train/val split directory, or a raw ImageFolder.
+
+    ``path`` may be a shard directory, a directory with ``train``/``val`` sub-directories (shards or
+    ImageFolders), or one ImageFolder (read directly through the fast path, no packing needed).
+    """
+    p = Path(path)
+    if is_shard_dir(p):
+        return ShardDataset(p, verify=verify, aug=aug)
+    splits = split_dirs(p)
+    if splits:
+        want = "train" if train else ("val" if "val" in splits else "test")
+        if want not in splits:
+            raise SourceError(f"{p} has splits {splits} but no {want!r} split")
+        return open_dataset(p / want, train=train, aug=aug, verify=verify)
+    if not p.is_dir():
+        raise SourceError(f"dataset path {p} does not exist or is not a directory")
+    return ImageFolderDataset(p, aug=aug)
+
+
+@dataclasses.dataclass
+class LoaderStats:
+    """Counters since the loader was made: batches, images, and skipped corrupt samples."""
+
+    batches: int = 0
+    images: int = 0
+    skipped: list = dataclasses.field(default_factory=list)
+
+
+class Loader:
+    """Iterable of ``(images, labels)`` on the target device, with ``set_epoch`` and resumable state.
+
+    Build it with :func:`make_loader`. ``len(loader)`` is the number of batches left in the epoch.
+    """
+
+    def __init__(self, dataset: BatchDataset, cfg: LoaderConfig, target: Any) -> None:
+        import torch
+
+        self.dataset, self.cfg, self.target = dataset, cfg, target
+        rank, world = _dist_rank_world()
+        rank = cfg.rank if cfg.rank is not None else rank
+        world = cfg.world_size if cfg.world_size is not None else world
+        drop_last = cfg.train if cfg.drop_last is None else cfg.drop_last
+        self.sampler = EpochBatchSampler(
+            len(dataset), cfg.batch_size, seed=cfg.seed, shuffle=cfg.train, rank=rank, world_size=world, drop_last=drop_last
+        )
+        self.num_workers = _default_workers() if cfg.num_workers is None else cfg.num_workers
+        self.stats = LoaderStats()
+        self._consumed = 0
+        self._dl = None
+        self._buffers: list = []
+        self._turn = 0
+        self.device = target.device
+        self.dtype = getattr(torch, cfg.dtype)
+        mean = torch.tensor(cfg.mean, dtype=torch.float32).view(1, 3, 1, 1)
+        std = torch.tensor(cfg.std, dtype=torch.float32).view(1, 3, 1, 1)
+        self._scale = (1.0 / (255.0 * std)).to(self.device)
+        self._bias = (-mean / std).to(self.device)
+        self.pin = bool(target.backend.pin_memory) and bool(target.is_accelerator)
+
+    # ------------------------------------------------------------------ epochs / state
+    def set_epoch(self, epoch: int) -> None:
+        """Select the epoch: its shuffle and every sample's augmentation follow from (seed, epoch, index)."""
+        self.sampler.set_epoch(epoch)
+        self._consumed = 0
+
+    @property
+    def epoch(self) -> int:
+        """Current epoch."""
+        return self.sampler.epoch
+
+    def __len__(self) -> int:
+        return len(self.sampler)
+
+    def state_dict(self) -> dict[str, Any]:
+        """Position to resume from: epoch and batches already delivered in it."""
+        s = self.sampler
+        return {
+            "version": 1,
+            "epoch": s.epoch,
+            "batches_done": self._consumed,
+            "seed": s.seed,
+            "num_samples": s.n,
+            "batch_size": s.batch_size,
+            "world_size": s.world_size,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Resume: the next iteration starts at the first batch not yet delivered.
+
+        Raises:
+            ValueError: the state comes from a different dataset size, batch size, seed or world size.
+        """
+        s = self.sampler
+        for key, mine in (("num_samples", s.n), ("batch_size", s.batch_size), ("seed", s.seed), ("world_size", s.world_size)):
+            if state.get(key) != mine:
+                raise ValueError(
+                    f"loader state has {key}={state.get(key)!r} but this loader has {mine!r}; "
+                    "resume with the same dataset, batch size, seed and world size"
+                )
+        s.epoch = int(state["epoch"])
+        s.start = int(state["batches_done"])
+        self._consumed = s.start
+
+    # ------------------------------------------------------------------ iteration
+    def _dataloader(self):
+        import torch
+
+        if self._dl is None:
+            nw = self.num_workers
+            self._dl = torch.utils.data.DataLoader(
+                self.dataset,
+                batch_size=None,
+                sampler=self.sampler,
+                num_workers=nw,
+                pin_memory=self.pin,
+                prefetch_factor=self.cfg.prefetch_factor if nw > 0 else None,
+                persistent_workers=self.cfg.persistent_workers and nw > 0,
+                collate_fn=_identity,
+            )
+        return self._dl
+
+    def __iter__(self):
+        it = iter(self._dataloader())
+        staged = None
+        for raw in it:
+            ready = self._stage(raw)
+            if not self.target.is_accelerator:  # CPU: nothing to overlap, hand it out now
+                yield self._deliver(ready)
+                continue
+            if staged is not None:  # accelerator: the next batch's copy was queued first
+                yield self._deliver(staged)
+            staged = ready
+        if staged is not None:
+            yield self._deliver(staged)
+        self.sampler.start = 0
+        self._consumed = 0
+
+    def _deliver(self, item):
+        self._consumed += 1
+        self.sampler.start = self._consumed
+        return item
+
+    def _note_skipped(self, batch: Batch) -> None:
+        for idx, reason in batch.skipped:
+            self.stats.skipped.append((idx, reason))
+            warnings.warn(f"skipped corrupt sample: {reason}", CorruptSampleWarning, stacklevel=3)
+
+    def _stage(self, batch: Batch):
+        import torch
+
+        self._note_skipped(batch)
+        labels = batch.labels.to(self.device, non_blocking=self.pin)
+        if batch.boxes is not None:
+            images = self._device_augment(batch)
+        elif self.target.is_accelerator:
+            x = batch.images.to(self.device, non_blocking=self.pin)
+            images = torch.addcmul(self._bias, x.to(torch.float32), self._scale).to(self.dtype)
+        else:
+            images = self._normalize_cpu(batch.images)
+        if self.cfg.channels_last:
+            images = images.contiguous(memory_format=torch.channels_last)
+        self.stats.batches += 1
+        self.stats.images += int(images.shape[0])
+        if self.cfg.return_indices:
+            return images, labels, batch.indices
+        return images, labels
+
+    def _normalize_cpu(self, x):
+        import torch
+
+        b = x.shape[0]
+        if not self.cfg.reuse_buffers:
+            out = torch.empty(x.shape, dtype=self.dtype)
+        else:
+            if not self._buffers or self._buffers[0].shape[1:] != x.shape[1:] or self._buffers[0].shape[0] < b:
+                self._buffers = [torch.empty((max(b, self.cfg.batch_size),) + tuple(x.shape[1:]), dtype=self.dtype) for _ in range(2)]
+            out = self._buffers[self._turn][:b]
+            self._turn ^= 1
+        out.copy_(x)  # uint8 -> float, vectorised
+        out.mul_(self._scale.to(self.dtype)).add_(self._bias.to(self.dtype))
+        return out
+
+    def _device_augment(self, batch: Batch):
+        import torch
+
+        x = batch.images.to(self.device, non_blocking=self.pin)  # (B, Hc, Wc, 3) uint8
+        x = x.permute(0, 3, 1, 2).to(torch.float32)
+        boxes = batch.boxes.to(self.device, non_blocking=self.pin)
+        flips = batch.flips.to(self.device, non_blocking=self.pin)
+        y = device_crop_resize(x, boxes, flips, None, self.dataset.aug.out_hw)
+        return torch.addcmul(self._bias, y, self._scale).to(self.dtype)
+
+
+def _identity(x):
+    return x
+
+
+def make_loader(
+    path: str | os.PathLike,
+    *,
+    batch_size: int,
+    train: bool = True,
+    image_size: int = 224,
+    seed: int = 0,
+    num_workers: int | None = None,
+    rank: int | None = None,
+    world_size: int | None = None,
+    target: Any = None,
+    **options: Any,
+) -> Loader:
+    """Build the fast loader for a shard directory, a train/val directory, or a raw ImageFolder.
+
+    Args:
+        path: see :func:`open_dataset`.
+        batch_size, train, image_size, seed, num_workers, rank, world_size: see :class:`LoaderConfig`.
+        target: a :class:`torchport.runtime.device.Target` (default: ``torchport.runtime.device.current()``).
+        **options: other :class:`LoaderConfig` fields (``augment``, ``dtype``, ``corrupt`` ...).
+
+    Returns:
+        A :class:`Loader`; call ``set_epoch(e)`` before each epoch.
+
+    Example::
+
+        train = make_loader(root, batch_size=128, train=True, image_size=64, seed=1, num_workers=2)
+        val = make_loader(root, batch_size=256, train=False, image_size=64)
+    """
+    cfg = LoaderConfig(
+        batch_size=batch_size,
+        train=train,
+        image_size=image_size,
+        seed=seed,
+        num_workers=num_workers,
+        rank=rank,
+        world_size=world_size,
+        **options,
+    )
+    if target is None:
+        from torchport.runtime.device import current
+
+        target = current()
+    where = cfg.augment
+    aug = AugmentConfig(size=image_size, train=train, seed=seed, where="cpu", corrupt=cfg.corrupt)
+    ds = open_dataset(path, train=train, aug=aug, verify=cfg.verify)
+    if where == "auto":
+        where = "device" if (target.is_accelerator and getattr(ds, "mode", "") == "predecoded") else "cpu"
+    if where != "cpu":
+        ds.aug = dataclasses.replace(aug, where=where)
+    return Loader(ds, cfg, target)

@@ -1,0 +1,106 @@
+"""Mutable state of the emulated NPU: configuration, current device, RNG, memory counters.
+
+One module-level :data:`STATE` object holds everything the dispatch hot path reads,
+so a single attribute lookup answers "is the emulator on, and how is it configured?".
+Nothing here imports torch at module import time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import weakref
+from typing import Any
+
+__all__ = ["STATE", "EmulatorState", "MemoryCounters", "SATURATE", "INF"]
+
+#: overflow modes: IEEE inf/nan (Atlas 800T A2 / 910B default) or saturation (older 910 chips)
+INF = "inf"
+SATURATE = "saturate"
+
+
+class MemoryCounters:
+    """Bytes of live tensor storage per emulated device: current and peak.
+
+    Storages are counted once (views share them) and uncounted by a weakref
+    finalizer when the last tensor using them dies.
+    """
+
+    def __init__(self, devices: int) -> None:
+        self.current = [0] * devices
+        self.peak = [0] * devices
+        self.lock = threading.Lock()
+
+    def resize(self, devices: int) -> None:
+        """Grow/shrink the per-device arrays (existing counts are kept)."""
+        with self.lock:
+            extra = devices - len(self.current)
+            if extra > 0:
+                self.current += [0] * extra
+                self.peak += [0] * extra
+            elif extra < 0:
+                del self.current[devices:]
+                del self.peak[devices:]
+
+    def track(self, storage: Any, index: int) -> None:
+        """Count ``storage`` (an ``UntypedStorage``) on device ``index`` until it is freed."""
+        nbytes = storage.nbytes()
+        storage._torchport_npu = index
+        if nbytes == 0:
+            return
+        with self.lock:
+            if index >= len(self.current):
+                return
+            cur = self.current[index] + nbytes
+            self.current[index] = cur
+            if cur > self.peak[index]:
+                self.peak[index] = cur
+        weakref.finalize(storage, self._free, index, nbytes, id(self))
+
+    def _free(self, index: int, nbytes: int, owner: int) -> None:
+        if owner != id(self):
+            return
+        with self.lock:
+            if index < len(self.current):
+                self.current[index] = max(0, self.current[index] - nbytes)
+
+    def reset_peak(self, index: int) -> None:
+        """Set the peak of device ``index`` to its current value."""
+        with self.lock:
+            self.peak[index] = self.current[index]
+
+
+@dataclasses.dataclass
+class EmulatorState:
+    """Everything the emulator knows at run time (one instance: :data:`STATE`).
+
+    Attributes:
+        installed: True between ``install()`` and ``uninstall()``.
+        devices: number of emulated devices.
+        current: the current device index (``torch.npu.set_device``).
+        fallback_ops: operator names (``"aten::nonzero"``) treated as unsupported:
+            they warn like torch_npu's CPU fallback.
+        overflow_mode: ``"inf"`` or ``"saturate"``.
+        perturb: op name or module class name -> relative noise amplitude.
+        overflow_flag: set when a float16 result overflowed in saturation mode.
+        generators: one CPU ``torch.Generator`` per device (the device RNG).
+        memory: per-device byte counters.
+        fallback_warned: op names already warned about (warn once, like torch_npu).
+        fallback_counts: op name -> times it ran through the CPU fallback.
+    """
+
+    installed: bool = False
+    devices: int = 0
+    current: int = 0
+    fallback_ops: frozenset = frozenset()
+    overflow_mode: str = INF
+    perturb: dict = dataclasses.field(default_factory=dict)
+    overflow_flag: bool = False
+    generators: list = dataclasses.field(default_factory=list)
+    memory: MemoryCounters = dataclasses.field(default_factory=lambda: MemoryCounters(0))
+    fallback_warned: set = dataclasses.field(default_factory=set)
+    fallback_counts: dict = dataclasses.field(default_factory=dict)
+    perturb_generator: Any = None
+
+
+STATE = EmulatorState()

@@ -1,0 +1,386 @@
+"""Portable, crash-safe checkpoints for any training code.
+
+Three promises:
+
+* **Portable** -- every tensor is saved on CPU, loading uses ``weights_only=True`` and
+  ``map_location="cpu"``; the optimizer moves its state to the parameters' device when loaded.
+  A checkpoint written on an (emulated) NPU resumes on CPU or a GPU and vice versa. The
+  GradScaler state is normalised across torch and torch_npu (the ``dynamic`` key).
+* **Complete** -- model, optimizer, scaler, LR scheduler, progress (epoch / step / sampler
+  position), every RNG (python, numpy as a tensor, torch, per device type), config and versions:
+  enough to continue bit-identically on the same platform.
+* **Atomic** -- written to a temp file in the same directory, flushed, fsync'ed, then renamed over
+  the final name; a crash or a full disk leaves the previous checkpoint intact. A manager keeps
+  the last K.
+
+Example::
+
+    from torchport.runtime import checkpoint as ckpt
+
+    manager = ckpt.CheckpointManager("runs/exp1/checkpoints", keep_last=3)
+    path = manager.latest()                                    # None on a fresh run
+    if path:
+        progress = ckpt.restore(ckpt.load(path), model=model, optimizer=opt, amp=amp, scheduler=sched)
+    ...
+    state = ckpt.capture(model=model, optimizer=opt, amp=amp, scheduler=sched,
+                         progress={"epoch": epoch, "step": step}, config=cfg_dict)
+    manager.save(state, step=step)
+
+Test hook: ``TORCHPORT_CHECKPOINT_TEST_DELAY_S`` sleeps that long between the fsync of the temp
+file and the rename (lets tests SIGKILL a process in the middle of a save).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import platform
+import re
+import time
+import warnings
+import zipfile
+from pathlib import Path
+from typing import Any, Mapping
+
+__all__ = [
+    "FORMAT",
+    "CheckpointError",
+    "CheckpointWriteError",
+    "CheckpointManager",
+    "save",
+    "load",
+    "capture",
+    "restore",
+    "to_cpu",
+    "unwrap_model",
+    "versions",
+]
+
+#: Format tag stored in every checkpoint (bump on incompatible layout changes).
+FORMAT = "torchport.checkpoint/1"
+_TMP_MARK = ".tmp-"
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint could not be read or does not match what it is loaded into."""
+
+
+class CheckpointWriteError(CheckpointError):
+    """Writing failed (disk full, permissions...); the previous checkpoint is untouched."""
+
+
+# -- tensors ------------------------------------------------------------------------------------------
+def to_cpu(obj: Any) -> Any:
+    """Return ``obj`` with every tensor detached and moved to CPU (dicts, lists, tuples walked)."""
+    import torch
+
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().cpu()
+    if isinstance(obj, dict):
+        items = [(k, to_cpu(v)) for k, v in obj.items()]
+        try:
+            return type(obj)(items)  # keeps OrderedDict (state dicts)
+        except TypeError:
+            return dict(items)
+    if isinstance(obj, list):
+        return [to_cpu(v) for v in obj]
+    if isinstance(obj, tuple) and not hasattr(obj, "_fields"):
+        return tuple(to_cpu(v) for v in obj)
+    return obj
+
+
+def unwrap_model(model: Any) -> Any:
+    """The plain module inside DDP / DataParallel (``.module``) and ``torch.compile`` (``._orig_mod``),
+    so state-dict keys do not depend on how the model was wrapped."""
+    while True:
+        inner = getattr(model, "_orig_mod", None) or getattr(model, "module", None)
+        if inner is None or inner is model:
+            return model
+        model = inner
+
+
+def versions() -> dict[str, str]:
+    """Library versions and the device that wrote the checkpoint (for bug reports and warnings)."""
+    import torch
+
+    import torchport
+
+    out = {"torch": torch.__version__, "torchport": torchport.__version__, "python": platform.python_version()}
+    with contextlib.suppress(Exception):
+        import torchvision
+
+        out["torchvision"] = torchvision.__version__
+    import sys
+
+    if "torch_npu" in sys.modules:
+        out["torch_npu"] = getattr(sys.modules["torch_npu"], "__version__", "?")
+    with contextlib.suppress(Exception):
+        from torchport.runtime.device import current
+
+        out["device"] = str(current())
+    return out
+
+
+# -- capture / restore ------------------------------------------------------------------------------------
+def capture(
+    *,
+    model: Any = None,
+    optimizer: Any = None,
+    amp: Any = None,
+    scaler: Any = None,
+    scheduler: Any = None,
+    progress: Mapping[str, Any] | None = None,
+    config: Mapping[str, Any] | None = None,
+    extra: Mapping[str, Any] | None = None,
+    rng: bool = True,
+) -> dict[str, Any]:
+    """Collect a complete training state as a CPU-only dict, ready for :func:`save`.
+
+    Args:
+        model: the module (DDP / compile wrappers are unwrapped, so keys stay portable).
+        optimizer: its ``state_dict`` is saved.
+        amp: a :class:`torchport.Amp` (its normalised scaler state is saved), or
+        scaler: a raw ``GradScaler`` (its state is normalised the same way).
+        scheduler: an LR scheduler.
+        progress: counters such as ``{"epoch": 3, "step": 1200, "batches_done_in_epoch": 40}``.
+        config: the run's configuration as plain data.
+        extra: anything else (plain data and tensors).
+        rng: include every RNG state (:func:`torchport.runtime.seed.rng_state`).
+
+    Returns:
+        ``{"format", "versions", "model", "optimizer", "scaler", "scheduler", "progress", "rng",
+        "config", "extra"}`` with only the parts given.
+    """
+    state: dict[str, Any] = {"format": FORMAT, "versions": versions()}
+    if model is not None:
+        state["model"] = unwrap_model(model).state_dict()
+    if optimizer is not None:
+        state["optimizer"] = optimizer.state_dict()
+    if amp is not None:
+        state["scaler"] = amp.state_dict()
+    elif scaler is not None:
+        state["scaler"] = _normalise_scaler_state(scaler.state_dict(), dynamic=getattr(scaler, "_dynamic", True))
+    if scheduler is not None:
+        state["scheduler"] = scheduler.state_dict()
+    if progress is not None:
+        state["progress"] = dict(progress)
+    if config is not None:
+        state["config"] = dict(config)
+    if extra is not None:
+        state["extra"] = dict(extra)
+    if rng:
+        from torchport.runtime.seed import rng_state
+
+        state["rng"] = rng_state()
+    return to_cpu(state)
+
+
+def restore(
+    state: Mapping[str, Any],
+    *,
+    model: Any = None,
+    optimizer: Any = None,
+    amp: Any = None,
+    scaler: Any = None,
+    scheduler: Any = None,
+    rng: bool = True,
+    strict: bool = True,
+) -> dict[str, Any]:
+    """Load a :func:`capture` dict into live objects on the current device.
+
+    Model weights are copied into the existing (device) parameters; the optimizer moves its
+    state to each parameter's device; RNG states for device types absent here are skipped
+    (so an NPU checkpoint resumes on CPU).
+
+    Returns:
+        The ``progress`` dict (empty when the checkpoint has none).
+
+    Raises:
+        CheckpointError: an object was passed but the checkpoint has no state for it, or the
+            model keys do not match (``strict``).
+    """
+
+    def part(key: str) -> Any:
+        if key not in state:
+            raise CheckpointError(f"checkpoint has no {key!r} state (it has: {', '.join(sorted(state))})")
+        return state[key]
+
+    if model is not None:
+        try:
+            unwrap_model(model).load_state_dict(part("model"), strict=strict)
+        except RuntimeError as exc:
+            raise CheckpointError(f"checkpoint model weights do not fit this model: {exc}") from None
+    if optimizer is not None:
+        optimizer.load_state_dict(part("optimizer"))
+    if amp is not None:
+        amp.load_state_dict(state.get("scaler") or {})
+    elif scaler is not None and state.get("scaler"):
+        s = dict(state["scaler"])
+        dynamic = s.pop("dynamic", True)
+        if hasattr(scaler, "_dynamic"):  # torch_npu's scaler requires the key
+            s["dynamic"] = dynamic
+        scaler.load_state_dict(s)
+    if scheduler is not None:
+        scheduler.load_state_dict(part("scheduler"))
+    if rng and "rng" in state:
+        from torchport.runtime.seed import set_rng_state
+
+        set_rng_state(state["rng"])
+    return dict(state.get("progress") or {})
+
+
+def _normalise_scaler_state(s: Mapping[str, Any], *, dynamic: bool) -> dict[str, Any]:
+    out = dict(s)
+    out.setdefault("dynamic", bool(dynamic))
+    return out
+
+
+# -- files -----------------------------------------------------------------------------------------------
+def save(state: Mapping[str, Any], path: str | os.PathLike, *, fsync: bool = True) -> Path:
+    """Write ``state`` to ``path`` atomically (temp file + fsync + rename); tensors go to CPU first.
+
+    Returns:
+        The final path.
+
+    Raises:
+        CheckpointWriteError: the write failed; ``path`` (if it existed) is unchanged and the temp
+            file is removed.
+    """
+    import torch
+
+    final = Path(path)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = final.with_name(f".{final.name}{_TMP_MARK}{os.getpid()}")
+    try:
+        with open(tmp, "wb") as fh:
+            torch.save(to_cpu(dict(state)), fh)
+            fh.flush()
+            if fsync:
+                os.fsync(fh.fileno())
+        delay = os.environ.get("TORCHPORT_CHECKPOINT_TEST_DELAY_S")
+        if delay:  # test hook: widen the window between "temp written" and "renamed"
+            time.sleep(float(delay))
+        os.replace(tmp, final)
+        if fsync:
+            _fsync_dir(final.parent)
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        if isinstance(exc, (OSError, RuntimeError)):
+            raise CheckpointWriteError(
+                f"writing checkpoint {final} failed ({type(exc).__name__}: {exc}); nothing was replaced, "
+                "earlier checkpoints are intact. Free disk space or choose another directory."
+            ) from exc
+        raise
+    return final
+
+
+def _fsync_dir(directory: Path) -> None:
+    """Persist the rename itself (POSIX); a no-op where directories cannot be opened."""
+    with contextlib.suppress(OSError, AttributeError):
+        fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def load(path: str | os.PathLike, *, map_location: Any = "cpu", weights_only: bool = True) -> dict[str, Any]:
+    """Read a checkpoint safely: ``weights_only=True`` (no arbitrary code) onto CPU.
+
+    Raises:
+        CheckpointError: missing, truncated or not-a-checkpoint file (the message names it).
+    """
+    import torch
+
+    p = Path(path)
+    if not p.is_file():
+        raise CheckpointError(f"checkpoint {str(p)!r} does not exist")
+    try:
+        state = torch.load(p, map_location=map_location, weights_only=weights_only)
+    except Exception as exc:
+        hint = (" It holds objects weights_only=True refuses; if you trust the file, load it with "
+                "weights_only=False." if "weights_only" in str(exc) or "Unsupported global" in str(exc) else "")
+        raise CheckpointError(f"checkpoint {str(p)!r} could not be read ({type(exc).__name__}: "
+                              f"{str(exc).splitlines()[0] if str(exc) else ''}).{hint}") from None
+    if not isinstance(state, dict):
+        raise CheckpointError(f"checkpoint {str(p)!r} holds a {type(state).__name__}, not a dict")
+    return state
+
+
+class CheckpointManager:
+    """A directory of step-numbered checkpoints ``<prefix>-<step>.pt`` with keep-last-K.
+
+    Args:
+        directory: where checkpoints live (created on first save).
+        keep_last: how many to keep; older ones are deleted only after a new one is safely written.
+        prefix: file name prefix.
+
+    Example::
+
+        m = CheckpointManager("runs/a/checkpoints", keep_last=2)
+        m.save(state, step=100)       # runs/a/checkpoints/ckpt-000000100.pt
+        m.latest()                    # Path of the highest step that is a complete file
+    """
+
+    def __init__(self, directory: str | os.PathLike, *, keep_last: int = 3, prefix: str = "ckpt") -> None:
+        if keep_last < 1:
+            raise ValueError(f"keep_last={keep_last} must be >= 1")
+        self.directory = Path(directory)
+        self.keep_last = keep_last
+        self.prefix = prefix
+        self._pattern = re.compile(rf"^{re.escape(prefix)}-(\d+)\.pt$")
+
+    def path_for(self, step: int) -> Path:
+        """File name for ``step``."""
+        return self.directory / f"{self.prefix}-{int(step):09d}.pt"
+
+    def checkpoints(self) -> list[Path]:
+        """Complete checkpoint files, oldest (lowest step) first; temp files are never listed."""
+        if not self.directory.is_dir():
+            return []
+        found = []
+        for p in self.directory.iterdir():
+            m = self._pattern.match(p.name)
+            if m and p.is_file():
+                found.append((int(m.group(1)), p))
+        return [p for _, p in sorted(found)]
+
+    def latest(self) -> Path | None:
+        """The newest checkpoint that is a structurally complete file (truncated ones are skipped
+        with a warning), or None."""
+        for p in reversed(self.checkpoints()):
+            if zipfile.is_zipfile(p):
+                return p
+            warnings.warn(f"skipping incomplete checkpoint {p}", RuntimeWarning, stacklevel=2)
+        return None
+
+    def resolve(self, resume: str | os.PathLike | None) -> Path | None:
+        """``None`` -> None; ``"auto"`` -> :meth:`latest` (None on a fresh run); a path -> that path."""
+        if resume is None:
+            return None
+        if str(resume) == "auto":
+            return self.latest()
+        p = Path(resume)
+        if not p.is_file():
+            raise CheckpointError(f"resume checkpoint {str(p)!r} does not exist (use 'auto' for the latest one)")
+        return p
+
+    def save(self, state: Mapping[str, Any], *, step: int) -> Path:
+        """Atomically write ``state`` as step ``step``, then prune to the last ``keep_last``."""
+        self._remove_stale_temp_files()
+        path = save(state, self.path_for(step))
+        for old in self.checkpoints()[: -self.keep_last]:
+            if old != path:
+                with contextlib.suppress(OSError):
+                    old.unlink()
+        return path
+
+    def _remove_stale_temp_files(self) -> None:
+        """Temp files left by a process killed mid-save are garbage (their rename never happened)."""
+        if not self.directory.is_dir():
+            return
+        for p in self.directory.iterdir():
+            if p.name.startswith(f".{self.prefix}-") and _TMP_MARK in p.name:
+                with contextlib.suppress(OSError):
+                    p.unlink()

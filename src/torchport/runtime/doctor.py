@@ -1,0 +1,132 @@
+"""Environment report behind ``torchport doctor``: backends, versions, visible devices, problems.
+
+Example::
+
+    from torchport.runtime.doctor import collect
+    report = collect()
+    for p in report["problems"]:
+        print(p["problem"], "->", p["fix"])
+"""
+
+from __future__ import annotations
+
+import importlib.metadata as md
+import os
+import platform
+import sys
+from typing import Any
+
+__all__ = ["collect", "bug_report_block"]
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return md.version(dist)
+    except md.PackageNotFoundError:
+        return None
+
+
+def _cann_version(env: dict[str, str]) -> str | None:
+    home = env.get("ASCEND_TOOLKIT_HOME") or env.get("ASCEND_HOME_PATH")
+    if not home:
+        return None
+    for rel in ("version.cfg", "compiler/version.info", "runtime/version.info"):
+        path = os.path.join(home, rel)
+        try:
+            with open(path, encoding="utf-8") as fh:
+                for line in fh:
+                    if "version" in line.lower() and "=" in line:
+                        return line.split("=", 1)[1].strip()
+        except OSError:
+            continue
+    return f"unknown (at {home})"
+
+
+def collect() -> dict[str, Any]:
+    """Gather everything ``torchport doctor`` shows, as JSON-ready data.
+
+    Returns:
+        ``{"versions", "platform", "backends": [...], "selected", "selection_error",
+        "shim_active", "problems": [{"id", "backend", "problem", "fix"}]}``.
+    """
+    import torch
+
+    from torchport import backends
+    from torchport.runtime.device import select_device
+
+    env = dict(os.environ)
+    report: dict[str, Any] = {
+        "versions": {
+            "python": sys.version.split()[0],
+            "torch": torch.__version__,
+            "torchvision": _version("torchvision"),
+            "torch_npu": _version("torch-npu") or _version("torch_npu"),
+            "cann": _cann_version(env),
+            "torchport": _version("torchport"),
+        },
+        "platform": f"{platform.system()} {platform.release()} {platform.machine()}",
+        "env": {k: env[k] for k in ("TORCHPORT_DEVICE", "TORCHPORT_REQUIRE_ACCELERATOR", "TORCHPORT_EMULATE",
+                                    "LOCAL_RANK", "RANK", "WORLD_SIZE") if k in env},
+        "backends": [],
+        "problems": [],
+    }
+    shim = False
+    for spec in backends.specs():
+        try:
+            available = bool(spec.probe())
+            count = spec.device_count() if available else 0
+            facts = dict(spec.doctor_facts() or {})
+        except Exception as exc:  # a broken backend must not break the report
+            available, count, facts = False, 0, {"error": f"{type(exc).__name__}: {exc}"}
+        problems = facts.pop("problems", []) or []
+        for p in problems:
+            report["problems"].append({"backend": spec.name, **p})
+        shim = shim or bool(spec.shim_active())
+        report["backends"].append({
+            "name": spec.name,
+            "label": spec.label,
+            "available": available,
+            "devices": count,
+            "emulated": spec.emulated,
+            "dist_backend": spec.dist_backend,
+            "visible_devices_env": spec.visible_devices_env,
+            "visible_devices": env.get(spec.visible_devices_env) if spec.visible_devices_env else None,
+            "amp_auto": spec.amp.resolve_auto() if available else None,
+            "pin_memory": spec.pin_memory,
+            "facts": facts,
+        })
+    report["shim_active"] = shim
+    if shim:
+        report["problems"].append({
+            "backend": "cuda", "id": "cuda-shim-active",
+            "problem": "torch.cuda is redirected by a shim (e.g. torch_npu's transfer_to_npu); libraries that test "
+                       "torch.cuda.is_available() may take CUDA-only paths.",
+            "fix": "prefer `torchport run` (reversible, caller-aware) or migrate with `torchport fix`.",
+        })
+    try:
+        target = select_device(warn=False)
+        report["selected"] = {"device": str(target.device), "label": str(target), "reason": target.reason,
+                              "accelerator": target.is_accelerator}
+        report["selection_error"] = None
+    except Exception as exc:
+        report["selected"] = None
+        report["selection_error"] = f"{type(exc).__name__}: {exc}"
+        report["problems"].append({"backend": "-", "id": "selection-failed", "problem": str(exc),
+                                   "fix": "see the message; `torchport doctor` lists what is available"})
+    return report
+
+
+def bug_report_block(report: dict[str, Any]) -> str:
+    """A compact, copy-pasteable text block for bug reports."""
+    v = report["versions"]
+    lines = [
+        "torchport doctor",
+        f"- platform: {report['platform']}",
+        *(f"- {k}: {val}" for k, val in v.items()),
+        f"- selected: {report['selected']['label'] if report['selected'] else report['selection_error']}",
+        "- backends: " + ", ".join(f"{b['label']}={'yes' if b['available'] else 'no'}({b['devices']})" for b in report["backends"]),
+        f"- shim active: {report['shim_active']}",
+        f"- env: {report['env']}",
+        f"- problems: {[p['id'] for p in report['problems']] or 'none'}",
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,142 @@
+"""Who is calling? Tell the user's own code apart from installed libraries, torch and the stdlib.
+
+The shim answers ``torch.cuda.is_available()`` differently depending on the caller
+(see ``docs/shim.md``), and the redirect report names the first call site *in user
+code*. Both need one cheap question answered: is this source file part of the
+user's program?
+
+A file is **user code** when it is the script or module ``torchport run`` started,
+lies under an explicitly given user path, or lies outside every place packages are
+installed (site-/dist-packages, the stdlib, torch, torchport itself). Answers are
+cached per file name, so the check is a dict lookup after the first call.
+
+Example::
+
+    classifier = CallerClassifier(user_paths=["/home/me/project"])
+    classifier.is_user_file(__file__)          # True for your own modules
+    classifier.first_user_site(sys._getframe())  # "train.py:42"
+"""
+
+from __future__ import annotations
+
+import os
+import site
+import sys
+import sysconfig
+from types import FrameType
+from typing import Iterable
+
+__all__ = ["CallerClassifier", "installed_roots"]
+
+_PACKAGE_DIR_NAMES = ("site-packages", "dist-packages")
+
+
+def _norm(path: str) -> str:
+    return os.path.normcase(os.path.realpath(path))
+
+
+def installed_roots() -> tuple[str, ...]:
+    """Directories whose files are never user code: stdlib, site-packages, torch, torchport."""
+    import torch
+
+    import torchport
+
+    roots: set[str] = set()
+    paths = sysconfig.get_paths()
+    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
+        if paths.get(key):
+            roots.add(paths[key])
+    try:
+        roots.update(site.getsitepackages())
+    except AttributeError:  # some embedded / virtualenv builds lack it
+        pass
+    user_site = getattr(site, "getusersitepackages", lambda: None)()
+    if user_site:
+        roots.add(user_site)
+    roots.add(os.path.dirname(torch.__file__))
+    roots.add(os.path.dirname(torchport.__file__))
+    return tuple(sorted({_norm(r) + os.sep for r in roots if r}))
+
+
+class CallerClassifier:
+    """Classify source files (and so frames) as user code or library code.
+
+    Args:
+        user_paths: files or directories that are always user code, even when they
+            live inside site-packages (e.g. the script ``torchport run`` started, or
+            your own package installed non-editable).
+        library_roots: directories that are never user code; default
+            :func:`installed_roots`.
+    """
+
+    def __init__(self, user_paths: Iterable[str] = (), library_roots: Iterable[str] | None = None) -> None:
+        self._user = tuple(_norm(p) for p in user_paths)
+        roots = installed_roots() if library_roots is None else library_roots
+        self._roots = tuple(r if r.endswith(os.sep) else r + os.sep for r in (_norm(r) for r in roots))
+        self._cache: dict[str, bool] = {}
+        # Our own shim frames are never "the caller" we want to name.
+        self._shim_dir = _norm(os.path.dirname(__file__)) + os.sep
+
+    def add_user_path(self, path: str) -> None:
+        """Treat ``path`` (a file or a directory) as user code from now on."""
+        self._user = self._user + (_norm(path),)
+        self._cache.clear()
+
+    def is_user_file(self, filename: str) -> bool:
+        """True when ``filename`` (a code object's ``co_filename``) belongs to the user's program."""
+        hit = self._cache.get(filename)
+        if hit is not None:
+            return hit
+        verdict = self._classify(filename)
+        self._cache[filename] = verdict
+        return verdict
+
+    def _classify(self, filename: str) -> bool:
+        if filename.startswith("<"):
+            # <stdin>, <string>, <ipython-input-...>, notebooks: user; <frozen importlib...>: not.
+            return not filename.startswith("<frozen")
+        path = _norm(filename)
+        for user in self._user:
+            if path == user or path.startswith(user + os.sep):
+                return True
+        if any(path.startswith(root) for root in self._roots):
+            return False
+        parts = path.split(os.sep)
+        return not any(name in parts for name in _PACKAGE_DIR_NAMES)
+
+    def caller_is_user(self, depth: int = 2) -> bool:
+        """True when the frame ``depth`` levels above this call is user code.
+
+        ``depth=2`` is the caller of the function that calls this method.
+        """
+        try:
+            frame = sys._getframe(depth)
+        except ValueError:
+            return True
+        return self.is_user_file(frame.f_code.co_filename)
+
+    def first_user_site(self, frame: FrameType | None) -> str:
+        """``"file:line"`` of the innermost user-code frame at or above ``frame``.
+
+        Falls back to the innermost frame outside the shim, marked ``(library)``,
+        when no user code is on the stack (e.g. a library redirected a call on its own).
+        """
+        fallback = None
+        f = frame
+        while f is not None:
+            name = f.f_code.co_filename
+            if self.is_user_file(name):
+                return f"{_short(name)}:{f.f_lineno}"
+            if fallback is None and not _norm(name).startswith(self._shim_dir):
+                fallback = f"{_short(name)}:{f.f_lineno} (library)"
+            f = f.f_back
+        return fallback or "<unknown>"
+
+
+def _short(filename: str) -> str:
+    """A path relative to the working directory when that is shorter, else as given."""
+    try:
+        rel = os.path.relpath(filename)
+    except ValueError:  # other drive on Windows
+        return filename
+    return rel if not rel.startswith(".." + os.sep + "..") and len(rel) < len(filename) else filename

@@ -1,0 +1,368 @@
+"""Replacements for ``torch.cuda.*`` functions under the shim.
+
+Each replacement calls through the selected backend's device module (``torch.npu``,
+``torch.xpu`` ...). Where that module lacks a function -- always the case on a CPU
+target -- a documented stand-in answers: memory statistics are 0, seeding and RNG
+state go to the CPU generator, streams are no-ops and events time with the host
+clock, so a CUDA-only script keeps running.
+
+Queries that libraries use to choose CUDA-only code paths (``is_available``,
+``device_count``, ``is_bf16_supported``) are *caller-aware*: user code gets the
+answer for the selected device, installed libraries and torch itself get the real
+CUDA answer (see ``docs/shim.md``).
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+import time
+import types
+from typing import Any, Callable
+
+__all__ = ["build_cuda_api", "CUDA_API_NAMES", "CALLER_AWARE"]
+
+#: ``torch.cuda`` functions whose answer depends on who asks.
+CALLER_AWARE = ("is_available", "device_count", "is_bf16_supported")
+
+_STATS_INT = ("memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved")
+_STATS_RESET = ("reset_peak_memory_stats", "reset_max_memory_allocated", "reset_max_memory_cached", "reset_accumulated_memory_stats")
+
+
+class CpuStream:
+    """Stand-in for ``torch.cuda.Stream`` on a CPU target: work is synchronous, waits are no-ops."""
+
+    def __init__(self, device: Any = None, priority: int = 0, **kwargs: Any) -> None:
+        self.device = device
+        self.priority = priority
+
+    def wait_stream(self, stream: Any) -> None:
+        """No-op: CPU work is already ordered."""
+
+    def wait_event(self, event: Any) -> None:
+        """No-op."""
+
+    def record_event(self, event: Any = None) -> "CpuEvent":
+        """Record and return an event."""
+        event = event or CpuEvent()
+        event.record(self)
+        return event
+
+    def synchronize(self) -> None:
+        """No-op."""
+
+    def query(self) -> bool:
+        """Always True (nothing is pending)."""
+        return True
+
+    def __eq__(self, other: Any) -> bool:
+        return isinstance(other, CpuStream)
+
+    def __hash__(self) -> int:
+        return hash(CpuStream)
+
+
+class CpuEvent:
+    """Stand-in for ``torch.cuda.Event`` on a CPU target; ``elapsed_time`` uses the host clock (ms)."""
+
+    def __init__(self, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False, **kw: Any) -> None:
+        self.enable_timing = enable_timing
+        self._t: float | None = None
+
+    def record(self, stream: Any = None) -> None:
+        """Remember the time now."""
+        self._t = time.perf_counter()
+
+    def wait(self, stream: Any = None) -> None:
+        """No-op."""
+
+    def query(self) -> bool:
+        """Always True."""
+        return True
+
+    def synchronize(self) -> None:
+        """No-op."""
+
+    def elapsed_time(self, end_event: "CpuEvent") -> float:
+        """Milliseconds between this event and ``end_event`` (both must be recorded)."""
+        if self._t is None or end_event._t is None:
+            raise RuntimeError("CpuEvent.elapsed_time: both events must be recorded first (call .record())")
+        return (end_event._t - self._t) * 1000.0
+
+
+class _StreamContext:
+    """``with torch.cuda.stream(s):`` -- a no-op context on a CPU target."""
+
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream
+
+    def __enter__(self) -> Any:
+        return self.stream
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+
+class _ProxyMeta(type):
+    """``isinstance`` against a caller-aware stand-in class checks the classes it can produce."""
+
+    def __instancecheck__(cls, instance: Any) -> bool:
+        return isinstance(instance, cls._torchport_classes)
+
+    def __subclasscheck__(cls, subclass: type) -> bool:
+        return issubclass(subclass, cls._torchport_classes)
+
+
+def _dispatch(name: str, user_fn: Callable, real: Any, is_user: Callable[[str], bool],
+              produces: tuple[type, ...] = ()) -> Any:
+    """A stand-in for ``torch.cuda.<name>``: ``user_fn`` for user code, ``real`` for everyone else.
+
+    Classes (``Stream``, ``Event``, ``device``) get a class stand-in -- not a function -- so
+    annotations such as ``Optional[torch.cuda.Stream]`` and ``isinstance`` keep working in
+    code imported while the shim is active.
+    """
+    doc = (f"[torchport shim] ``torch.cuda.{name}`` for user code acts on the selected device; installed "
+           f"libraries and torch itself get the original (see docs/shim.md).\n\n{getattr(real, '__doc__', '') or ''}")
+    if isinstance(real, type):
+        def __new__(cls: type, *args: Any, **kwargs: Any) -> Any:
+            if is_user(sys._getframe(1).f_code.co_filename):
+                return user_fn(*args, **kwargs)
+            return real(*args, **kwargs)
+
+        classes = tuple(c for c in (real, *produces) if isinstance(c, type))
+        return _ProxyMeta(name, (), {"__new__": __new__, "__doc__": doc, "__module__": __name__,
+                                     "__wrapped__": real, "_torchport_classes": classes})
+
+    def stand_in(*args: Any, **kwargs: Any) -> Any:
+        if is_user(sys._getframe(1).f_code.co_filename):
+            return user_fn(*args, **kwargs)
+        return real(*args, **kwargs)
+
+    stand_in.__name__ = stand_in.__qualname__ = name
+    stand_in.__doc__ = doc
+    stand_in.__wrapped__ = real  # type: ignore[attr-defined]
+    return stand_in
+
+
+def _r(device: Any) -> str:
+    """A device argument as it appeared in the call (empty when omitted)."""
+    return "" if device is None else repr(device)
+
+
+def _host_memory() -> tuple[int, int]:
+    """(free, total) bytes of host RAM, for ``mem_get_info`` on a CPU target."""
+    try:
+        page = os.sysconf("SC_PAGE_SIZE")
+        return os.sysconf("SC_AVPHYS_PAGES") * page, os.sysconf("SC_PHYS_PAGES") * page
+    except (ValueError, OSError, AttributeError):  # non-POSIX
+        return 0, 0
+
+
+def build_cuda_api(shim: Any, originals: dict[str, Any]) -> dict[str, Any]:
+    """Build ``{name: replacement}`` for ``torch.cuda`` attributes.
+
+    Args:
+        shim: the installing :class:`~torchport.shim.core.Shim` (map, report, classifier).
+        originals: the current ``torch.cuda`` attributes by name (used by caller-aware
+            queries to give libraries the real answer).
+
+    Returns:
+        Replacements only for names that exist in ``originals``.
+    """
+    import torch
+
+    dm = shim.map
+    target = shim.target
+    accel = dm.accelerator
+    mod = target.module if accel else None
+    is_user = shim.classifier.is_user_file
+    hit = shim.hit
+    out: dict[str, Any] = {}
+
+    def fn_of(name: str) -> Callable | None:
+        return getattr(mod, name, None) if mod is not None else None
+
+    def dev_arg(device: Any) -> Any:
+        """A CUDA device argument as the target module expects it (None stays None)."""
+        if device is None:
+            return None
+        if isinstance(device, int) and not isinstance(device, bool):
+            return dm.device(device)
+        return dm.map(device)
+
+    # -- caller-aware queries ---------------------------------------------------------
+    count = max(1, target.backend.device_count()) if accel else 0
+    bf16 = bool(accel and target.backend.amp.usable("bf16"))
+
+    def is_available() -> bool:
+        hit("torch.cuda.is_available", "is_available()", accel)
+        return accel
+
+    def device_count() -> int:
+        hit("torch.cuda.device_count", "device_count()", count)
+        return count
+
+    def is_bf16_supported(*args: Any, **kwargs: Any) -> bool:
+        hit("torch.cuda.is_bf16_supported", "is_bf16_supported()", bf16)
+        return bf16
+
+    out.update(is_available=is_available, device_count=device_count, is_bf16_supported=is_bf16_supported)
+
+    # -- current device ---------------------------------------------------------------
+    def current_device() -> int:
+        """Under the torchport shim: the current index on the selected backend."""
+        hit("torch.cuda.current_device", "current_device()", dm.current)
+        return dm.current
+
+    def set_device(device: Any) -> None:
+        """Under the torchport shim: set the current device of the selected backend."""
+        idx = dm.index_of(device)
+        hit("torch.cuda.set_device", f"set_device({_r(device)})", dm.device(idx))
+        dm.set_current(idx)
+        fn = fn_of("set_device")
+        if fn is not None and idx is not None and idx >= 0:
+            fn(idx)
+
+    class DeviceContext:
+        """``with torch.cuda.device(i):`` under the shim: index ``i`` of the selected backend."""
+
+        def __init__(self, device: Any) -> None:
+            self.idx = dm.index_of(device)
+            self.prev = dm.current
+            hit("torch.cuda.device", f"device({_r(device)})", dm.device(self.idx))
+
+        def __enter__(self) -> None:
+            self.prev = dm.current
+            if self.idx is not None and self.idx >= 0 and self.idx != self.prev:
+                set_dev(self.idx)
+
+        def __exit__(self, *exc: Any) -> bool:
+            if self.prev != dm.current:
+                set_dev(self.prev)
+            return False
+
+    def set_dev(idx: int) -> None:
+        dm.set_current(idx)
+        fn = fn_of("set_device")
+        if fn is not None:
+            fn(idx)
+
+    out.update(current_device=current_device, set_device=set_device, device=DeviceContext)
+
+    # -- synchronize / memory -----------------------------------------------------------
+    def synchronize(device: Any = None) -> None:
+        """Under the torchport shim: synchronize the selected device (no-op on CPU)."""
+        hit("torch.cuda.synchronize", f"synchronize({_r(device)})", dm.device(dm.index_of(device)))
+        fn = fn_of("synchronize")
+        if fn is not None:
+            fn(dev_arg(device)) if device is not None else fn()
+
+    out["synchronize"] = synchronize
+
+    def stat(name: str, default: Callable[[], Any], takes_device: bool = True) -> Callable:
+        api = f"torch.cuda.{name}"
+
+        def replacement(*args: Any, **kwargs: Any) -> Any:
+            device = kwargs.pop("device", args[0] if args else None) if takes_device else None
+            fn = fn_of(name)
+            hit(api, f"{name}({_r(device)})", dm.device(dm.index_of(device)) if fn else "host stand-in")
+            if fn is None:
+                return default()
+            if takes_device and device is not None:
+                return fn(dev_arg(device), *args[1:], **kwargs)
+            return fn(*args[1:] if takes_device else args, **kwargs)
+
+        replacement.__name__ = replacement.__qualname__ = name
+        replacement.__doc__ = f"Under the torchport shim: ``{name}`` of the selected device (see docs/shim.md)."
+        return replacement
+
+    for name in _STATS_INT:
+        out[name] = stat(name, lambda: 0)
+    for name in _STATS_RESET:
+        out[name] = stat(name, lambda: None)
+    out["memory_stats"] = stat("memory_stats", dict)
+    out["memory_summary"] = stat("memory_summary", lambda: f"(no device memory statistics on {target})")
+    out["mem_get_info"] = stat("mem_get_info", _host_memory)
+    out["empty_cache"] = stat("empty_cache", lambda: None, takes_device=False)
+    out["ipc_collect"] = stat("ipc_collect", lambda: None, takes_device=False)
+    out["get_device_name"] = stat("get_device_name", lambda: platform.processor() or platform.machine() or "cpu")
+    out["get_device_capability"] = stat("get_device_capability", lambda: (0, 0))
+    out["get_device_properties"] = stat("get_device_properties", lambda: types.SimpleNamespace(
+        name=platform.processor() or "cpu", total_memory=_host_memory()[1], major=0, minor=0,
+        multi_processor_count=os.cpu_count() or 1))
+
+    # -- seeding and RNG state ------------------------------------------------------------
+    def seeded(name: str, cpu: Callable) -> Callable:
+        api = f"torch.cuda.{name}"
+
+        def replacement(*args: Any, **kwargs: Any) -> Any:
+            fn = fn_of(name)
+            hit(api, f"{name}()", target if fn else "cpu generator")
+            return (fn or cpu)(*args, **kwargs)
+
+        replacement.__name__ = replacement.__qualname__ = name
+        replacement.__doc__ = f"Under the torchport shim: ``{name}`` on the selected device's generator."
+        return replacement
+
+    out["manual_seed"] = seeded("manual_seed", torch.manual_seed)
+    out["manual_seed_all"] = seeded("manual_seed_all", torch.manual_seed)
+    out["seed"] = seeded("seed", torch.seed)
+    out["seed_all"] = seeded("seed_all", torch.seed)
+    out["initial_seed"] = seeded("initial_seed", torch.initial_seed)
+    out["get_rng_state_all"] = seeded("get_rng_state_all", lambda: [torch.get_rng_state()])
+    out["set_rng_state_all"] = seeded("set_rng_state_all", lambda states: torch.set_rng_state(list(states)[0]))
+
+    def get_rng_state(device: Any = "cuda") -> Any:
+        """Under the torchport shim: RNG state of the selected device (CPU generator on CPU)."""
+        fn = fn_of("get_rng_state")
+        hit("torch.cuda.get_rng_state", f"get_rng_state({_r(device)})", dm.device(dm.index_of(device)))
+        return fn(dev_arg(device)) if fn is not None else torch.get_rng_state()
+
+    def set_rng_state(new_state: Any, device: Any = "cuda") -> None:
+        """Under the torchport shim: set the RNG state of the selected device."""
+        fn = fn_of("set_rng_state")
+        hit("torch.cuda.set_rng_state", f"set_rng_state({_r(device)})", dm.device(dm.index_of(device)))
+        fn(new_state, dev_arg(device)) if fn is not None else torch.set_rng_state(new_state)
+
+    out.update(get_rng_state=get_rng_state, set_rng_state=set_rng_state)
+
+    # -- streams and events -----------------------------------------------------------------
+    stream_cls = fn_of("Stream") or (CpuStream if not accel else getattr(torch, "Stream", CpuStream))
+    event_cls = fn_of("Event") or (CpuEvent if not accel else getattr(torch, "Event", CpuEvent))
+    cpu_stream = CpuStream()
+
+    def Stream(device: Any = None, priority: int = 0, **kwargs: Any) -> Any:  # noqa: N802 - mirrors the class
+        hit("torch.cuda.Stream", f"Stream({_r(device)})", dm.device(dm.index_of(device)))
+        if stream_cls is CpuStream:
+            return CpuStream(device, priority)
+        return stream_cls(device=dev_arg(device) or dm.device(), priority=priority, **kwargs)
+
+    def Event(*args: Any, **kwargs: Any) -> Any:  # noqa: N802 - mirrors the class
+        hit("torch.cuda.Event", "Event()", dm.device())
+        if event_cls is getattr(torch, "Event", None):
+            kwargs.setdefault("device", dm.device())
+        return event_cls(*args, **kwargs)
+
+    def current_stream(device: Any = None) -> Any:
+        """Under the torchport shim: the current stream of the selected device."""
+        hit("torch.cuda.current_stream", f"current_stream({_r(device)})", dm.device(dm.index_of(device)))
+        fn = fn_of("current_stream")
+        return fn(dev_arg(device)) if fn is not None else cpu_stream
+
+    def default_stream(device: Any = None) -> Any:
+        """Under the torchport shim: the default stream of the selected device."""
+        hit("torch.cuda.default_stream", f"default_stream({_r(device)})", dm.device(dm.index_of(device)))
+        fn = fn_of("default_stream")
+        return fn(dev_arg(device)) if fn is not None else cpu_stream
+
+    def stream(s: Any) -> Any:
+        """Under the torchport shim: ``with torch.cuda.stream(s):`` on the selected device."""
+        hit("torch.cuda.stream", "stream(s)", dm.device())
+        fn = fn_of("stream")
+        return fn(s) if fn is not None and not isinstance(s, CpuStream) else _StreamContext(s)
+
+    out.update(Stream=Stream, Event=Event, current_stream=current_stream, default_stream=default_stream, stream=stream)
+    produces = {"Stream": (stream_cls,), "Event": (event_cls,), "device": (DeviceContext,)}
+    return {name: _dispatch(name, fn, originals[name], is_user, produces.get(name, ()))
+            for name, fn in out.items() if name in originals}

@@ -1,0 +1,376 @@
+"""Wrappers that rewrite CUDA device arguments outside ``torch.cuda``.
+
+Every function here returns ``[(owner, attribute, replacement, api), ...]`` for the
+patch table. Wrappers look at their arguments, rewrite only CUDA ones
+(:class:`~torchport.shim._mapping.DeviceMap`), count the rewrite in the report, and
+call the original. Arguments that are not CUDA pass through untouched, so a library
+that runs on the CPU keeps running on the CPU.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable
+
+__all__ = ["FACTORIES", "TENSOR_NEW", "factory_patches", "tensor_patches", "module_patches", "amp_patches",
+           "load_patches", "distributed_patches", "data_patches"]
+
+#: ``torch.<name>`` tensor factories whose ``device=`` keyword is rewritten.
+FACTORIES = (
+    "tensor", "as_tensor", "asarray", "zeros", "ones", "empty", "full", "rand", "randn", "randint", "randperm",
+    "arange", "range", "linspace", "logspace", "eye", "zeros_like", "ones_like", "empty_like", "full_like",
+    "rand_like", "randn_like", "randint_like", "empty_strided", "empty_permuted", "normal", "scalar_tensor",
+    "tril_indices", "triu_indices", "sparse_coo_tensor", "sparse_csr_tensor", "bartlett_window",
+    "blackman_window", "hamming_window", "hann_window", "kaiser_window",
+)
+#: ``torch.Tensor.<name>`` methods whose ``device=`` keyword is rewritten.
+TENSOR_NEW = ("new_empty", "new_zeros", "new_ones", "new_full", "new_tensor", "new_empty_strided")
+
+Patches = list  # of (owner, name, replacement, api)
+
+
+def _named(wrapper: Callable, original: Callable, doc_note: str) -> Callable:
+    """Copy name and docstring from ``original`` (``__wrapped__`` points at it) and add a note."""
+    functools.update_wrapper(wrapper, original)
+    wrapper.__doc__ = f"[torchport shim] {doc_note}\n\n{original.__doc__ or ''}"
+    wrapper.__module__ = __name__
+    return wrapper
+
+
+def factory_patches(shim: Any) -> Patches:
+    """``torch.zeros(..., device="cuda")`` and friends, plus ``torch.set_default_device``."""
+    import torch
+
+    dm, hit = shim.map, shim.hit
+    out: Patches = []
+
+    def make(original: Callable, api: str) -> Callable:
+        def factory(*args: Any, **kwargs: Any) -> Any:
+            if kwargs:
+                dev = kwargs.get("device")
+                if dev is not None:
+                    new = dm.map(dev, True)
+                    if new is not dev:
+                        kwargs["device"] = new
+                        hit(api, dev, new)
+            return original(*args, **kwargs)
+
+        return _named(factory, original, "device='cuda...' is redirected to the selected device.")
+
+    for name in FACTORIES:
+        original = vars(torch).get(name)
+        if original is not None:
+            out.append((torch, name, make(original, f"torch.{name}"), f"torch.{name}"))
+
+    set_default = vars(torch).get("set_default_device")
+    if set_default is not None:
+        def set_default_device(device: Any) -> None:
+            new = dm.map(device, True)
+            if new is not device:
+                hit("torch.set_default_device", device, new)
+            return set_default(new)
+
+        out.append((torch, "set_default_device", _named(set_default_device, set_default, "CUDA -> selected device."),
+                    "torch.set_default_device"))
+    return out
+
+
+def tensor_patches(shim: Any) -> Patches:
+    """``Tensor.to``, ``Tensor.cuda``, ``Tensor.new_*`` and (per pin policy) ``Tensor.pin_memory``."""
+    import torch
+
+    dm, hit = shim.map, shim.hit
+    T = torch.Tensor
+    orig_to = T.to
+    out: Patches = []
+
+    def to(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if args:
+            a0 = args[0]
+            new = dm.map(a0, True)
+            if new is not a0:
+                args = (new, *args[1:])
+                hit("torch.Tensor.to", a0, new)
+        if kwargs:
+            dev = kwargs.get("device")
+            if dev is not None:
+                new = dm.map(dev, True)
+                if new is not dev:
+                    kwargs["device"] = new
+                    hit("torch.Tensor.to", dev, new)
+        return orig_to(self, *args, **kwargs)
+
+    def cuda(self: Any, device: Any = None, non_blocking: bool = False, memory_format: Any = torch.preserve_format) -> Any:
+        new = dm.device(dm.index_of(device))
+        hit("torch.Tensor.cuda", f"cuda({'' if device is None else repr(device)})", new)
+        return orig_to(self, new, non_blocking=non_blocking, memory_format=memory_format)
+
+    out.append((T, "to", _named(to, orig_to, "CUDA devices are redirected to the selected device."), "torch.Tensor.to"))
+    out.append((T, "cuda", _named(cuda, T.cuda, "moves to the selected device instead of CUDA."), "torch.Tensor.cuda"))
+
+    def make_new(original: Callable, api: str) -> Callable:
+        def new_method(self: Any, *args: Any, **kwargs: Any) -> Any:
+            dev = kwargs.get("device")
+            if dev is not None:
+                new = dm.map(dev, True)
+                if new is not dev:
+                    kwargs["device"] = new
+                    hit(api, dev, new)
+            return original(self, *args, **kwargs)
+
+        return _named(new_method, original, "device='cuda...' is redirected to the selected device.")
+
+    for name in TENSOR_NEW:
+        original = getattr(T, name, None)
+        if original is not None:
+            out.append((T, name, make_new(original, f"torch.Tensor.{name}"), f"torch.Tensor.{name}"))
+
+    if not shim.target.backend.pin_memory:
+        orig_pin = T.pin_memory
+
+        def pin_memory(self: Any, *args: Any, **kwargs: Any) -> Any:
+            hit("torch.Tensor.pin_memory", "pin_memory()", f"not pinned ({shim.target.backend.label} pin policy)")
+            return self
+
+        out.append((T, "pin_memory", _named(pin_memory, orig_pin, "a no-op where the backend does not pin."),
+                    "torch.Tensor.pin_memory"))
+    return out
+
+
+def module_patches(shim: Any) -> Patches:
+    """``Module.to``, ``Module.cuda`` and ``Module.to_empty``."""
+    import torch
+
+    dm, hit = shim.map, shim.hit
+    M = torch.nn.Module
+    orig_to, orig_to_empty = M.to, M.to_empty
+
+    def to(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if args:
+            a0 = args[0]
+            new = dm.map(a0, True)
+            if new is not a0:
+                args = (new, *args[1:])
+                hit("torch.nn.Module.to", a0, new)
+        if kwargs:
+            dev = kwargs.get("device")
+            if dev is not None:
+                new = dm.map(dev, True)
+                if new is not dev:
+                    kwargs["device"] = new
+                    hit("torch.nn.Module.to", dev, new)
+        return orig_to(self, *args, **kwargs)
+
+    def cuda(self: Any, device: Any = None) -> Any:
+        new = dm.device(dm.index_of(device))
+        hit("torch.nn.Module.cuda", f"cuda({'' if device is None else repr(device)})", new)
+        return orig_to(self, new)
+
+    def to_empty(self: Any, *, device: Any, recurse: bool = True) -> Any:
+        new = dm.map(device, True)
+        if new is not device:
+            hit("torch.nn.Module.to_empty", device, new)
+        return orig_to_empty(self, device=new, recurse=recurse)
+
+    return [
+        (M, "to", _named(to, orig_to, "CUDA devices are redirected to the selected device."), "torch.nn.Module.to"),
+        (M, "cuda", _named(cuda, M.cuda, "moves to the selected device instead of CUDA."), "torch.nn.Module.cuda"),
+        (M, "to_empty", _named(to_empty, orig_to_empty, "CUDA -> selected device."), "torch.nn.Module.to_empty"),
+    ]
+
+
+def _dtype_name(dtype: Any) -> str:
+    import torch
+
+    return {torch.float16: "fp16", torch.bfloat16: "bf16"}.get(dtype, "fp32")
+
+
+def amp_patches(shim: Any) -> Patches:
+    """``torch.autocast("cuda")`` / ``torch.cuda.amp.autocast`` and ``torch.amp.GradScaler("cuda")``.
+
+    Both CUDA spellings end in the device-generic base class ``__init__``, so that is
+    where the device type is rewritten. The autocast dtype follows the backend's AMP
+    policy: a precision the backend does not run fast becomes its fallback (noted in
+    the report), fp32 meaning autocast disabled.
+    """
+    import torch
+
+    dm, hit, report = shim.map, shim.hit, shim.report
+    policy = shim.target.backend.amp
+    Autocast = torch.amp.autocast_mode.autocast
+    Scaler = torch.amp.grad_scaler.GradScaler
+    orig_ac_init, orig_sc_init = vars(Autocast)["__init__"], vars(Scaler)["__init__"]
+    dtypes = {"fp16": torch.float16, "bf16": torch.bfloat16}
+
+    def autocast_init(self: Any, device_type: str, dtype: Any = None, enabled: bool = True,
+                      cache_enabled: bool | None = None) -> None:
+        new = dm.map_type(device_type)
+        if new is not device_type:
+            cuda_spelling = type(self).__module__.startswith("torch.cuda")
+            api = "torch.cuda.amp.autocast" if cuda_spelling else "torch.autocast"
+            want = _dtype_name(dtype) if dtype is not None else "fp16"
+            if want != "fp32" and not policy.usable(want):
+                fallback = policy.fallback if policy.usable(policy.fallback) else "fp32"
+                report.note(f"autocast {want} is not fast on {shim.target.backend.label}: using {fallback} "
+                            f"(the backend's AMP policy)")
+                if fallback == "fp32":
+                    enabled = False
+                else:
+                    dtype = dtypes[fallback]
+            hit(api, device_type, f"{new} ({_dtype_name(dtype) if enabled and dtype is not None else 'default dtype' if enabled else 'disabled'})")
+            device_type = new
+        return orig_ac_init(self, device_type, dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
+
+    def scaler_init(self: Any, device: str = "cuda", *args: Any, **kwargs: Any) -> None:
+        new = dm.map_type(device)
+        if new is not device:
+            api = "torch.cuda.amp.GradScaler" if type(self).__module__.startswith("torch.cuda") else "torch.amp.GradScaler"
+            hit(api, device, new)
+            device = new
+        return orig_sc_init(self, device, *args, **kwargs)
+
+    return [
+        (Autocast, "__init__", _named(autocast_init, orig_ac_init, "device_type='cuda' -> the selected device type."),
+         "torch.autocast"),
+        (Scaler, "__init__", _named(scaler_init, orig_sc_init, "device='cuda' -> the selected device type."),
+         "torch.amp.GradScaler"),
+    ]
+
+
+def load_patches(shim: Any) -> Patches:
+    """``torch.load(map_location="cuda:0")``; without ``map_location``, CUDA-saved storages land on the target."""
+    import torch
+    from torch.serialization import default_restore_location
+
+    dm, hit = shim.map, shim.hit
+    orig_load = vars(torch)["load"]
+
+    def restore(storage: Any, location: str) -> Any:
+        if location.startswith("cuda"):
+            new = dm.map(location)
+            hit("torch.load", f"storage saved on {location!r}", new)
+            return default_restore_location(storage, str(new))
+        return None
+
+    def load(f: Any, map_location: Any = None, *args: Any, **kwargs: Any) -> Any:
+        if map_location is None:
+            map_location = restore
+        elif not callable(map_location):
+            new = dm.map_location(map_location)
+            if new is not map_location:
+                hit("torch.load", f"map_location={map_location!r}", new)
+                map_location = new
+        return orig_load(f, map_location, *args, **kwargs)
+
+    return [(torch, "load", _named(load, orig_load, "CUDA map_location / CUDA-saved storages -> selected device."),
+             "torch.load")]
+
+
+def distributed_patches(shim: Any) -> Patches:
+    """``init_process_group("nccl")`` / ``new_group(backend="nccl")`` and DDP ``device_ids``."""
+    import torch
+
+    if not torch.distributed.is_available():
+        return []
+    import torch.distributed.distributed_c10d as c10d
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    dm, hit = shim.map, shim.hit
+    orig_init, orig_new_group = c10d.init_process_group, c10d.new_group
+    orig_ddp_init = vars(DDP)["__init__"]
+
+    def init_process_group(backend: Any = None, *args: Any, **kwargs: Any) -> Any:
+        new = dm.map_backend(backend)
+        if new is not backend:
+            hit("torch.distributed.init_process_group", backend, new)
+        dev = kwargs.get("device_id")
+        if dev is not None:
+            mapped = dm.map(dev, True)
+            if not dm.accelerator:
+                kwargs.pop("device_id")  # no device to bind on a CPU target
+                hit("torch.distributed.init_process_group", f"device_id={dev!r}", "(dropped: cpu)")
+            elif mapped is not dev:
+                kwargs["device_id"] = mapped
+                hit("torch.distributed.init_process_group", f"device_id={dev!r}", mapped)
+        return orig_init(new, *args, **kwargs)
+
+    def new_group(*args: Any, **kwargs: Any) -> Any:
+        if "backend" in kwargs:
+            be = kwargs["backend"]
+            kwargs["backend"] = dm.map_backend(be)
+            if kwargs["backend"] is not be:
+                hit("torch.distributed.new_group", be, kwargs["backend"])
+        elif len(args) >= 3:
+            be = args[2]
+            new = dm.map_backend(be)
+            if new is not be:
+                args = (*args[:2], new, *args[3:])
+                hit("torch.distributed.new_group", be, new)
+        return orig_new_group(*args, **kwargs)
+
+    def ddp_init(self: Any, module: Any, device_ids: Any = None, output_device: Any = None, *args: Any, **kwargs: Any) -> None:
+        if device_ids is not None or output_device is not None:
+            if not dm.accelerator:
+                hit("torch.nn.parallel.DistributedDataParallel", f"device_ids={device_ids!r}", "None (cpu module)")
+                device_ids, output_device = None, None
+            else:
+                new_ids = None if device_ids is None else [dm.map(d, True) for d in device_ids]
+                new_out = None if output_device is None else dm.map(output_device, True)
+                if new_ids != list(device_ids or []) or new_out is not output_device:
+                    hit("torch.nn.parallel.DistributedDataParallel", f"device_ids={device_ids!r}", new_ids)
+                device_ids, output_device = new_ids, new_out
+        return orig_ddp_init(self, module, device_ids, output_device, *args, **kwargs)
+
+    init = _named(init_process_group, orig_init, "backend 'nccl' -> the selected device's backend.")
+    group = _named(new_group, orig_new_group, "backend 'nccl' -> the selected device's backend.")
+    out: Patches = []
+    for owner in (torch.distributed, c10d):
+        if vars(owner).get("init_process_group") is orig_init:
+            out.append((owner, "init_process_group", init, "torch.distributed.init_process_group"))
+        if vars(owner).get("new_group") is orig_new_group:
+            out.append((owner, "new_group", group, "torch.distributed.new_group"))
+    out.append((DDP, "__init__", _named(ddp_init, orig_ddp_init, "device_ids follow the selected device."),
+                "torch.nn.parallel.DistributedDataParallel"))
+    return out
+
+
+def data_patches(shim: Any) -> Patches:
+    """DataLoader ``pin_memory`` per the backend's pin policy; DataParallel where unsupported."""
+    import torch
+    from torch.utils.data import DataLoader
+
+    hit, backend = shim.hit, shim.target.backend
+    out: Patches = []
+    if not backend.pin_memory:
+        orig_dl_init = vars(DataLoader)["__init__"]
+
+        def dl_init(self: Any, *args: Any, **kwargs: Any) -> None:
+            if kwargs.get("pin_memory"):
+                kwargs["pin_memory"] = False
+                hit("torch.utils.data.DataLoader", "pin_memory=True", f"pin_memory=False ({backend.label} pin policy)")
+            elif len(args) > 7 and args[7] is True:
+                args = (*args[:7], False, *args[8:])
+                hit("torch.utils.data.DataLoader", "pin_memory=True", f"pin_memory=False ({backend.label} pin policy)")
+            kwargs.pop("pin_memory_device", None)  # only meaningful with pinning, which is off here
+            return orig_dl_init(self, *args, **kwargs)
+
+        out.append((DataLoader, "__init__", _named(dl_init, orig_dl_init, "pin_memory follows the backend policy."),
+                    "torch.utils.data.DataLoader"))
+
+    if not backend.data_parallel:
+        DP = torch.nn.DataParallel
+        orig_dp_init = vars(DP)["__init__"]
+
+        def dp_init(self: Any, module: Any, device_ids: Any = None, output_device: Any = None, dim: int = 0) -> None:
+            # The same state DataParallel itself builds when no GPU is present: forward calls the module.
+            torch.nn.Module.__init__(self)
+            self.module = module
+            self.device_ids = []
+            self.dim = dim
+            hit("torch.nn.DataParallel", "DataParallel(model)", f"single device ({backend.label} has no DataParallel)")
+            shim.report.note(f"nn.DataParallel is not supported on {backend.label}: the model runs on one device; "
+                             "use DistributedDataParallel (torchrun) to use several")
+
+        out.append((DP, "__init__", _named(dp_init, orig_dp_init, "one device where DataParallel is unsupported."),
+                    "torch.nn.DataParallel"))
+    return out

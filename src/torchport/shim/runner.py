@@ -1,0 +1,168 @@
+"""Run a script or module under the shim, then emit the redirect report: what ``torchport run`` does.
+
+Kept apart from the CLI so it can be called (and tested) in-process::
+
+    from torchport.shim.runner import RunConfig, run
+    code = run(RunConfig(target="train.py", args=["--steps", "2"], report="json", report_file="r.json"))
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import os
+import runpy
+import sys
+import traceback
+from typing import Sequence
+
+__all__ = ["RunConfig", "run", "report_path_for_rank", "EXIT_USAGE", "EXIT_NO_ACCELERATOR"]
+
+#: Bad arguments: script or module not found, unknown device, malformed setting.
+EXIT_USAGE = 2
+#: Require-accelerator mode and no accelerator, the named backend is unavailable, or a foreign shim is active.
+EXIT_NO_ACCELERATOR = 3
+
+REPORT_FORMATS = ("text", "json", "none")
+
+
+@dataclasses.dataclass(kw_only=True)
+class RunConfig:
+    """What to run and how to report it.
+
+    Args:
+        target: script path, or module name when ``module`` is True.
+        args: arguments passed to the script (``sys.argv[1:]``).
+        module: run ``target`` like ``python -m target``.
+        device: ``"auto"``/None, a backend name or ``"npu:1"``.
+        require_accelerator: fail (exit 3) instead of running on CPU; None = env default.
+        report: ``"text"`` (printed to stderr at exit), ``"json"`` or ``"none"``.
+        report_file: where the JSON report goes (ranks > 0 add ``.rank<N>`` before the suffix);
+            with ``report="json"`` and no file, JSON is printed to stderr.
+        user_paths: extra files/directories counted as user code.
+    """
+
+    target: str
+    args: Sequence[str] = ()
+    module: bool = False
+    device: str | None = None
+    require_accelerator: bool | None = None
+    report: str = "text"
+    report_file: str | None = None
+    user_paths: Sequence[str] = ()
+
+
+def report_path_for_rank(path: str, rank: int) -> str:
+    """``report.json`` for rank 0, ``report.rank1.json`` for rank 1 (so ranks never overwrite each other)."""
+    if rank == 0:
+        return path
+    root, ext = os.path.splitext(path)
+    return f"{root}.rank{rank}{ext}"
+
+
+def _err(msg: str) -> None:
+    print(f"torchport run: {msg}", file=sys.stderr)
+
+
+def _exit_code(exc: SystemExit) -> int:
+    code = exc.code
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    print(code, file=sys.stderr)  # sys.exit("message") prints the message and exits 1
+    return 1
+
+
+def _module_user_path(name: str) -> str | None:
+    """The directory (package) or file (module) of what ``-m name`` runs, for caller classification."""
+    try:
+        spec = importlib.util.find_spec(name.split(".")[0])
+    except (ImportError, ValueError):
+        return None
+    if spec is None:
+        return None
+    if spec.submodule_search_locations:
+        return list(spec.submodule_search_locations)[0]
+    return spec.origin
+
+
+def run(config: RunConfig) -> int:
+    """Install the shim, run the target as ``__main__``, emit the report; return the exit code.
+
+    The script's own exit code is returned (``sys.exit(n)`` -> n, an uncaught exception -> 1,
+    with its traceback printed). Setup failures return :data:`EXIT_USAGE` or
+    :data:`EXIT_NO_ACCELERATOR` with a message saying what to change.
+    """
+    from torchport.backends.registry import UnknownBackendError
+    from torchport.backends.spec import BackendUnavailable
+    from torchport.runtime.device import ConfigError, NoAcceleratorError
+    from torchport.shim.core import ShimError, install
+
+    if config.report not in REPORT_FORMATS:
+        _err(f"--report {config.report!r} is not one of {', '.join(REPORT_FORMATS)}")
+        return EXIT_USAGE
+    user_paths = list(config.user_paths)
+    if config.module:
+        where = _module_user_path(config.target)
+        if where is None:
+            _err(f"no module named {config.target!r} (is it installed, or is the current directory its parent?)")
+            return EXIT_USAGE
+        user_paths.append(where)
+        argv0 = where
+    else:
+        script = os.path.abspath(config.target)
+        if not os.path.isfile(script):
+            _err(f"script not found: {config.target!r}")
+            return EXIT_USAGE
+        user_paths.append(script)
+        argv0 = config.target
+
+    try:
+        shim = install(config.device, require_accelerator=config.require_accelerator, user_paths=user_paths)
+    except (NoAcceleratorError, BackendUnavailable, ShimError) as exc:
+        _err(str(exc))
+        return EXIT_NO_ACCELERATOR
+    except (UnknownBackendError, ConfigError) as exc:
+        _err(str(exc))
+        return EXIT_USAGE
+
+    saved_argv, saved_path0 = sys.argv, list(sys.path)
+    sys.argv = [argv0, *config.args]
+    code = 0
+    try:
+        if config.module:
+            sys.path.insert(0, os.getcwd())
+            runpy.run_module(config.target, run_name="__main__", alter_sys=True)
+        else:
+            sys.path.insert(0, os.path.dirname(os.path.abspath(config.target)))
+            runpy.run_path(config.target, run_name="__main__")
+    except SystemExit as exc:
+        code = _exit_code(exc)
+    except KeyboardInterrupt:
+        code = 130
+    except BaseException:  # the script's own error: show it like python would
+        traceback.print_exc()
+        code = 1
+    finally:
+        sys.argv = saved_argv
+        sys.path[:] = saved_path0
+        _emit(shim.report, config)
+    return code
+
+
+def _emit(report, config: RunConfig) -> None:
+    from torchport.runtime.device import env_int
+
+    rank = env_int("RANK", 0) or 0
+    try:
+        if config.report_file and config.report in ("json", "text"):
+            report.write_json(report_path_for_rank(config.report_file, rank))
+        if rank != 0:
+            return
+        if config.report == "text":
+            report.print(sys.stderr)
+        elif config.report == "json" and not config.report_file:
+            print(report.to_json(), file=sys.stderr)
+    except Exception as exc:  # never hide the script's result behind a reporting failure
+        _err(f"could not write the redirect report: {exc}")

@@ -1,0 +1,293 @@
+"""The trainer's ImageFolder input path: scan, decode, augment, shard across ranks, resume mid-epoch.
+
+* Scanning checks the layout up front: a missing or empty directory, or a class folder without
+  images, is an error that names the folder. Non-image files are counted (policy ``skip``) or
+  refused (policy ``error``).
+* Workers return uint8 ``[3, S, S]`` tensors; normalisation happens on the device.
+* Augmentation randomness is a pure function of ``(seed, epoch, index)`` (a per-sample
+  ``torch.Generator``), so crops do not depend on the worker count and a resumed run sees the
+  same pixels as an uninterrupted one.
+* A corrupt file becomes a placeholder that the collate function drops; the batch carries the
+  file's path so the loop can count and report it per epoch.
+
+Example::
+
+    splits = find_splits("/data/imagenet", val_fraction=0.1, seed=0, policy="skip")
+    ds = FolderDataset(splits.train, image_size=64, train=True, seed=0, policy="skip")
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+__all__ = [
+    "DataError",
+    "BadImageError",
+    "FolderIndex",
+    "Splits",
+    "scan_folder",
+    "find_splits",
+    "FolderDataset",
+    "EpochSampler",
+    "ShardSampler",
+    "collate",
+    "IMAGE_EXTENSIONS",
+]
+
+IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp", ".gif")
+
+
+class DataError(RuntimeError):
+    """The data directory is missing, empty or not in ImageFolder layout (the message names it)."""
+
+
+class BadImageError(DataError):
+    """A file could not be decoded and the bad-file policy is ``error``."""
+
+
+@dataclasses.dataclass
+class FolderIndex:
+    """One split: ``samples`` are ``(path, class index)``; ``skipped`` lists non-image files."""
+
+    root: str
+    classes: list[str]
+    samples: list[tuple[str, int]]
+    skipped: list[str] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class Splits:
+    """Train and val indexes with the same class list."""
+
+    train: FolderIndex
+    val: FolderIndex
+    classes: list[str]
+    note: str = ""
+
+
+def scan_folder(root: str | os.PathLike, *, policy: str = "skip", classes: Sequence[str] | None = None) -> FolderIndex:
+    """Index ``root/<class>/<file>``; hidden files (``.DS_Store``) are ignored.
+
+    Args:
+        root: the split directory.
+        policy: ``skip`` counts non-image files, ``error`` raises on the first one.
+        classes: expected class list (val must use train's); default the sorted sub-folder names.
+
+    Raises:
+        DataError: missing/empty directory, no class folders, a class without images, an
+            unexpected class, or (policy ``error``) a non-image file.
+    """
+    root = Path(root)
+    if not root.is_dir():
+        raise DataError(f"data directory {str(root)!r} does not exist (pass --data DIR with one sub-folder per class)")
+    found = sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+    if not found:
+        raise DataError(f"data directory {str(root)!r} has no class sub-folders; expected {root}/<class>/<image files>")
+    if classes is None:
+        classes = found
+    unknown = sorted(set(found) - set(classes))
+    if unknown:
+        raise DataError(f"{root}: class folder(s) {', '.join(unknown)} do not exist in the training split")
+    samples, skipped = [], []
+    for idx, name in enumerate(classes):
+        cdir = root / name
+        files = sorted(p for p in cdir.rglob("*") if p.is_file() and not p.name.startswith(".")) if cdir.is_dir() else []
+        images = [p for p in files if p.suffix.lower() in IMAGE_EXTENSIONS]
+        others = [str(p) for p in files if p.suffix.lower() not in IMAGE_EXTENSIONS]
+        if others and policy == "error":
+            raise BadImageError(f"{others[0]} is not an image file ({len(others)} such file(s) in {cdir}); "
+                                "remove them or use --bad-files skip")
+        if not images and cdir.is_dir():
+            raise DataError(f"class {name!r} ({cdir}) has no image files ({', '.join(IMAGE_EXTENSIONS)}); "
+                            "add images or remove the folder")
+        samples.extend((str(p), idx) for p in images)
+        skipped.extend(others)
+    return FolderIndex(root=str(root), classes=list(classes), samples=samples, skipped=skipped)
+
+
+def find_splits(data: str | os.PathLike, *, val_fraction: float, seed: int, policy: str) -> Splits:
+    """``data/train`` + ``data/val`` when present; else class folders directly under ``data``
+    with a deterministic ``val_fraction`` hold-out (same split for every seed-sharing run)."""
+    import torch
+
+    root = Path(data)
+    if not root.is_dir():
+        raise DataError(f"data directory {str(root)!r} does not exist")
+    if (root / "train").is_dir():
+        train = scan_folder(root / "train", policy=policy)
+        val_dir = next((root / n for n in ("val", "validation") if (root / n).is_dir()), None)
+        if val_dir is not None:
+            val = scan_folder(val_dir, policy=policy, classes=train.classes)
+            return Splits(train=train, val=val, classes=train.classes)
+        full, note = train, f"{root}/train has no val/ next to it: holding out {val_fraction:.0%} for validation"
+    else:
+        full, note = scan_folder(root, policy=policy), ""
+    order = torch.randperm(len(full.samples), generator=torch.Generator().manual_seed(seed)).tolist()
+    n_val = max(1, int(round(len(order) * val_fraction)))
+    pick = lambda ids: [full.samples[i] for i in sorted(ids)]  # noqa: E731
+    return Splits(
+        train=FolderIndex(full.root, full.classes, pick(order[n_val:]), full.skipped),
+        val=FolderIndex(full.root, full.classes, pick(order[:n_val]), []),
+        classes=full.classes,
+        note=note,
+    )
+
+
+def _sample_seed(seed: int, epoch: int, index: int) -> int:
+    """A 63-bit seed mixed from the sample coordinates (SplitMix64-style; no Python hash())."""
+    mask = (1 << 64) - 1
+    z = (seed * 0x9E3779B97F4A7C15 + epoch * 0xD1B54A32D192ED03 + index * 0x8CB92BA72F3D8DD7 + 1) & mask
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & mask
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
+    return (z ^ (z >> 31)) >> 1
+
+
+class FolderDataset:
+    """Map-style dataset over a :class:`FolderIndex`; keys are ``(epoch, index)`` pairs.
+
+    Returns ``(image uint8 [3, S, S], label, bad_path_or_None)``. Train: random-resized crop
+    (area in ``[min_crop_scale, 1]``, aspect in ``[3/4, 4/3]``) + horizontal flip. Eval: resize the
+    short side to ``S / val_crop_ratio`` and center-crop ``S``.
+    """
+
+    def __init__(self, index: FolderIndex, *, image_size: int, train: bool, seed: int, policy: str,
+                 min_crop_scale: float = 0.35, val_crop_ratio: float = 1.0) -> None:
+        self.samples = index.samples
+        self.size = image_size
+        self.train = train
+        self.seed = seed
+        self.policy = policy
+        self.min_crop_scale = min_crop_scale
+        self.val_crop_ratio = val_crop_ratio
+
+    def __len__(self) -> int:
+        return len(self.samples)
+
+    def __getitem__(self, key: tuple[int, int]):
+        import torch
+
+        epoch, index = key
+        path, label = self.samples[index]
+        try:
+            img = _decode(path)
+        except Exception as exc:
+            if self.policy == "error":
+                raise BadImageError(f"{path}: cannot decode ({type(exc).__name__}: {exc}); "
+                                    "remove the file or use --bad-files skip") from None
+            return torch.zeros(3, self.size, self.size, dtype=torch.uint8), label, path
+        if self.train:
+            g = torch.Generator().manual_seed(_sample_seed(self.seed, epoch, index))
+            img = self._random_crop_flip(img, g)
+        else:
+            img = self._center_crop(img)
+        return img.contiguous(), label, None
+
+    def _random_crop_flip(self, img, g):
+        import math
+
+        import torch
+        from torchvision.transforms.v2 import functional as F
+
+        _, h, w = img.shape
+        area = h * w
+        top, left, ch, cw = 0, 0, h, w  # fallback: the whole image
+        for _ in range(10):
+            target = area * (self.min_crop_scale + (1 - self.min_crop_scale) * torch.rand(1, generator=g).item())
+            log_ratio = math.log(3 / 4) + (math.log(4 / 3) - math.log(3 / 4)) * torch.rand(1, generator=g).item()
+            ratio = math.exp(log_ratio)
+            cw_try, ch_try = int(round(math.sqrt(target * ratio))), int(round(math.sqrt(target / ratio)))
+            if 0 < cw_try <= w and 0 < ch_try <= h:
+                ch, cw = ch_try, cw_try
+                top = int(torch.randint(0, h - ch + 1, (1,), generator=g))
+                left = int(torch.randint(0, w - cw + 1, (1,), generator=g))
+                break
+        img = F.resized_crop(img, top, left, ch, cw, [self.size, self.size], antialias=True)
+        if torch.rand(1, generator=g).item() < 0.5:
+            img = img.flip(-1)
+        return img
+
+    def _center_crop(self, img):
+        from torchvision.transforms.v2 import functional as F
+
+        short = max(self.size, int(round(self.size / self.val_crop_ratio)))
+        img = F.resize(img, [short], antialias=True)
+        return F.center_crop(img, [self.size, self.size])
+
+
+def _decode(path: str):
+    """File -> uint8 ``[3, H, W]`` RGB: torchvision.io (libjpeg-turbo / libpng), Pillow for the rest."""
+    import torch
+    from torchvision.io import ImageReadMode, decode_image, read_file
+
+    try:
+        return decode_image(read_file(path), mode=ImageReadMode.RGB)
+    except Exception:
+        from PIL import Image
+
+        with Image.open(path) as im:  # bmp, tiff, CMYK JPEG ...; raises on garbage
+            arr = __import__("numpy").asarray(im.convert("RGB"))
+        return torch.from_numpy(arr.copy()).permute(2, 0, 1)
+
+
+def collate(batch: list) -> tuple[Any, Any, list[str]]:
+    """Stack good samples: ``images uint8 [B, 3, S, S]``, ``labels int64 [B]``, and the bad paths."""
+    import torch
+
+    good = [(img, label) for img, label, bad in batch if bad is None]
+    bad = [b for _, _, b in batch if b is not None]
+    if not good:
+        return torch.zeros(0, dtype=torch.uint8), torch.zeros(0, dtype=torch.int64), bad
+    images = torch.stack([img for img, _ in good])
+    labels = torch.tensor([label for _, label in good], dtype=torch.int64)
+    return images, labels, bad
+
+
+class EpochSampler:
+    """Shuffling, rank-sharding sampler that yields ``(epoch, index)`` keys and can resume mid-epoch.
+
+    Wraps ``torch.utils.data.DistributedSampler`` (one shuffle per ``(seed, epoch)``, padded so
+    every rank gets the same count). :meth:`skip` drops the first ``n`` samples of the next pass,
+    which resumes a run exactly where its checkpoint left off.
+    """
+
+    def __init__(self, n: int, *, rank: int, world_size: int, seed: int, shuffle: bool = True) -> None:
+        from torch.utils.data import DistributedSampler
+
+        self.inner = DistributedSampler(range(n), num_replicas=world_size, rank=rank, shuffle=shuffle,
+                                        seed=seed, drop_last=False)
+        self.epoch = 0
+        self._skip = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        """Select the shuffle for ``epoch`` (call before every epoch, on every rank)."""
+        self.epoch = epoch
+        self.inner.set_epoch(epoch)
+
+    def skip(self, n: int) -> None:
+        """Drop the first ``n`` samples of the next pass (mid-epoch resume)."""
+        self._skip = n
+
+    def __len__(self) -> int:
+        return len(self.inner) - self._skip
+
+    def __iter__(self) -> Iterator[tuple[int, int]]:
+        skip, self._skip = self._skip, 0
+        for i, idx in enumerate(self.inner):
+            if i >= skip:
+                yield self.epoch, idx
+
+
+class ShardSampler:
+    """Eval sampler: rank ``r`` takes indices ``r, r + W, ...`` (no padding, so no sample counts twice)."""
+
+    def __init__(self, n: int, *, rank: int, world_size: int) -> None:
+        self.ids = list(range(rank, n, world_size))
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __iter__(self) -> Iterator[tuple[int, int]]:
+        return ((0, i) for i in self.ids)

@@ -1,0 +1,190 @@
+"""Where numbers go: JSONL (everything), CSV (one file per record kind), TensorBoard when installed,
+and what the user watches (a rich progress bar on a terminal, plain lines in logs).
+
+Only rank 0 writes; on other ranks every method is a no-op.
+
+Example::
+
+    log = MetricsLogger(run_dir, enabled=is_main_process())
+    log.write("step", step=10, epoch=0, loss=2.1, lr=0.1)
+    log.close()
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+__all__ = ["MetricsLogger", "ProgressDisplay", "topk_correct", "read_jsonl"]
+
+#: CSV columns per record kind (other kinds go to the JSONL only).
+CSV_COLUMNS = {
+    "step": ["step", "epoch", "loss", "lr", "images_per_s", "loss_scale", "time_s"],
+    "epoch": ["epoch", "step", "train_loss", "val_loss", "val_top1", "val_top5", "lr", "images_per_s",
+              "epoch_time_s", "bad_files", "time_s"],
+}
+
+
+def topk_correct(logits, labels, ks: tuple[int, ...] = (1, 5)) -> list[Any]:
+    """Number of samples whose label is among the top-k logits, one 0-d tensor per ``k``
+    (``k`` is capped at the number of classes). Stays on the device: no sync."""
+    maxk = min(max(ks), logits.shape[1])
+    top = logits.topk(maxk, dim=1).indices                  # [B, maxk]
+    hit = top.eq(labels.view(-1, 1))                        # [B, maxk] bool
+    return [hit[:, : min(k, maxk)].any(dim=1).sum() for k in ks]
+
+
+def read_jsonl(path: str | Path, kind: str | None = None) -> list[dict[str, Any]]:
+    """Records of a ``metrics.jsonl`` (optionally only one ``kind``)."""
+    out = []
+    for line in Path(path).read_text().splitlines():
+        if line.strip():
+            rec = json.loads(line)
+            if kind is None or rec.get("kind") == kind:
+                out.append(rec)
+    return out
+
+
+class MetricsLogger:
+    """Append-only metrics sink for one run directory (appends on resume, never truncates).
+
+    Files: ``metrics.jsonl`` (every record, with ``kind``), ``steps.csv``, ``epochs.csv`` and
+    ``tb/`` (TensorBoard; when ``tensorboard`` is True, or None and the package is installed).
+    """
+
+    def __init__(self, run_dir: str | Path, *, enabled: bool = True, tensorboard: bool | None = None) -> None:
+        self.enabled = enabled
+        self.run_dir = Path(run_dir)
+        self.t0 = time.time()
+        self.tb = None
+        self.tb_note = ""
+        if not enabled:
+            return
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self._jsonl = open(self.run_dir / "metrics.jsonl", "a", buffering=1)
+        self._csv: dict[str, tuple[Any, Any]] = {}
+        if tensorboard is not False:
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+
+                self.tb = SummaryWriter(str(self.run_dir / "tb"))
+            except Exception as exc:  # ImportError: tensorboard not installed
+                self.tb_note = f"TensorBoard off ({type(exc).__name__}: pip install tensorboard to enable)"
+                if tensorboard:
+                    raise
+
+    def write(self, kind: str, **values: Any) -> None:
+        """Record one row: JSONL always, CSV for known kinds, TensorBoard scalars for numbers."""
+        if not self.enabled:
+            return
+        values.setdefault("time_s", round(time.time() - self.t0, 3))
+        rec = {"kind": kind, **{k: _plain(v) for k, v in values.items()}}
+        self._jsonl.write(json.dumps(rec) + "\n")
+        cols = CSV_COLUMNS.get(kind)
+        if cols:
+            if kind not in self._csv:
+                path = self.run_dir / f"{kind}s.csv"
+                new = not path.exists() or path.stat().st_size == 0
+                fh = open(path, "a", newline="", buffering=1)
+                writer = csv.DictWriter(fh, fieldnames=cols, extrasaction="ignore")
+                if new:
+                    writer.writeheader()
+                self._csv[kind] = (fh, writer)
+            self._csv[kind][1].writerow({c: rec.get(c) for c in cols})
+        if self.tb is not None and "step" in values:
+            for k, v in rec.items():
+                if isinstance(v, (int, float)) and not isinstance(v, bool) and k not in ("step", "epoch", "time_s"):
+                    self.tb.add_scalar(f"{kind}/{k}", v, int(values["step"]))
+
+    def close(self) -> None:
+        """Flush and close every file."""
+        if not self.enabled:
+            return
+        self._jsonl.close()
+        for fh, _ in self._csv.values():
+            fh.close()
+        self._csv.clear()
+        if self.tb is not None:
+            self.tb.close()
+
+
+def _plain(v: Any) -> Any:
+    """JSON-safe value: floats stay exact (repr round-trips), NaN/inf become strings."""
+    if isinstance(v, float) and not math.isfinite(v):
+        return str(v)
+    return v
+
+
+class ProgressDisplay:
+    """Per-epoch progress: a rich bar (loss, img/s, ETA) on a terminal, plain lines otherwise.
+
+    Args:
+        mode: ``auto`` (bar when stdout is a terminal), ``bar``, ``plain`` or ``none``.
+        enabled: False on non-zero ranks.
+    """
+
+    def __init__(self, mode: str = "auto", *, enabled: bool = True) -> None:
+        from rich.console import Console
+
+        self.console = Console(stderr=False)
+        if not enabled or mode == "none":
+            self.mode = "none"
+        elif mode == "auto":
+            self.mode = "bar" if self.console.is_terminal else "plain"
+        else:
+            self.mode = mode
+        self._progress = None
+        self._task = None
+
+    def print(self, msg: str) -> None:
+        """A line for the user (above the bar while one is live)."""
+        if self.mode == "none":
+            return
+        if self._progress is not None:
+            self._progress.console.print(msg)
+        else:
+            self.console.print(msg, highlight=False)
+            sys.stdout.flush()
+
+    def start_epoch(self, epoch: int, epochs: int, total_steps: int, done: int = 0) -> None:
+        """Begin an epoch of ``total_steps`` optimizer steps (``done`` already done, on resume)."""
+        self._epoch_label = f"epoch {epoch + 1}/{epochs}"
+        if self.mode != "bar":
+            return
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+        self._progress = Progress(
+            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+            TextColumn("loss {task.fields[loss]}"), TextColumn("{task.fields[ips]} img/s"),
+            TextColumn("ETA"), TimeRemainingColumn(), console=self.console, transient=False,
+        )
+        self._progress.start()
+        self._task = self._progress.add_task(self._epoch_label, total=total_steps, completed=done, loss="-", ips="-")
+
+    def update(self, step_in_epoch: int, total: int, *, loss: float | None, ips: float, eta_s: float) -> None:
+        """Advance to ``step_in_epoch``; plain mode prints one line."""
+        if self.mode == "bar" and self._progress is not None:
+            self._progress.update(self._task, completed=step_in_epoch,
+                                  loss=f"{loss:.4f}" if loss is not None else "-", ips=f"{ips:,.0f}")
+        elif self.mode == "plain":
+            loss_s = f"{loss:.4f}" if loss is not None else "-"
+            print(f"{self._epoch_label} step {step_in_epoch}/{total}  loss {loss_s}  {ips:,.0f} img/s  "
+                  f"ETA {_fmt_eta(eta_s)}", flush=True)
+
+    def end_epoch(self) -> None:
+        """Close the bar (the epoch summary line follows)."""
+        if self._progress is not None:
+            self._progress.stop()
+            self._progress = None
+
+
+def _fmt_eta(seconds: float) -> str:
+    if not math.isfinite(seconds):
+        return "-"
+    seconds = int(max(0, seconds))
+    return f"{seconds // 3600:d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
