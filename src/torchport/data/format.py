@@ -220,7 +220,10 @@ class ShardSet:
         self.labels = index["label"].astype(np.int64)
         self.heights = index["height"].astype(np.int64)
         self.widths = index["width"].astype(np.int64)
-        self._maps: dict[int, np.memmap] = {}
+        self._shard_col = index["shard"].astype(np.int64)
+        self._offset_col = index["offset"].astype(np.int64)
+        self._nbytes_col = index["nbytes"].astype(np.int64)
+        self._maps: dict[int, np.ndarray] = {}
         self._pid = os.getpid()
 
     # ------------------------------------------------------------------ opening / checks
@@ -352,14 +355,19 @@ class ShardSet:
         row = self.index[i]
         return f"shard {self.manifest['shards'][int(row['shard'])]['file']} offset {int(row['offset'])} (sample {i})"
 
-    def _map(self, sid: int) -> np.memmap:
+    def _map(self, sid: int) -> np.ndarray:
         if self._pid != os.getpid():  # forked into a DataLoader worker: re-open there
             self._maps, self._pid = {}, os.getpid()
         mm = self._maps.get(sid)
         if mm is None:
+            import mmap
+
             path = self.root / self.manifest["shards"][sid]["file"]
             try:
-                mm = np.memmap(path, dtype=np.uint8, mode="r")
+                with open(path, "rb") as f:
+                    # copy-on-write mapping: pages are shared and never written; a plain ndarray
+                    # over it slices faster than np.memmap and torch accepts it without a warning
+                    mm = np.frombuffer(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY), dtype=np.uint8)
             except (OSError, ValueError) as e:
                 raise ShardCorruptError(f"shard {path.name}: cannot open ({e}); re-run `torchport data pack`") from None
             self._maps[sid] = mm
@@ -372,8 +380,7 @@ class ShardSet:
             ShardCorruptError: the sample runs past the end of its shard (truncated file);
                 the message names the shard and the byte offset.
         """
-        row = self.index[i]
-        sid, off, n = int(row["shard"]), int(row["offset"]), int(row["nbytes"])
+        sid, off, n = int(self._shard_col[i]), int(self._offset_col[i]), int(self._nbytes_col[i])
         mm = self._map(sid)
         if off + n > mm.shape[0]:
             raise ShardCorruptError(
@@ -386,8 +393,7 @@ class ShardSet:
         """Sample ``i`` as an ``(H, W, 3)`` uint8 view (predecoded mode only)."""
         if self.mode != "predecoded":
             raise ShardFormatError(f"{self.root}: pixels() needs a predecoded shard set, this one is {self.mode!r}")
-        row = self.index[i]
-        return self.raw(i).reshape(int(row["height"]), int(row["width"]), 3)
+        return self.raw(i).reshape(int(self.heights[i]), int(self.widths[i]), 3)
 
     def iter_raw(self, indices: Iterable[int]):
         """Yield ``(i, bytes view)`` for ``indices``."""

@@ -7,7 +7,9 @@ Per batch, the path is:
    the loader copies it with ``non_blocking=True`` and normalises it *on the device*
    (uint8 -> float/bf16/fp16 fused with ``(x/255 - mean) / std``); the next batch is staged
    before the current one is handed out, so the copy overlaps the step;
-3. CPU: normalisation writes into one of two preallocated buffers (no fresh 40 MB allocation
+3. CPU: workers write uint8 pixels straight into a ring of shared-memory slots mapped once by
+   every process (no per-batch shared-memory segment, page faults or file-descriptor passing);
+   normalisation writes into one of two preallocated buffers (no fresh 40 MB allocation
    and its page faults per batch). A batch stays valid until the next-but-one is requested;
    ``.clone()`` it to keep it longer, or pass ``reuse_buffers=False``.
 
@@ -102,11 +104,10 @@ class LoaderConfig:
 
 
 def _default_workers() -> int:
-    try:
-        n = len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - macOS
-        n = os.cpu_count() or 1
-    return max(0, min(8, n))
+    """One worker per core of this process's CPU budget (the main process only normalises), at most 8."""
+    from torchport.runtime.loader import cpu_budget
+
+    return max(1, min(8, cpu_budget()))
 
 
 def _dist_rank_world() -> tuple[int, int]:
@@ -172,12 +173,15 @@ class Loader:
         self._dl = None
         self._buffers: list = []
         self._turn = 0
+        self._slots = None
         self.device = target.device
         self.dtype = getattr(torch, cfg.dtype)
         mean = torch.tensor(cfg.mean, dtype=torch.float32).view(1, 3, 1, 1)
         std = torch.tensor(cfg.std, dtype=torch.float32).view(1, 3, 1, 1)
         self._scale = (1.0 / (255.0 * std)).to(self.device)
         self._bias = (-mean / std).to(self.device)
+        self._scale_np = (1.0 / (255.0 * std)).numpy()
+        self._bias_np = (-mean / std).numpy()
         self.pin = bool(target.backend.pin_memory) and bool(target.is_accelerator)
 
     # ------------------------------------------------------------------ epochs / state
@@ -225,15 +229,39 @@ class Loader:
         self._consumed = s.start
 
     # ------------------------------------------------------------------ iteration
+    def _make_slots(self) -> None:
+        """Shared-memory ring the workers write into (CPU targets, CPU augmentation, with workers).
+
+        Slot ``c % K`` holds the ``c``-th batch requested. The DataLoader never has more than
+        ``prefetch_factor * num_workers`` batches requested beyond the one being returned, and
+        that one is normalised into the float buffers before the next request, so with
+        ``K = prefetch_factor * num_workers + 2`` a slot is never written while it is read.
+        """
+        import torch
+
+        self._slots = None
+        self.dataset.slots = None
+        if self.target.is_accelerator or self.num_workers == 0 or self.dataset.aug.where != "cpu":
+            return
+        oh, ow = self.dataset.aug.out_hw
+        k = self.cfg.prefetch_factor * self.num_workers + 2
+        self._slots = torch.empty((k, self.cfg.batch_size, 3, oh, ow), dtype=torch.uint8).share_memory_()
+        self.dataset.slots = self._slots
+
     def _dataloader(self):
         import torch
 
+        persistent = self.cfg.persistent_workers and self.num_workers > 0
+        if self._dl is None or not persistent:
+            # fresh workers (first use, or non-persistent ones forked anew for every iteration) get
+            # their own slot ring, so a still-running older iterator can never write into this one's
+            self._make_slots()
         if self._dl is None:
             nw = self.num_workers
             self._dl = torch.utils.data.DataLoader(
                 self.dataset,
                 batch_size=None,
-                sampler=self.sampler,
+                sampler=_SlotSampler(self.sampler, self),
                 num_workers=nw,
                 pin_memory=self.pin,
                 prefetch_factor=self.cfg.prefetch_factor if nw > 0 else None,
@@ -273,7 +301,9 @@ class Loader:
 
         self._note_skipped(batch)
         labels = batch.labels.to(self.device, non_blocking=self.pin)
-        if batch.boxes is not None:
+        if batch.slot is not None:
+            images = self._normalize_cpu(self._slots[batch.slot][: labels.shape[0]])
+        elif batch.boxes is not None:
             images = self._device_augment(batch)
         elif self.target.is_accelerator:
             x = batch.images.to(self.device, non_blocking=self.pin)
@@ -299,8 +329,25 @@ class Loader:
                 self._buffers = [torch.empty((max(b, self.cfg.batch_size),) + tuple(x.shape[1:]), dtype=self.dtype) for _ in range(2)]
             out = self._buffers[self._turn][:b]
             self._turn ^= 1
-        out.copy_(x)  # uint8 -> float, vectorised
-        out.mul_(self._scale.to(self.dtype)).add_(self._bias.to(self.dtype))
+        if self.dtype == torch.float32:
+            # numpy, single-threaded, 4 images (2.4 MB) at a time so passes 2 and 3 hit the cache.
+            # Not torch: its OpenMP threads would fight the DataLoader workers for the same cores
+            # (measured 3-4x slower wall time on a busy 2-core machine) and spin after each op.
+            import numpy as np
+
+            xs, os_ = x.numpy(), out.numpy()
+            scale, bias = self._scale_np, self._bias_np
+            for i in range(0, b, 4):
+                o = os_[i : i + 4]
+                np.copyto(o, xs[i : i + 4], casting="unsafe")  # uint8 -> float32, vectorised
+                np.multiply(o, scale, out=o)
+                np.add(o, bias, out=o)
+            return out
+        scale, bias = self._scale.to(self.dtype), self._bias.to(self.dtype)
+        for i in range(0, b, 4):
+            o = out[i : i + 4]
+            o.copy_(x[i : i + 4])
+            o.mul_(scale).add_(bias)
         return out
 
     def _device_augment(self, batch: Batch):
@@ -316,6 +363,26 @@ class Loader:
 
 def _identity(x):
     return x
+
+
+class _SlotSampler:
+    """Wraps the batch sampler: each item becomes ``(epoch, indices, slot)`` (slot ring index)."""
+
+    def __init__(self, sampler: EpochBatchSampler, loader: "Loader") -> None:
+        self.sampler, self.loader = sampler, loader
+        self.counter = 0
+
+    def __len__(self) -> int:
+        return len(self.sampler)
+
+    def __iter__(self):
+        for epoch, idx in self.sampler:
+            slots = self.loader._slots
+            if slots is None:
+                yield epoch, idx
+            else:
+                yield epoch, idx, self.counter % slots.shape[0]
+                self.counter += 1
 
 
 def make_loader(

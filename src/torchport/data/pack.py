@@ -25,6 +25,7 @@ import math
 import multiprocessing as mp
 import os
 import shutil
+import sys
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -80,7 +81,7 @@ def scan_image_folder(root: str | os.PathLike) -> tuple[list[str], list[tuple[st
     """
     root = Path(root)
     try:
-        entries = sorted(e for e in os.scandir(root) if e.is_dir())
+        entries = [e for e in os.scandir(root) if e.is_dir()]
     except (FileNotFoundError, NotADirectoryError):
         raise SourceError(f"source directory {root} does not exist (expected ImageFolder layout: {root}/<class>/<image>)") from None
     except PermissionError as e:
@@ -102,12 +103,17 @@ def scan_image_folder(root: str | os.PathLike) -> tuple[list[str], list[tuple[st
 
 
 def split_dirs(root: str | os.PathLike) -> list[str]:
-    """Split sub-directories (``train``, ``val``, ...) when ``root`` holds several ImageFolders, else ``[]``."""
+    """Split sub-directories (``train``, ``val``, ``test``) of ``root`` -- ImageFolders or shard directories.
+
+    Returns ``[]`` when ``root`` has none (it is then one ImageFolder or one shard directory).
+    """
+    from torchport.data.format import is_shard_dir
+
     root = Path(root)
     out = []
     for name in ("train", "val", "test"):
         d = root / name
-        if d.is_dir() and any(e.is_dir() for e in os.scandir(d)):
+        if d.is_dir() and (is_shard_dir(d) or any(e.is_dir() for e in os.scandir(d))):
             out.append(name)
     return out
 
@@ -178,12 +184,9 @@ def _encode_one(args: tuple[str, str, int, int | None, int]) -> tuple[bytes | No
 
 
 def _pool_init() -> None:
-    try:
-        import torch
-
+    torch = sys.modules.get("torch")  # only when the parent already imported it (never import it here)
+    if torch is not None:
         torch.set_num_threads(1)
-    except ImportError:  # pragma: no cover
-        pass
 
 
 def pack(
