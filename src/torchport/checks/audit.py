@@ -198,8 +198,12 @@ def device_audit(target: Any = None, *, device: Any = None, steps: int = 2, expe
     ev.extend(_op_evidence(probe, device_t))
     allowed = set(allow_fallback)
     for op, info in sorted(fallbacks.items()):
-        ev.append(Evidence(what="op falls back to CPU", measured=f"{info['count']} warning(s)", threshold="none",
-                           where=f"{op} ({info['backend']} backend)",
+        sites = probe.op_sites.get(op, {})
+        calls = sum(sites.values())
+        places = ", ".join(f"{k} x{v}" for k, v in list(sites.items())[:4]) + (" ..." if len(sites) > 4 else "")
+        ev.append(Evidence(what="op falls back to CPU", threshold="none",
+                           measured=f"{calls} call(s) in {steps} step(s); {info['count']} warning(s)",
+                           where=f"{op} ({info['backend']} backend)" + (f" in {places}" if places else ""),
                            status=Status.PASS if op in allowed else Status.FAIL, detail=info["message"]))
     ev.append(Evidence(what="ops inspected (forward, backward, optimizer)", measured=probe.ops_seen,
                        threshold=None, status=Status.PASS))

@@ -71,12 +71,13 @@ class TensorDiff:
     nan_inf_mismatch: bool
     shape_mismatch: bool
     status: Status
+    rel: float = 0.0  #: max abs err / max |reference| (scale-free; catches pure rescaling, which cosine misses)
 
     def describe(self) -> str:
         """``cosine 0.98, max abs err 0.012`` (+ NaN/Inf or shape notes)."""
         if self.shape_mismatch:
             return "shapes differ"
-        text = f"cosine {self.cosine:.6f}, max abs err {self.max_abs:.3g}"
+        text = f"cosine {self.cosine:.6f}, max abs err {self.max_abs:.3g}, rel err {self.rel:.3g}"
         return text + (", NaN/Inf in different places" if self.nan_inf_mismatch else "")
 
 
@@ -96,6 +97,7 @@ def compare_tensors(a: Any, b: Any, thresholds: Thresholds = MSPROBE) -> TensorD
                     or (torch.isinf(b) & (a != b)).any())
     finite = torch.isfinite(a) & torch.isfinite(b)
     fa, fb = a[finite], b[finite]
+    rel = 0.0
     if fa.numel() == 0:
         cosine, max_abs = 1.0, 0.0
     else:
@@ -107,7 +109,8 @@ def compare_tensors(a: Any, b: Any, thresholds: Thresholds = MSPROBE) -> TensorD
         else:
             cosine = float((fa @ fb) / (na * nb))
         max_abs = float((fa - fb).abs().max())
-    return TensorDiff(cosine, max_abs, mismatch, False, thresholds.judge(cosine, max_abs, mismatch))
+        rel = max_abs / max(float(fa.abs().max()), 1e-12)
+    return TensorDiff(cosine, max_abs, mismatch, False, thresholds.judge(cosine, max_abs, mismatch), rel)
 
 
 def tensor_stats(t: Any) -> dict[str, Any]:

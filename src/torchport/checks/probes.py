@@ -184,6 +184,8 @@ class DeviceProbe:
         self.tracker = tracker
         self.phase = "forward"
         self.ops_seen = 0
+        #: ``{"aten::convolution": {"model.0.0 (forward)": 2, ...}}`` -- where every op ran (for fallback reports)
+        self.op_sites: dict[str, dict[str, int]] = {}
         self._agg: "collections.OrderedDict[tuple, OpFinding]" = collections.OrderedDict()
         self._mode: Any = None
 
@@ -210,10 +212,6 @@ class DeviceProbe:
         accel = self.expected.type != "cpu"
         flat, _ = tree_flatten((args, kwargs))
         tensors = [t for t in flat if isinstance(t, torch.Tensor)]
-        if not tensors:
-            return
-        cpu = [t for t in tensors if t.device.type == "cpu" and t.dim() > 0]
-        devs = sorted({str(t.device) for t in tensors if t.device.type != "cpu"})
         node = ModuleTracker.backward_node()
         if node is not None:
             phase, module, node_name = "backward", ModuleTracker.backward_module(node), node.name()
@@ -222,6 +220,14 @@ class DeviceProbe:
             module = self.tracker.current if self.tracker is not None else None
             node_name = None
         op = str(func)
+        parts = op.split(".")
+        site = f"{module or '(no module)'} ({phase})"
+        sites = self.op_sites.setdefault(f"{parts[0]}::{parts[1]}" if len(parts) > 1 else op, {})
+        sites[site] = sites.get(site, 0) + 1
+        if not tensors:
+            return
+        cpu = [t for t in tensors if t.device.type == "cpu" and t.dim() > 0]
+        devs = sorted({str(t.device) for t in tensors if t.device.type != "cpu"})
         shapes = [list(t.shape) for t in cpu][:4]
         if len(devs) > 1:
             self._record("mixed-devices", op, module, phase, devs + (["cpu"] if cpu else []), shapes, node_name)

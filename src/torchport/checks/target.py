@@ -38,6 +38,7 @@ __all__ = [
     "train_step",
     "iter_batches",
     "split_batch",
+    "detach_batch",
     "describe",
 ]
 
@@ -86,7 +87,7 @@ class CheckTarget:
         batch_size: samples per batch.
         seed: base seed for weights, data order and augmentation.
         save_checkpoint: optional ``(path, TrainState) -> None``; default
-            :func:`torchport.checks.portable.save_state`.
+            :func:`torchport.checks.checkpoint.save_state` (:mod:`torchport.runtime.checkpoint`).
         load_checkpoint: optional ``(path, TrainState) -> None`` restoring everything in place.
         spec: ``"package.module:factory"`` this target came from (set by :func:`load_target`;
             checks that need a fresh process re-import the target through it).
@@ -183,17 +184,18 @@ def load_target(spec: str | CheckTarget | None = None) -> CheckTarget:
 
 
 def default_target() -> CheckTarget:
-    """The reference trainer's target when :mod:`torchport.train` provides one, else the built-in tiny CNN."""
+    """The reference trainer's target (:func:`torchport.checks.reference.trainer_target`); the built-in
+    tiny CNN (:func:`torchport.checks.builtin.tiny_target`) when the trainer or its data pipeline cannot load."""
     try:
-        train = importlib.import_module("torchport.train")
-        factory = getattr(train, "check_target", None)
-    except ImportError:
-        factory = None
-    if callable(factory):
-        return _coerce(factory(), "torchport.train:check_target")
-    from torchport.checks.builtin import tiny_target
+        from torchport.checks.reference import trainer_target
 
-    return tiny_target()
+        importlib.import_module("torchport.train.optim")
+        importlib.import_module("torchport.data.loader")
+        return trainer_target()
+    except ImportError:
+        from torchport.checks.builtin import tiny_target
+
+        return tiny_target()
 
 
 def describe(target: CheckTarget) -> str:
@@ -288,7 +290,13 @@ def train_step(state: TrainState, batch: Any, *, before_step: Callable[[TrainSta
     norm = grad_norm(state.model.parameters(), scale or 1.0)
     if before_step is not None:
         before_step(state)
-    stepped = state.amp.step(state.optimizer)
+    scaler = state.amp.scaler
+    if scaler is not None and not getattr(scaler, "is_enabled", lambda: True)():
+        scaler.step(state.optimizer)  # a disabled scaler just steps (what a user loop would do)
+        scaler.update()
+        stepped = True
+    else:
+        stepped = state.amp.step(state.optimizer)
     state.optimizer.zero_grad(set_to_none=True)
     if stepped and state.scheduler is not None:
         state.scheduler.step()
@@ -296,6 +304,19 @@ def train_step(state: TrainState, batch: Any, *, before_step: Callable[[TrainSta
     lr = state.optimizer.param_groups[0].get("lr")
     return StepOutput(loss=float(loss.detach().float().item()), grad_norm=norm, stepped=stepped, scale=scale,
                       lr=float(lr) if lr is not None else None)
+
+
+def detach_batch(batch: Any) -> Any:
+    """A copy of ``batch`` whose tensors own their memory (loaders may reuse output buffers)."""
+    import torch
+
+    if isinstance(batch, torch.Tensor):
+        return batch.clone()
+    if isinstance(batch, dict):
+        return {k: detach_batch(v) for k, v in batch.items()}
+    if isinstance(batch, (list, tuple)):
+        return type(batch)(detach_batch(v) for v in batch)
+    return batch
 
 
 def iter_batches(target: CheckTarget, spec: LoaderSpec, steps: int, *, start: int = 0) -> Iterator[Any]:

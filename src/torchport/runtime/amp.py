@@ -218,6 +218,8 @@ def _grad_scaler(target, **kw):
 
 def _found_inf(scaler, optimizer) -> float:
     """Sum of the per-device found-inf flags recorded by ``unscale_`` for ``optimizer``."""
+    if not scaler.is_enabled():
+        return 0.0
     state = scaler._per_optimizer_states[id(optimizer)]
     return float(sum(v.item() for v in state["found_inf_per_device"].values()))
 

@@ -105,15 +105,16 @@ def versions() -> dict[str, str]:
 
     import torchport
 
-    out = {"torch": torch.__version__, "torchport": torchport.__version__, "python": platform.python_version()}
+    # str(): torch.__version__ is a TorchVersion object, which weights_only loading refuses.
+    out = {"torch": str(torch.__version__), "torchport": str(torchport.__version__), "python": platform.python_version()}
     with contextlib.suppress(Exception):
         import torchvision
 
-        out["torchvision"] = torchvision.__version__
+        out["torchvision"] = str(torchvision.__version__)
     import sys
 
     if "torch_npu" in sys.modules:
-        out["torch_npu"] = getattr(sys.modules["torch_npu"], "__version__", "?")
+        out["torch_npu"] = str(getattr(sys.modules["torch_npu"], "__version__", "?"))
     with contextlib.suppress(Exception):
         from torchport.runtime.device import current
 
@@ -299,10 +300,14 @@ def load(path: str | os.PathLike, *, map_location: Any = "cpu", weights_only: bo
     try:
         state = torch.load(p, map_location=map_location, weights_only=weights_only)
     except Exception as exc:
-        hint = (" It holds objects weights_only=True refuses; if you trust the file, load it with "
-                "weights_only=False." if "weights_only" in str(exc) or "Unsupported global" in str(exc) else "")
-        raise CheckpointError(f"checkpoint {str(p)!r} could not be read ({type(exc).__name__}: "
-                              f"{str(exc).splitlines()[0] if str(exc) else ''}).{hint}") from None
+        text = str(exc)
+        refused = next((ln.strip() for ln in text.splitlines() if "Unsupported global" in ln), None)
+        if refused:
+            raise CheckpointError(f"checkpoint {str(p)!r} holds an object weights_only=True refuses ({refused}); "
+                                  "if you trust the file, load it with weights_only=False") from None
+        first = text.splitlines()[0] if text else ""
+        raise CheckpointError(f"checkpoint {str(p)!r} could not be read ({type(exc).__name__}: {first}); "
+                              "is it a complete torch.save file?") from None
     if not isinstance(state, dict):
         raise CheckpointError(f"checkpoint {str(p)!r} holds a {type(state).__name__}, not a dict")
     return state

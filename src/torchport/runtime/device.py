@@ -163,6 +163,8 @@ def select_device(
         ``cuda``; selection always checks real availability.
     """
     global _current
+    import torch  # noqa: F401  (torch's device-backend autoload may register backends, e.g. the emulator)
+
     reason = "argument"
     if name is None:
         env = os.environ.get("TORCHPORT_DEVICE")

@@ -86,8 +86,17 @@ def set_rng_state(state: dict[str, Any]) -> None:
             spec = backends.get(name)
         except ValueError:
             continue
-        if spec.probe() and len(states) == spec.device_count():
-            spec.module().set_rng_state_all([s.cpu() for s in states])
+        if not spec.probe():
+            continue
+        count = spec.device_count()
+        if len(states) != count:
+            import warnings
+
+            warnings.warn(f"RNG states were saved for {len(states)} {name} device(s) but {count} are visible; "
+                          f"restoring the first {min(len(states), count)}", RuntimeWarning, stacklevel=2)
+        module = spec.module()
+        for i, s in enumerate(states[:count]):
+            module.set_rng_state(s.cpu(), i)
 
 
 def worker_seed(base_seed: int, worker_id: int, rank: int = 0) -> int:

@@ -1,0 +1,132 @@
+"""One rank of the distributed smoke test (launched by torchrun; see :mod:`torchport.checks.distributed`).
+
+Every stage appends one JSON line to ``<out>/rank<R>.jsonl`` *before* and after it runs,
+so when a rank hangs or dies the parent knows exactly where. Stages: ``start``,
+``init`` (process group with the device's backend), ``all_reduce`` (sum of rank+1),
+``barrier`` (with a timeout), ``weights`` (hash of the initial weights, compared across
+ranks with MIN/MAX all-reduces), ``done``.
+
+Fault injection for testing the check itself (``TORCHPORT_CHECK_DIST_FAULT``):
+``hang:R`` -- rank R sleeps before the barrier; ``exit:R`` -- rank R exits with status 3
+before the all-reduce; ``weights:R`` -- rank R seeds its model differently.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import hashlib
+import json
+import os
+import sys
+import time
+from typing import Any
+
+FAULT_ENV = "TORCHPORT_CHECK_DIST_FAULT"
+
+
+class _Log:
+    def __init__(self, out: str, rank: int) -> None:
+        self.path = os.path.join(out, f"rank{rank}.jsonl")
+        self.t0 = time.perf_counter()
+
+    def __call__(self, stage: str, status: str, **info: Any) -> None:
+        rec = {"stage": stage, "status": status, "t": round(time.perf_counter() - self.t0, 3), **info}
+        with open(self.path, "a") as fh:
+            fh.write(json.dumps(rec) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+
+
+def _fault() -> tuple[str, int]:
+    kind, _, rank = os.environ.get(FAULT_ENV, "").partition(":")
+    return kind, int(rank) if rank.isdigit() else -1
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the stages for this rank; exit status 0 when all passed here."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--target", default=None)
+    ap.add_argument("--device", default=None)
+    ap.add_argument("--emulate", action="store_true")
+    ap.add_argument("--barrier-timeout", type=float, default=30.0)
+    ap.add_argument("--sys-path", action="append", default=[])
+    args = ap.parse_args(argv)
+    for p in args.sys_path:
+        if p not in sys.path:
+            sys.path.append(p)
+    rank = int(os.environ.get("RANK", "0"))
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    log = _Log(args.out, rank)
+    log("start", "ok", pid=os.getpid(), world_size=world)
+    import torch
+
+    if args.emulate:
+        from torchport.emulate import install
+
+        install(max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1"))))
+    import torch.distributed as dist
+
+    from torchport.runtime.distributed import barrier, dist_backend, init_distributed
+
+    kind, frank = _fault()
+    timeout = dt.timedelta(seconds=args.barrier_timeout)
+    log("init", "begin")
+    try:
+        target = init_distributed(args.device, timeout=timeout)
+        log("init", "ok", backend=dist.get_backend(), expected=dist_backend(target), device=str(target.device))
+    except Exception as exc:
+        log("init", "error", error=f"{type(exc).__name__}: {exc}"[:500])
+        return 2
+    dev = target.device
+    if kind == "exit" and frank == rank:
+        log("all_reduce", "begin")
+        os._exit(3)
+    log("all_reduce", "begin")
+    try:
+        t = torch.tensor([float(rank + 1)], device=dev)
+        dist.all_reduce(t, op=dist.ReduceOp.SUM)
+        log("all_reduce", "ok", value=float(t.item()), expected=world * (world + 1) / 2)
+    except Exception as exc:
+        log("all_reduce", "error", error=f"{type(exc).__name__}: {exc}"[:500])
+        return 2
+    if kind == "hang" and frank == rank:
+        log("barrier", "begin")
+        time.sleep(3600)
+    log("barrier", "begin")
+    t0 = time.perf_counter()
+    try:
+        barrier(timeout)
+        log("barrier", "ok", seconds=round(time.perf_counter() - t0, 3))
+    except Exception as exc:
+        log("barrier", "error", error=f"{type(exc).__name__}: {exc}"[:500], seconds=round(time.perf_counter() - t0, 3))
+        return 2
+    log("weights", "begin")
+    try:
+        from torchport.checks.target import load_target
+        from torchport.runtime.seed import seed_everything
+
+        tgt = load_target(args.target)
+        seed_everything(tgt.seed + (1 if kind == "weights" and frank == rank else 0))
+        model = tgt.build_model()
+        h = hashlib.sha256()
+        for name, v in model.state_dict().items():
+            h.update(name.encode() + v.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+        digest = h.hexdigest()
+        words = torch.tensor([int(digest[i:i + 15], 16) for i in range(0, 60, 15)], dtype=torch.int64, device=dev)
+        lo, hi = words.clone(), words.clone()
+        dist.all_reduce(lo, op=dist.ReduceOp.MIN)
+        dist.all_reduce(hi, op=dist.ReduceOp.MAX)
+        agree = bool(torch.equal(lo.cpu(), hi.cpu()))
+        log("weights", "ok" if agree else "mismatch", hash=digest[:16], agree=agree)
+    except Exception as exc:
+        log("weights", "error", error=f"{type(exc).__name__}: {exc}"[:500])
+        return 2
+    log("done", "ok")
+    dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,24 @@
+"""The documented example target and the default (reference trainer) target pass quick checks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from torchport.checks import Status, data_determinism, device_audit, load_target
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_example_target_follows_the_protocol(monkeypatch, cpu):
+    monkeypatch.syspath_prepend(str(ROOT))
+    target = load_target("examples.check_target:target")
+    assert target.spec == "examples.check_target:target" and target.save_checkpoint is not None
+    assert device_audit(target, device=cpu, steps=1, expect_accelerator=False).status is Status.PASS
+    assert data_determinism(target, batches=2, workers=(0, 2)).status is Status.PASS
+
+
+def test_default_target_is_the_reference_trainer(cpu):
+    target = load_target(None)
+    assert target.spec == "torchport.checks.reference:trainer_target"
+    r = data_determinism(target, batches=2, workers=(0, 2))
+    assert r.status is Status.PASS, r.summary
