@@ -9,14 +9,14 @@ from torchport.profile import ProfileConfig, analyze, run_profile
 
 
 def test_input_bound_case_slow_dataset():
-    """A tiny model fed by a dataset that sleeps 4 ms per sample (32 ms per batch of 8)."""
-    cfg = ProfileConfig(workload=Workload(model="tinycnn", batch=8, size=32, num_classes=10, slow_data_ms=4.0),
+    """A tiny model fed by a dataset that sleeps 10 ms per sample (80 ms per batch of 8)."""
+    cfg = ProfileConfig(workload=Workload(model="tinycnn", batch=8, size=32, num_classes=10, slow_data_ms=10.0),
                         steps=3, warmup=1, free_steps=0, device="cpu")
     res = run_profile(cfg)
     a = res.analysis
     assert a.verdict == "input-bound" and a.dominant == "input" and a.dominant_phase == "data"
     assert res.fractions["data"] > 0.5
-    assert res.phase_s["data"] >= 0.8 * 8 * 0.004
+    assert res.phase_s["data"] >= 0.8 * 8 * 0.010
     text = " ".join(a.advice)
     assert "shards" in text and "decode" in text and "prefetch" in text and "GIL" in text
 
@@ -31,7 +31,8 @@ def test_compute_bound_case_heavy_model_instant_data():
     assert a.dominant_phase in ("forward", "backward")
     assert res.fractions["data"] < 0.1
     text = " ".join(a.advice)
-    assert "AMP" in text and "channels_last" in text and "torch.compile" in text and "resolution" in text
+    assert "AMP" in text and "channels_last" in text and "torch.compile (backend 'inductor'" in text
+    assert "resolution" in text
     assert "cpu" in a.warning and "re-profile" in a.warning
 
 
@@ -66,6 +67,12 @@ def test_no_amp_advice_when_already_running_amp():
     assert "Turn on AMP" in analyze(phases, precision="fp32", amp_hint="bf16").advice[0]
     assert "bf16 on this backend" in analyze(phases, precision="fp32", amp_hint="bf16").advice[0]
     assert "Turn on AMP" not in " ".join(analyze(phases, precision="fp16").advice)
+
+
+def test_fusion_advice_follows_the_backend_compile_support():
+    phases = {"forward": 2, "backward": 3}
+    assert "torch.compile (backend 'inductor'" in " ".join(analyze(phases, compile_backend="inductor").advice)
+    assert "not assumed" in " ".join(analyze(phases, compile_backend=None).advice)
 
 
 def test_analyze_rejects_empty_profiles():

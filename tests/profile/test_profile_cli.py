@@ -27,7 +27,7 @@ def test_profile_cli_writes_json_png_and_trace(app, tmp_path):
     out, png, trace = tmp_path / "p.json", tmp_path / "p.png", tmp_path / "trace"
     r = CliRunner().invoke(app, ["profile", "--preset", "tiny", "--model", "tinycnn", "--size", "32", "--batch", "8",
                                  "--steps", "3", "--warmup", "1", "--free-steps", "2", "--device", "cpu",
-                                 "--slow-data-ms", "3", "--json", str(out), "--png", str(png),
+                                 "--slow-data-ms", "10", "--json", str(out), "--png", str(png),
                                  "--trace", str(trace), "--trace-steps", "2"])
     assert r.exit_code == 0, r.output
     assert "input-bound" in r.output and "warning" in r.output

@@ -71,8 +71,9 @@ def test_manual_phase_and_step_api(cpu):
             prof.step()
     res = prof.result(measure_sync=False)
     assert len(res.steps) == 2 and res.warmup_steps == 1
-    assert res.phase_s["forward"] == pytest.approx(0.004, rel=0.5)
-    assert res.phase_s["forward"] > res.phase_s["data"]
+    assert res.phase_s["forward"] >= 0.004 and res.phase_s["data"] >= 0.002
+    assert set(res.phase_s) == {"data", "forward", "other"}
+    assert [s.index for s in res.steps] == [1, 2]
 
 
 def test_warmup_steps_are_excluded(cpu):
@@ -116,11 +117,13 @@ def test_sync_boundaries_charge_async_work_to_the_phase_that_queued_it(cpu, monk
         return prof.result(measure_sync=False)
 
     synced = run(True)
-    assert synced.phase_s["forward"] == pytest.approx(0.03, rel=0.3)
+    assert synced.phase_s["forward"] >= 0.03
+    assert synced.phase_s["other"] < 0.01
     assert synced.analysis.dominant_phase == "forward"
     unsynced = run(False)
-    assert unsynced.phase_s["forward"] < 0.005
-    assert unsynced.step_s == pytest.approx(synced.step_s, rel=0.3)
+    assert unsynced.phase_s["forward"] < 0.01  # the launch returned at once ...
+    assert unsynced.phase_s["other"] >= 0.03  # ... and the host waited at the step boundary
+    assert unsynced.step_s >= 0.03
     assert synced.sync_calls_per_step > unsynced.sync_calls_per_step
 
 

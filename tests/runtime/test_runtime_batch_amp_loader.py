@@ -263,3 +263,21 @@ def test_memory_stats_on_cpu_are_honestly_unknown():
     assert torchport.memory_stats(cpu()) == {"allocated_bytes": None, "peak_bytes": None, "reserved_bytes": None}
     torchport.synchronize(cpu())
     torchport.reset_peak_memory(cpu())
+
+
+def test_host_tracked_scale_matches_the_scaler():
+    """Events are computed on the host (no device sync); they must agree with GradScaler itself."""
+    model, opt, amp = _scaled_setup(init_scale=64.0, growth_interval=2)
+    pattern = [False, False, True, False, False, False, True, True, False, False]
+    for overflow in pattern:
+        amp.backward(model(torch.randn(3, 4)).sum())
+        if overflow:
+            model.weight.grad[0, 0] = float("inf")
+        assert amp.step(opt) is (not overflow)
+        opt.zero_grad()
+        assert amp.loss_scale == amp.scaler.get_scale()
+    assert [e.reason for e in amp.events].count("overflow") == 3
+    state = amp.state_dict()
+    _, _, other = _scaled_setup(init_scale=1.0, growth_interval=2)
+    other.load_state_dict(state)
+    assert other.loss_scale == amp.loss_scale

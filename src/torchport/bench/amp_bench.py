@@ -260,10 +260,7 @@ def _bench_one(label: str, cfg: BenchConfig, target: Any, data: Any, classes: in
     result = PrecisionResult(label=label, precision=precision, batch=wl.batch, windows_ms=windows_ms,
                              peak_memory_bytes=peak, baseline_memory_bytes=baseline,
                              skipped_steps=amp.skipped_steps)
-    del model, optimizer, amp, batches
-    gc.collect()
-    empty_cache(target)
-    return result
+    return result  # model and optimizer die here; the next precision collects them before it starts
 
 
 def run_bench(config: BenchConfig, *, progress: Callable[[str], None] | None = None) -> BenchReport:
@@ -282,6 +279,8 @@ def run_bench(config: BenchConfig, *, progress: Callable[[str], None] | None = N
 
     target = select_device(config.device) if config.device else current()
     progress = progress or (lambda _msg: None)
+    for label in config.precisions:  # fail on a bad label before any precision runs
+        amp_precision(label, target)
     wl = config.workload
     if wl.synthetic and wl.slow_data_ms == 0:
         pin = bool(target.backend.pin_memory and target.is_accelerator)

@@ -13,7 +13,7 @@ Everything works on the JSON dict (``BenchReport.to_dict()`` or a loaded file), 
 Example::
 
     from torchport.bench.report import load, compare, print_compare
-    print_compare(compare(load("gpu.json"), load("npu.json")))
+    print_compare(compare(load("workstation.json"), load("ascend.json")))
 """
 
 from __future__ import annotations

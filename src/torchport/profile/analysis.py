@@ -21,7 +21,7 @@ Example::
 
     from torchport.profile.analysis import analyze
     a = analyze({"data": 0.08, "copy": 0.002, "forward": 0.01, "backward": 0.02,
-                 "optimizer": 0.004, "other": 0.001}, device="npu")
+                 "optimizer": 0.004, "other": 0.001}, device=str(target))
     a.verdict     # 'input-bound'
     a.advice[0]   # 'Data wait is 68% of the step: the input pipeline ...'
 """
@@ -75,7 +75,8 @@ def cross_platform_warning(device: str) -> str:
             "optimise the dominant term measured on the target platform, then re-profile there.")
 
 
-def _advice(term: str, pct: str, *, precision: str | None, is_accelerator: bool, amp_hint: str | None) -> list[str]:
+def _advice(term: str, pct: str, *, precision: str | None, is_accelerator: bool, amp_hint: str | None,
+            compile_backend: str | None) -> list[str]:
     if term == "input":
         return [
             f"Data wait is {pct} of the step: the input pipeline, not the device, sets the pace. Do pipeline work: "
@@ -100,8 +101,12 @@ def _advice(term: str, pct: str, *, precision: str | None, is_accelerator: bool,
         else:
             tips.append(f"Forward+backward+optimizer are {pct} of the step (already running {precision}).")
         tips.append("Use channels_last memory format for convolutional models (--channels-last).")
-        tips.append("Fuse work: torch.compile where the backend supports it, fused/foreach optimizers, "
-                    "fused operators from the vendor library.")
+        if compile_backend:
+            tips.append(f"Fuse work: torch.compile (backend {compile_backend!r} here), fused/foreach optimizers, "
+                        "fused operators from the vendor library.")
+        else:
+            tips.append("Fuse work: fused/foreach optimizers and the vendor library's fused operators "
+                        "(torch.compile is not assumed on this backend).")
         tips.append("Reduce work per sample: lower training resolution for early epochs, or a smaller model.")
         if not is_accelerator:
             tips.append("This ran on the CPU: compute dominates almost any CPU run; profile on the accelerator "
@@ -115,7 +120,8 @@ def _advice(term: str, pct: str, *, precision: str | None, is_accelerator: bool,
 
 
 def analyze(phases: Mapping[str, float], *, device: str = "this device", precision: str | None = None,
-            is_accelerator: bool = True, amp_hint: str | None = None) -> Analysis:
+            is_accelerator: bool = True, amp_hint: str | None = None,
+            compile_backend: str | None = "inductor") -> Analysis:
     """Name the dominant term of a step and say what to do.
 
     Args:
@@ -124,6 +130,7 @@ def analyze(phases: Mapping[str, float], *, device: str = "this device", precisi
         precision: the precision the loop ran in (no AMP advice when already low precision).
         is_accelerator: False for a CPU profile (adds a caveat).
         amp_hint: the backend's AMP precision, named in the advice.
+        compile_backend: the backend's ``torch.compile`` backend (None: not supported there).
 
     Returns:
         An :class:`Analysis`. Ties go to the earlier term in input, copy, compute, other.
@@ -147,6 +154,7 @@ def analyze(phases: Mapping[str, float], *, device: str = "this device", precisi
         fraction=groups[dominant],
         verdict=VERDICTS[dominant],
         groups=groups,
-        advice=_advice(dominant, pct, precision=precision, is_accelerator=is_accelerator, amp_hint=amp_hint),
+        advice=_advice(dominant, pct, precision=precision, is_accelerator=is_accelerator, amp_hint=amp_hint,
+                       compile_backend=compile_backend),
         warning=cross_platform_warning(device),
     )

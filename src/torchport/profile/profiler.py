@@ -48,6 +48,7 @@ from torchport.profile.analysis import PHASES, Analysis, analyze
 __all__ = ["StepProfiler", "StepRecord", "ProfileResult", "sync_cost", "PHASES"]
 
 _clock = time.perf_counter
+_END = object()
 
 
 def _synchronize(target: Any) -> None:
@@ -73,7 +74,7 @@ class ProfileResult:
     Attributes:
         steps: the timed steps (warm-up excluded).
         warmup_steps: how many steps were run first and left out.
-        device, backend: where it ran (``"npu:0"``, ``"npu (emulated)"``).
+        device, backend: where it ran (``str(target)`` and ``target.backend.label``).
         precision: the AMP precision of the loop, when known (shapes the advice).
         sync_calls_per_step: device synchronisations the profiler added per step.
         sync_cost_s: one synchronize() on the idle device (None when not measured).
@@ -92,6 +93,7 @@ class ProfileResult:
     settings: dict[str, Any] = dataclasses.field(default_factory=dict)
     is_accelerator: bool = True
     amp_hint: str | None = None
+    compile_backend: str | None = "inductor"
 
     def __post_init__(self) -> None:
         if not self.steps:
@@ -131,7 +133,8 @@ class ProfileResult:
     def analysis(self) -> Analysis:
         """Dominant term, verdict and advice (see :func:`torchport.profile.analysis.analyze`)."""
         return analyze(self.phase_s, device=self.backend, precision=self.precision,
-                       is_accelerator=self.is_accelerator, amp_hint=self.amp_hint)
+                       is_accelerator=self.is_accelerator, amp_hint=self.amp_hint,
+                       compile_backend=self.compile_backend)
 
     @property
     def sync_overhead_s(self) -> float | None:
@@ -256,19 +259,20 @@ class StepProfiler:
         self.start()
         self._charge("other", self._mark(self.sync))
         self._active = name
-        rf = None
-        if self.annotate:
-            import torch
-
-            rf = torch.profiler.record_function(f"torchport/{name}")
-            rf.__enter__()
         try:
-            yield
+            with self._annotation(name):
+                yield
         finally:
-            if rf is not None:
-                rf.__exit__(None, None, None)
             self._charge(name, self._mark(self.sync))
             self._active = None
+
+    def _annotation(self, name: str) -> contextlib.AbstractContextManager:
+        """A ``torchport/<phase>`` range in the trace when annotating, else nothing."""
+        if not self.annotate:
+            return contextlib.nullcontext()
+        import torch
+
+        return torch.profiler.record_function(f"torchport/{name}")
 
     def step(self) -> StepRecord:
         """Close the current step (device-synchronised) and return its record."""
@@ -306,18 +310,14 @@ class StepProfiler:
             if self._active is not None:
                 raise RuntimeError(f"phase {self._active!r} still open at the next fetch")
             self._charge("other", self._mark(self.sync))
-            try:
-                batch = next(it)
-            except StopIteration:
-                if steps is None or not cycle:
-                    self._abandon()
-                    return
-                it = iter(iterable)
-                try:
-                    batch = next(it)
-                except StopIteration:
-                    self._abandon()
-                    return
+            with self._annotation("data"):
+                batch = next(it, _END)
+                if batch is _END and steps is not None and cycle:
+                    it = iter(iterable)  # a new epoch
+                    batch = next(it, _END)
+            if batch is _END:
+                self._abandon()
+                return
             self._charge("data", self._mark(self.sync))
             count = len(self.records)
             yield batch
@@ -363,6 +363,7 @@ class StepProfiler:
             settings=dict(settings or {}),
             is_accelerator=bool(self.target.is_accelerator),
             amp_hint=amp_hint,
+            compile_backend=getattr(self.target.backend, "compile_backend", None),
         )
 
 

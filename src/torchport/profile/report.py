@@ -26,13 +26,14 @@ PHASE_COLORS = {"data": "#4c72b0", "copy": "#8172b3", "forward": "#dd8452", "bac
 def print_profile(result: ProfileResult, console: Any = None) -> None:
     """Print the phase table, the dominant term with its decision, and the cross-platform warning."""
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     console = console or Console()
     a = result.analysis
     title = (f"Step profile: {result.device} ({result.backend}), {len(result.steps)} steps "
              f"(warm-up {result.warmup_steps} excluded), precision {result.precision or '?'}")
-    table = Table(title=title, title_justify="left")
+    table = Table(title=escape(title), title_justify="left")
     table.add_column("phase")
     table.add_column("ms / step", justify="right")
     table.add_column("share", justify="right")
@@ -44,20 +45,26 @@ def print_profile(result: ProfileResult, console: Any = None) -> None:
     table.add_row("step", f"{result.step_s * 1e3:.2f}", "100.0%", "", style="dim")
     console.print(table)
     if result.description:
-        console.print(f"workload: {result.description}")
+        console.print(f"workload: {escape(result.description)}")
     console.print(f"[bold]dominant term: {a.dominant} ({a.dominant_phase}) -> {a.verdict}[/bold] "
                   f"({a.fraction * 100:.0f}% of the step)")
     for tip in a.advice:
-        console.print(f"  - {tip}", soft_wrap=False)
+        console.print(f"  - {escape(tip)}")
     sync = result.sync_overhead_s
-    if sync is not None:
+    if not result.is_accelerator:
+        line = "profiler cost: none to speak of on cpu (synchronize is a no-op; phases are host wall time)"
+        if result.unprofiled_step_s:
+            line += (f"; free-running step {result.unprofiled_step_s * 1e3:.2f} ms vs profiled "
+                     f"{result.step_median_s * 1e3:.2f} ms (median)")
+        console.print(escape(line), style="dim")
+    elif sync is not None:
         line = (f"profiler cost: {result.sync_calls_per_step:.0f} device syncs per step, "
                 f"~{sync * 1e6:.0f} us per step on the idle device")
         if result.unprofiled_step_s:
             line += (f"; free-running step {result.unprofiled_step_s * 1e3:.2f} ms vs profiled "
                      f"{result.step_median_s * 1e3:.2f} ms (median)")
-        console.print(line, style="dim")
-    console.print(f"[yellow]warning:[/yellow] {a.warning}")
+        console.print(escape(line), style="dim")
+    console.print(f"[yellow]warning:[/yellow] {escape(a.warning)}")
 
 
 def write_json(result: ProfileResult, path: str) -> None:

@@ -1,7 +1,7 @@
 """Chrome-trace export with the profiler that fits the backend.
 
 * A vendor profiler, when the device module comes from a vendor package that ships
-  one (torch_npu's ``torch_npu.profiler`` on Ascend): found by following
+  one (the Ascend adapter's ``profiler`` module on Ascend): found by following
   ``target.module`` to its top-level package, never by naming a device.
 * Otherwise ``torch.profiler`` with CPU activity plus the device's activity when
   ``torch.profiler.ProfilerActivity`` has one named like the device type (upper case).

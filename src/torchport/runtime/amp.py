@@ -111,6 +111,9 @@ class Amp:
                 init_scale = float(static_scale)
             self.scaler = _grad_scaler(self.target, init_scale=init_scale, growth_factor=growth_factor,
                                        backoff_factor=backoff_factor, growth_interval=growth_interval)
+        self._scale = float(init_scale)
+        self._growth, self._backoff, self._growth_interval = float(growth_factor), float(backoff_factor), int(growth_interval)
+        self._clean_steps = 0
         self.log_overflow = log_overflow
         self.events: list[ScaleEvent] = []
         self.steps = 0
@@ -162,12 +165,21 @@ class Amp:
         self.scaler.unscale_(optimizer)
         if clip_grad_norm is not None:
             torch.nn.utils.clip_grad_norm_(_params(optimizer, parameters), clip_grad_norm)
-        old = float(self.scaler.get_scale())
-        found_inf = _found_inf(self.scaler, optimizer)
-        self.scaler.step(optimizer)
+        self.scaler.step(optimizer)  # syncs once on the found-inf flags (GradScaler's own sync)
+        skipped = _found_inf(self.scaler, optimizer) > 0  # already computed: no extra device wait
         self.scaler.update(self._static_scale)  # a static scale is re-imposed after every step
-        new = float(self.scaler.get_scale())
-        skipped = found_inf > 0
+        # Mirror GradScaler's update rule on the host instead of reading the scale back
+        # (a get_scale() here would stall the host until the optimizer kernels finish).
+        old = self._scale
+        if skipped:
+            self._clean_steps = 0
+            new = old if self.static else old * self._backoff
+        else:
+            self._clean_steps += 1
+            new = old
+            if not self.static and self._clean_steps >= self._growth_interval:
+                new, self._clean_steps = old * self._growth, 0
+        self._scale = new
         if skipped:
             self.skipped_steps += 1
             self.events.append(ScaleEvent(self.steps, old, new, "overflow", True))
@@ -176,6 +188,18 @@ class Amp:
         elif new != old:
             self.events.append(ScaleEvent(self.steps, old, new, "growth", False))
         return not skipped
+
+    @property
+    def loss_scale(self) -> float | None:
+        """The current loss scale (tracked on the host; None without a scaler)."""
+        return self._scale if self.scaler is not None else None
+
+    def _sync_scale_from_scaler(self) -> None:
+        """Re-read scale and growth tracker from the scaler (after loading a state)."""
+        if self.scaler is not None and self.scaler.is_enabled():
+            self._scale = float(self.scaler.get_scale())
+            tracker = getattr(self.scaler, "_growth_tracker", None)
+            self._clean_steps = int(tracker.item()) if tracker is not None else 0
 
     # -- state ---------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
@@ -195,6 +219,7 @@ class Amp:
         if _wants_dynamic_key(self.scaler):
             state["dynamic"] = dynamic
         self.scaler.load_state_dict(state)
+        self._sync_scale_from_scaler()
 
     def __repr__(self) -> str:
         scale = f", scale={self.scaler.get_scale()}" if self.scaler is not None else ""

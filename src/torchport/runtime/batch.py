@@ -34,7 +34,8 @@ def to_device(batch: Any, device: Any = None, *, non_blocking: bool | None = Non
         from torchport.runtime.device import current
 
         device = current().device
-    device = torch.device(device)
+    if not isinstance(device, torch.device):
+        device = torch.device(device)
 
     def move(obj: Any) -> Any:
         if isinstance(obj, torch.Tensor):

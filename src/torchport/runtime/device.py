@@ -17,6 +17,7 @@ Example::
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import threading
 import warnings
@@ -97,7 +98,7 @@ class Target:
         """torch device type string."""
         return self.backend.name
 
-    @property
+    @functools.cached_property
     def device(self):
         """The ``torch.device`` (``cpu`` has no index)."""
         import torch

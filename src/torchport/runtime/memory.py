@@ -38,11 +38,13 @@ def _call(target, name: str, *args: Any) -> Any:
     """Call ``name`` on torch.accelerator if it has it for this device, else on the device module."""
     acc = _accel(target)
     fn = getattr(acc, name, None) if acc is not None else None
-    if fn is None:
-        fn = getattr(target.module, name, None)
-    if fn is None:
-        return None
-    return fn(*args)
+    if fn is not None:
+        try:
+            return fn(*args)
+        except (RuntimeError, NotImplementedError):
+            pass  # torch.accelerator lacks it for this backend: use the device module
+    fn = getattr(target.module, name, None)
+    return None if fn is None else fn(*args)
 
 
 def synchronize(target: Any = None) -> None:
