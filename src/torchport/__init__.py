@@ -37,6 +37,7 @@ _EXPORTS = {
     "is_main_process": "torchport.runtime.distributed",
     "barrier": "torchport.runtime.distributed",
     "all_reduce_mean": "torchport.runtime.distributed",
+    "redirect_cuda": "torchport.shim",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]

@@ -48,7 +48,9 @@ def _shim_active() -> bool:
     import torch
 
     fn = getattr(torch.cuda, "is_available", None)
-    return not getattr(fn, "__module__", "torch.cuda").startswith("torch.cuda")
+    mod = getattr(fn, "__module__", None) or "torch.cuda"
+    # torchport's own shim is reported by the shim itself, not as a foreign patch
+    return not (mod.startswith("torch.cuda") or mod.startswith("torchport.shim"))
 
 
 def _facts() -> dict:

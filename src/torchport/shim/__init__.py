@@ -22,7 +22,6 @@ Entry points::
 
 from __future__ import annotations
 
-from torchport.shim._cuda_api import CALLER_AWARE
 from torchport.shim.core import Shim, ShimError, active, install, redirect_cuda, uninstall
 from torchport.shim.report import RedirectRecord, RedirectReport
 
@@ -36,7 +35,6 @@ __all__ = [
     "ShimError",
     "RedirectReport",
     "RedirectRecord",
-    "CALLER_AWARE",
 ]
 
 

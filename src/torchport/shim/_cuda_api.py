@@ -6,10 +6,12 @@ target -- a documented stand-in answers: memory statistics are 0, seeding and RN
 state go to the CPU generator, streams are no-ops and events time with the host
 clock, so a CUDA-only script keeps running.
 
-Queries that libraries use to choose CUDA-only code paths (``is_available``,
-``device_count``, ``is_bf16_supported``) are *caller-aware*: user code gets the
-answer for the selected device, installed libraries and torch itself get the real
-CUDA answer (see ``docs/shim.md``).
+Every stand-in is *caller-aware*: calls from user code act on / answer for the
+selected device; calls from installed libraries and from torch itself reach the
+original ``torch.cuda`` function. So ``"cuda" if torch.cuda.is_available() else "cpu"``
+in a script lands on the accelerator, while a library deciding whether to launch a
+CUDA-only kernel -- or torch's own ``torch.manual_seed`` calling
+``torch.cuda.manual_seed_all`` -- still sees the real CUDA runtime (see ``docs/shim.md``).
 """
 
 from __future__ import annotations
@@ -21,10 +23,7 @@ import time
 import types
 from typing import Any, Callable
 
-__all__ = ["build_cuda_api", "CUDA_API_NAMES", "CALLER_AWARE"]
-
-#: ``torch.cuda`` functions whose answer depends on who asks.
-CALLER_AWARE = ("is_available", "device_count", "is_bf16_supported")
+__all__ = ["build_cuda_api", "CpuStream", "CpuEvent"]
 
 _STATS_INT = ("memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved")
 _STATS_RESET = ("reset_peak_memory_stats", "reset_max_memory_allocated", "reset_max_memory_cached", "reset_accumulated_memory_stats")
@@ -191,7 +190,7 @@ def build_cuda_api(shim: Any, originals: dict[str, Any]) -> dict[str, Any]:
             return dm.device(device)
         return dm.map(device)
 
-    # -- caller-aware queries ---------------------------------------------------------
+    # -- queries (user code only: libraries get the real answers) ------------------------
     count = max(1, target.backend.device_count()) if accel else 0
     bf16 = bool(accel and target.backend.amp.usable("bf16"))
 
@@ -298,7 +297,7 @@ def build_cuda_api(shim: Any, originals: dict[str, Any]) -> dict[str, Any]:
 
         def replacement(*args: Any, **kwargs: Any) -> Any:
             fn = fn_of(name)
-            hit(api, f"{name}()", target if fn else "cpu generator")
+            hit(api, f"{name}()", dm.device() if fn else "cpu generator")
             return (fn or cpu)(*args, **kwargs)
 
         replacement.__name__ = replacement.__qualname__ = name

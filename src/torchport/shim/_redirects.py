@@ -44,15 +44,21 @@ def factory_patches(shim: Any) -> Patches:
     dm, hit = shim.map, shim.hit
     out: Patches = []
 
+    records, dmap = shim.report.records, dm.map
+
     def make(original: Callable, api: str) -> Callable:
         def factory(*args: Any, **kwargs: Any) -> Any:
             if kwargs:
                 dev = kwargs.get("device")
                 if dev is not None:
-                    new = dm.map(dev, True)
+                    new = dmap(dev, True)
                     if new is not dev:
                         kwargs["device"] = new
-                        hit(api, dev, new)
+                        rec = records.get(api)
+                        if rec is None:
+                            hit(api, dev, new)
+                        else:
+                            rec.count += 1
             return original(*args, **kwargs)
 
         return _named(factory, original, "device='cuda...' is redirected to the selected device.")
@@ -75,6 +81,18 @@ def factory_patches(shim: Any) -> Patches:
     return out
 
 
+def _subclasses(cls: type) -> list[type]:
+    """Every subclass of ``cls`` defined so far, depth first, each once."""
+    seen: list[type] = []
+    stack = list(cls.__subclasses__())
+    while stack:
+        sub = stack.pop()
+        if sub not in seen:
+            seen.append(sub)
+            stack.extend(sub.__subclasses__())
+    return seen
+
+
 def tensor_patches(shim: Any) -> Patches:
     """``Tensor.to``, ``Tensor.cuda``, ``Tensor.new_*`` and (per pin policy) ``Tensor.pin_memory``."""
     import torch
@@ -84,29 +102,55 @@ def tensor_patches(shim: Any) -> Patches:
     orig_to = T.to
     out: Patches = []
 
-    def to(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if args:
-            a0 = args[0]
-            new = dm.map(a0, True)
-            if new is not a0:
-                args = (new, *args[1:])
-                hit("torch.Tensor.to", a0, new)
-        if kwargs:
-            dev = kwargs.get("device")
-            if dev is not None:
-                new = dm.map(dev, True)
-                if new is not dev:
-                    kwargs["device"] = new
-                    hit("torch.Tensor.to", dev, new)
-        return orig_to(self, *args, **kwargs)
+    records, dmap, Device = shim.report.records, dm.map, torch.device
+    api_to, api_cuda = "torch.Tensor.to", "torch.Tensor.cuda"
+
+    def make_to(orig_to: Callable) -> Callable:
+        # Hot path (called every step): no work unless an argument can name a device, and the
+        # report is counted inline; the first redirect per API goes through hit() for its call site.
+        def to(self: Any, *args: Any, **kwargs: Any) -> Any:
+            if args:
+                a0 = args[0]
+                cls = a0.__class__
+                if cls is str or cls is Device or cls is int:
+                    new = dmap(a0, True)
+                    if new is not a0:
+                        args = (new, *args[1:])
+                        rec = records.get(api_to)
+                        if rec is None:
+                            hit(api_to, a0, new)
+                        else:
+                            rec.count += 1
+            if kwargs:
+                dev = kwargs.get("device")
+                if dev is not None:
+                    new = dmap(dev, True)
+                    if new is not dev:
+                        kwargs["device"] = new
+                        hit(api_to, dev, new)
+            return orig_to(self, *args, **kwargs)
+
+        return _named(to, orig_to, "CUDA devices are redirected to the selected device.")
 
     def cuda(self: Any, device: Any = None, non_blocking: bool = False, memory_format: Any = torch.preserve_format) -> Any:
-        new = dm.device(dm.index_of(device))
-        hit("torch.Tensor.cuda", f"cuda({'' if device is None else repr(device)})", new)
-        return orig_to(self, new, non_blocking=non_blocking, memory_format=memory_format)
+        new = dm.device(None if device is None else dm.index_of(device))
+        rec = records.get(api_cuda)
+        if rec is None:
+            hit(api_cuda, f"cuda({'' if device is None else repr(device)})", new)
+        else:
+            rec.count += 1
+        if self.__class__ is T:
+            return orig_to(self, new, non_blocking=non_blocking, memory_format=memory_format)
+        return self.to(new, non_blocking=non_blocking, memory_format=memory_format)  # a subclass's own .to
 
-    out.append((T, "to", _named(to, orig_to, "CUDA devices are redirected to the selected device."), "torch.Tensor.to"))
-    out.append((T, "cuda", _named(cuda, T.cuda, "moves to the selected device instead of CUDA."), "torch.Tensor.cuda"))
+    out.append((T, "to", make_to(orig_to), api_to))
+    out.append((T, "cuda", _named(cuda, T.cuda, "moves to the selected device instead of CUDA."), api_cuda))
+    # Tensor subclasses that define their own .to (torch's FunctionalTensor, wrapper subclasses
+    # such as the emulated npu's) would bypass the patch above: wrap theirs too.
+    for sub in _subclasses(T):
+        own = vars(sub).get("to")
+        if own is not None and callable(own):
+            out.append((sub, "to", make_to(own), api_to))
 
     def make_new(original: Callable, api: str) -> Callable:
         def new_method(self: Any, *args: Any, **kwargs: Any) -> Any:
@@ -217,7 +261,11 @@ def amp_patches(shim: Any) -> Patches:
                     enabled = False
                 else:
                     dtype = dtypes[fallback]
-            hit(api, device_type, f"{new} ({_dtype_name(dtype) if enabled and dtype is not None else 'default dtype' if enabled else 'disabled'})")
+            if not enabled:
+                how = "disabled"
+            else:
+                how = _dtype_name(dtype) if dtype is not None else "default dtype"
+            hit(api, device_type, f"{new} ({how})")
             device_type = new
         return orig_ac_init(self, device_type, dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
 
@@ -245,15 +293,19 @@ def load_patches(shim: Any) -> Patches:
     dm, hit = shim.map, shim.hit
     orig_load = vars(torch)["load"]
 
-    def restore(storage: Any, location: str) -> Any:
-        if location.startswith("cuda"):
-            new = dm.map(location)
-            hit("torch.load", f"storage saved on {location!r}", new)
-            return default_restore_location(storage, str(new))
-        return None
-
     def load(f: Any, map_location: Any = None, *args: Any, **kwargs: Any) -> Any:
         if map_location is None:
+            seen: list[str] = []  # count the load once, however many CUDA storages it holds
+
+            def restore(storage: Any, location: str) -> Any:
+                if not location.startswith("cuda"):
+                    return None  # torch's default restore
+                new = dm.map(location)
+                if not seen:
+                    seen.append(location)
+                    hit("torch.load", f"storage saved on {location!r}", new)
+                return default_restore_location(storage, str(new))
+
             map_location = restore
         elif not callable(map_location):
             new = dm.map_location(map_location)

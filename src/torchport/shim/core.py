@@ -149,6 +149,13 @@ def _jit_builtins() -> dict[int, str] | None:
         return None
 
 
+#: The one warning a CPU fallback gets (category :class:`~torchport.CPUFallbackWarning`).
+CPU_FALLBACK_MESSAGE = (
+    "torchport shim: no accelerator found, so CUDA calls run on the CPU (typically 10-50x slower). "
+    "Run `torchport doctor` to see why; pass --require-accelerator (or set "
+    "TORCHPORT_REQUIRE_ACCELERATOR=1) to make this an error."
+)
+
 _lock = threading.RLock()
 _active: Shim | None = None
 
@@ -174,7 +181,8 @@ def install(
             ``TORCHPORT_REQUIRE_ACCELERATOR``.
         user_paths: files/directories that count as user code for the caller-aware
             ``torch.cuda.is_available()`` even inside site-packages.
-        warn: emit the single :class:`~torchport.CPUFallbackWarning` when no accelerator is found.
+        warn: emit the single :class:`~torchport.CPUFallbackWarning` when auto selection found
+            no accelerator (an explicit ``device="cpu"`` is not a fallback and does not warn).
 
     Returns:
         The installed shim (the already active one when called again with no or the same device).
@@ -207,18 +215,13 @@ def install(
             target = device
         else:
             target = select_device(device, require_accelerator=require_accelerator, warn=False)
-        cpu_fallback = not target.is_accelerator
+        # Only an *automatic* landing on CPU is a fallback worth a warning; asking for cpu is not.
+        cpu_fallback = not target.is_accelerator and target.reason == "auto"
         shim = Shim(target, user_paths=user_paths, cpu_fallback=cpu_fallback)
         shim._install()
         _active = shim
     if cpu_fallback and warn:
-        warnings.warn(
-            "torchport shim: no accelerator found, so CUDA calls run on the CPU (typically 10-50x slower). "
-            "Run `torchport doctor` to see why; pass --require-accelerator (or set "
-            "TORCHPORT_REQUIRE_ACCELERATOR=1) to make this an error.",
-            CPUFallbackWarning,
-            stacklevel=2,
-        )
+        warnings.warn(CPU_FALLBACK_MESSAGE, CPUFallbackWarning, stacklevel=2)
     return shim
 
 

@@ -137,18 +137,23 @@ class RedirectReport:
         return "\n".join(lines)
 
     def print(self, file: Any = None) -> None:
-        """Print the report as a rich table (to stderr by default)."""
+        """Print the report to ``file`` (stderr by default): a rich table on a terminal, else plain text."""
         import sys
 
         from rich.console import Console
         from rich.table import Table
 
-        console = Console(file=file or sys.stderr, soft_wrap=True)
+        out = file or sys.stderr
+        if not (hasattr(out, "isatty") and out.isatty()):
+            # Logs and CI: plain text, never truncated (call sites must stay greppable).
+            print(self.to_text(), file=out)
+            return
+        console = Console(file=out, soft_wrap=True)
         console.print(f"[bold]{self._headline()}[/bold]")
         if self.records:
             table = Table(show_edge=False, pad_edge=False)
             for col in ("API", "calls", "first call site", "example"):
-                table.add_column(col, justify="right" if col == "calls" else "left")
+                table.add_column(col, justify="right" if col == "calls" else "left", overflow="fold")
             for r in self.sorted_records():
                 table.add_row(r.api, str(r.count), r.first_call_site, r.example)
             console.print(table)
@@ -156,7 +161,9 @@ class RedirectReport:
             console.print(f"note: {n}")
 
     def _headline(self) -> str:
-        where = f"{self.target} ({self.backend})" if self.backend != self.target.split(":")[0] else self.target
+        kind = self.target.split(":")[0]
+        extra = self.backend[len(kind):].strip() if self.backend.startswith(kind) else f"({self.backend})"
+        where = f"{self.target} {extra}".strip()
         fallback = " -- NO ACCELERATOR, ran on CPU" if self.cpu_fallback else ""
         return (f"torchport shim: CUDA calls redirected to {where}{fallback}: "
                 f"{self.total} call(s) across {len(self.records)} API(s)")

@@ -14,6 +14,7 @@ import os
 import runpy
 import sys
 import traceback
+import warnings
 from typing import Sequence
 
 __all__ = ["RunConfig", "run", "report_path_for_rank", "EXIT_USAGE", "EXIT_NO_ACCELERATOR"]
@@ -87,29 +88,48 @@ def _module_user_path(name: str) -> str | None:
     return spec.origin
 
 
+_previous = None  # the shim the last run() installed; left in place for the script's atexit handlers
+
+
 def run(config: RunConfig) -> int:
     """Install the shim, run the target as ``__main__``, emit the report; return the exit code.
+
+    The shim stays installed afterwards, so the script's ``atexit`` handlers still see it;
+    the next :func:`run` in the same process replaces it.
 
     The script's own exit code is returned (``sys.exit(n)`` -> n, an uncaught exception -> 1,
     with its traceback printed). Setup failures return :data:`EXIT_USAGE` or
     :data:`EXIT_NO_ACCELERATOR` with a message saying what to change.
     """
-    from torchport.backends.registry import UnknownBackendError
-    from torchport.backends.spec import BackendUnavailable
-    from torchport.runtime.device import ConfigError, NoAcceleratorError
-    from torchport.shim.core import ShimError, install
-
     if config.report not in REPORT_FORMATS:
         _err(f"--report {config.report!r} is not one of {', '.join(REPORT_FORMATS)}")
         return EXIT_USAGE
     user_paths = list(config.user_paths)
+    saved_argv, saved_path = sys.argv, list(sys.path)
+    # Like `python -m` / `python script.py`: the working directory / the script's directory comes first.
+    sys.path.insert(0, os.getcwd() if config.module else os.path.dirname(os.path.abspath(config.target)))
+    try:
+        return _run(config, user_paths)
+    finally:
+        sys.argv = saved_argv
+        sys.path[:] = saved_path
+
+
+def _run(config: RunConfig, user_paths: list) -> int:
+    from torchport.backends.registry import UnknownBackendError
+    from torchport.backends.spec import BackendUnavailable
+    from torchport.runtime.device import ConfigError, NoAcceleratorError
+    from torchport.runtime.device import CPUFallbackWarning
+    from torchport.shim.core import CPU_FALLBACK_MESSAGE, ShimError, active, install, uninstall
+
+    global _previous
     if config.module:
         where = _module_user_path(config.target)
         if where is None:
             _err(f"no module named {config.target!r} (is it installed, or is the current directory its parent?)")
             return EXIT_USAGE
         user_paths.append(where)
-        argv0 = where
+        argv0 = config.target  # runpy replaces it with the module's file, as `python -m` does
     else:
         script = os.path.abspath(config.target)
         if not os.path.isfile(script):
@@ -118,24 +138,27 @@ def run(config: RunConfig) -> int:
         user_paths.append(script)
         argv0 = config.target
 
+    if _previous is not None and active() is _previous:
+        uninstall()  # a previous in-process run (tests, notebooks) left its shim for its atexit handlers
     try:
-        shim = install(config.device, require_accelerator=config.require_accelerator, user_paths=user_paths)
+        shim = install(config.device, require_accelerator=config.require_accelerator, user_paths=user_paths,
+                       warn=False)
     except (NoAcceleratorError, BackendUnavailable, ShimError) as exc:
         _err(str(exc))
         return EXIT_NO_ACCELERATOR
     except (UnknownBackendError, ConfigError) as exc:
         _err(str(exc))
         return EXIT_USAGE
+    _previous = shim
+    if shim.cpu_fallback:  # the one loud warning, attributed to the command rather than to this file
+        warnings.warn_explicit(CPU_FALLBACK_MESSAGE, CPUFallbackWarning, "torchport run", 0)
 
-    saved_argv, saved_path0 = sys.argv, list(sys.path)
     sys.argv = [argv0, *config.args]
     code = 0
     try:
         if config.module:
-            sys.path.insert(0, os.getcwd())
             runpy.run_module(config.target, run_name="__main__", alter_sys=True)
         else:
-            sys.path.insert(0, os.path.dirname(os.path.abspath(config.target)))
             runpy.run_path(config.target, run_name="__main__")
     except SystemExit as exc:
         code = _exit_code(exc)
@@ -145,8 +168,6 @@ def run(config: RunConfig) -> int:
         traceback.print_exc()
         code = 1
     finally:
-        sys.argv = saved_argv
-        sys.path[:] = saved_path0
         _emit(shim.report, config)
     return code
 
