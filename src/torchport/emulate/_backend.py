@@ -1,0 +1,249 @@
+"""Install / uninstall the emulated NPU into torch (the process-wide plumbing).
+
+What install touches, and how uninstall undoes it:
+
+====================================  ===============================================
+install                               uninstall
+====================================  ===============================================
+rename PrivateUse1 to ``npu``         permanent in torch (once per process); harmless
+device guard + hooks (first time)     permanent; the hook reports "not available"
+``torch.npu`` = emulated module       ``torch.npu`` = a dormant stub: is_available()
+                                      False (torch.accelerator needs *a* module)
+``Tensor.npu`` / ``is_npu`` ...       deleted (re-generated on the next install)
+``sys.modules['torch_npu']`` stub     removed
+PrivateUse1 / autocast kernels        libraries destroyed
+pin_memory / is_pinned host kernels   stay, but delegate to torch when uninstalled
+``npu`` checkpoint location tagger    removed; ``_rebuild_tensor`` restored
+optimizer foreach type list entry     removed
+``torch.accelerator`` memory/device   torch's functions put back
+functions routed to ``torch.npu``
+====================================  ===============================================
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+from typing import Any
+
+import torch
+from torch.library import Library
+
+from torchport.emulate import _accelerator, _autocast, _handlers, _npu_module, _serialization
+from torchport.emulate import _tensor as T
+from torchport.emulate._state import STATE, MemoryCounters
+
+__all__ = ["install_backend", "uninstall_backend", "prepare", "check_autograd", "EmulationError", "DEFAULT_SEED"]
+
+#: torch_npu's (and CUDA's) default generator seed
+DEFAULT_SEED = 67280421310721
+_NAME = "npu"
+_once: dict[str, Any] = {}
+_libs: list[Library] = []
+_added_methods: list[tuple[Any, str]] = []
+
+
+class EmulationError(RuntimeError):
+    """The emulator cannot be installed here (the message says why and what to do)."""
+
+
+class _Hooks(torch._C._acc.PrivateUse1Hooks):
+    def is_available(self) -> bool:
+        return STATE.installed
+
+    def has_primary_context(self, device_index: int) -> bool:
+        return STATE.installed
+
+    def is_built(self) -> bool:
+        return True
+
+
+class _Guard(torch._C._acc.DeviceGuard):
+    def type_(self):
+        return torch._C._autograd.DeviceType.PrivateUse1
+
+
+def _dormant_module() -> types.ModuleType:
+    mod = types.ModuleType("torch.npu", "Emulated NPU (torchport), currently uninstalled.")
+    mod.__torchport_emulated__ = True
+    mod.is_available = lambda: False
+    mod.device_count = lambda: 0
+    mod.is_initialized = lambda: False
+    mod._is_in_bad_fork = lambda: False
+    mod.manual_seed_all = lambda seed: None
+    mod.current_device = lambda: 0
+    return mod
+
+
+def _check_can_install() -> None:
+    mod = sys.modules.get("torch_npu")
+    if mod is not None and not getattr(mod, "__torchport_emulated__", False):
+        raise EmulationError(
+            "a real torch_npu is loaded in this process: the emulated NPU refuses to shadow real Ascend "
+            "hardware support. Unset TORCHPORT_EMULATE (or do not call torchport.emulate.install())."
+        )
+    name = torch._C._get_privateuse1_backend_name()
+    if name not in ("privateuseone", _NAME) or (name == _NAME and "renamed" not in _once):
+        raise EmulationError(
+            f"torch's PrivateUse1 device is already claimed by {name!r} (another out-of-tree backend); "
+            "the emulated NPU needs it. Run the emulator in a separate process."
+        )
+
+
+def _generate_methods() -> None:
+    owners = [torch.Tensor, torch.nn.Module, torch.UntypedStorage, torch.storage.TypedStorage,
+              torch.nn.utils.rnn.PackedSequence]
+    before = {id(o): set(vars(o)) for o in owners}
+    if not hasattr(torch.Tensor, f"is_{_NAME}"):
+        torch.utils.generate_methods_for_privateuse1_backend()
+    _added_methods[:] = [(o, a) for o in owners for a in set(vars(o)) - before[id(o)]]
+
+
+def _pin_kernels() -> None:
+    """Host pinning while installed (emulated: a copy flagged as pinned); torch's own otherwise."""
+    if "pin" in _once:
+        return
+    composite = "CompositeExplicitAutograd"
+    pin_op, is_pinned_op = torch.ops.aten._pin_memory.default, torch.ops.aten.is_pinned.default
+    original = _once.get("accelerator")
+
+    def pin(self, device=None):
+        if STATE.installed:
+            out = self.clone()
+            out.untyped_storage()._torchport_pinned = True
+            return out
+        return pin_op._op_dk(composite, self, device if device is not None else original)
+
+    def is_pinned(self, device=None):
+        if STATE.installed or getattr(self.untyped_storage(), "_torchport_pinned", False):
+            return bool(getattr(self.untyped_storage(), "_torchport_pinned", False))
+        try:
+            return is_pinned_op._op_dk(composite, self, device if device is not None else original)
+        except RuntimeError:
+            return False
+
+    lib = Library("aten", "IMPL")
+    lib.impl("_pin_memory", pin, "CPU")
+    lib.impl("is_pinned", is_pinned, "CPU")
+    _once["pin"] = lib  # kept for the life of the process
+
+
+def _original_accelerator() -> Any:
+    try:
+        acc = torch.accelerator.current_accelerator()
+        return torch.device(acc.type) if acc is not None and torch.accelerator.is_available() else None
+    except Exception:
+        return None
+
+
+def prepare() -> None:
+    """Register the ``npu`` device guard now, before any ``backward()`` runs in this process.
+
+    torch's autograd engine sizes its device queues once, at the first ``backward()``;
+    a backend whose guard appears later can never run backward. The guard alone is
+    invisible (no rename, ``torch.accelerator`` unchanged), so the pytest plugin calls
+    this at start-up.
+    """
+    if "guard" not in _once:
+        torch._C._acc.register_python_privateuseone_device_guard(_Guard())
+        _once["guard"] = True
+
+
+def check_autograd() -> None:
+    """Raise :class:`EmulationError` when backward cannot run on the emulated device here."""
+    x = torch.ones(1, device=_NAME).requires_grad_()
+    try:
+        (x * 2).sum().backward()
+    except RuntimeError as exc:
+        if "device_ready_queues_" not in str(exc):
+            raise
+        raise EmulationError(
+            "backward() already ran in this process before the emulated NPU was installed, and torch's "
+            "autograd engine sized its device queues then (without npu). Install the emulator first: set "
+            "TORCHPORT_EMULATE=npu (installs at `import torch`), call torchport.emulate.prepare() at start-up, "
+            "or use the pytest plugin (it prepares automatically)."
+        ) from None
+
+
+def install_backend(devices: int) -> None:
+    """Make ``npu`` a working torch device with ``devices`` emulated cards."""
+    _check_can_install()
+    if "renamed" not in _once:
+        _once["accelerator"] = _original_accelerator()
+        torch.utils.rename_privateuse1_backend(_NAME)
+        _once["renamed"] = True
+    _generate_methods()
+    prepare()
+    if "hooks" not in _once:
+        torch._C._acc.register_python_privateuseone_hook(_Hooks())
+        _once["hooks"] = True
+    T.set_cxx_device(torch.device(_NAME, 0), devices)
+    STATE.devices = devices
+    STATE.current = 0
+    STATE.generators = [torch.Generator().manual_seed(DEFAULT_SEED) for _ in range(devices)]
+    STATE.perturb_generator = torch.Generator().manual_seed(0)
+    STATE.memory = MemoryCounters(devices)
+    STATE.overflow_flag = False
+    STATE.installed = True
+
+    fallback = Library("_", "IMPL")
+    fallback.fallback(_handlers.factory_fallback, "PrivateUse1")
+    kernels = Library("aten", "IMPL")
+    _handlers.register_backend_kernels(kernels)
+    _libs[:] = [kernels, fallback, *_autocast.register()]
+    _pin_kernels()
+
+    if hasattr(torch, _NAME) and not getattr(getattr(torch, _NAME), "__torchport_emulated__", False):
+        raise EmulationError(f"torch.{_NAME} already exists and is not the emulator's; refusing to replace it")
+    _npu_module.__torchport_emulated__ = True
+    setattr(torch, _NAME, _npu_module)
+    sys.modules[f"torch.{_NAME}"] = _npu_module
+    sys.modules[f"torch.{_NAME}.amp"] = _npu_module.amp
+    _install_torch_npu_stub()
+    _serialization.install()
+    _accelerator.install()
+    import torch.optim.optimizer as _opt
+
+    if T.NpuTensor not in _opt._foreach_supported_types:
+        _opt._foreach_supported_types.append(T.NpuTensor)
+    T.reset_op_cache()
+
+
+def uninstall_backend() -> None:
+    """Undo :func:`install_backend` (see the module docstring for what stays)."""
+    STATE.installed = False
+    for lib in _libs:
+        lib._destroy()
+    _libs.clear()
+    for owner, attr in _added_methods:
+        if attr in vars(owner):
+            delattr(owner, attr)
+    _added_methods.clear()
+    setattr(torch, _NAME, _dormant_module())
+    sys.modules[f"torch.{_NAME}"] = getattr(torch, _NAME)
+    sys.modules.pop(f"torch.{_NAME}.amp", None)
+    for key in [k for k in sys.modules if k == "torch_npu" or k.startswith("torch_npu.")]:
+        if getattr(sys.modules[key], "__torchport_emulated__", False):
+            del sys.modules[key]
+    _serialization.uninstall()
+    _accelerator.uninstall()
+    import torch.optim.optimizer as _opt
+
+    while T.NpuTensor in _opt._foreach_supported_types:
+        _opt._foreach_supported_types.remove(T.NpuTensor)
+    STATE.devices = 0
+    STATE.generators = []
+    T.reset_op_cache()
+
+
+def _install_torch_npu_stub() -> None:
+    """A minimal importable ``torch_npu`` (``import torch_npu``; ``torch_npu.npu.*``), marked emulated."""
+    mod = types.ModuleType("torch_npu", "torchport emulated NPU: a stand-in for torch_npu (no Ascend runtime).")
+    mod.__torchport_emulated__ = True
+    mod.__version__ = "2.14.0+torchport.emulated"
+    mod.__file__ = __file__
+    mod.npu = _npu_module
+    mod.__all__ = ["npu"]
+    sys.modules["torch_npu"] = mod
+    sys.modules["torch_npu.npu"] = _npu_module
+    sys.modules["torch_npu.npu.amp"] = _npu_module.amp

@@ -1,0 +1,459 @@
+"""The ``torch.npu`` module of the emulated device (names and signatures follow torch_npu).
+
+While the emulator is installed this module object *is* ``torch.npu`` (and
+``torch_npu.npu``). Everything answers from :data:`torchport.emulate._state.STATE`:
+device count and current device, one CPU generator per device as the device RNG,
+and byte counters of live tensors per device for the memory functions.
+
+Example::
+
+    import torch, torchport.emulate
+    torchport.emulate.install(devices=2)
+    torch.npu.set_device(1)
+    x = torch.ones(1024, device="npu")
+    torch.npu.memory_allocated(1)      # 4096
+    torch.npu.get_device_name(1)       # 'Ascend910B3 (emulated)'
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import time
+from typing import Any
+
+import torch
+
+from torchport.emulate import _npu_amp as amp  # noqa: F401  (torch.npu.amp)
+from torchport.emulate._state import STATE
+
+__all__ = [
+    "is_available", "is_initialized", "init", "device_count", "current_device", "set_device", "device",
+    "device_of", "synchronize", "get_device_name", "get_device_properties", "get_device_capability",
+    "can_device_access_peer", "mem_get_info", "utilization", "is_bf16_supported", "get_amp_supported_dtype",
+    "manual_seed", "manual_seed_all", "seed", "seed_all", "initial_seed", "get_rng_state", "set_rng_state",
+    "get_rng_state_all", "set_rng_state_all", "memory_allocated", "max_memory_allocated", "memory_reserved",
+    "max_memory_reserved", "memory_cached", "max_memory_cached", "reset_peak_memory_stats",
+    "reset_max_memory_allocated", "reset_max_memory_cached", "reset_accumulated_memory_stats", "empty_cache",
+    "memory_stats", "memory_summary", "Stream", "Event", "StreamContext", "stream", "set_stream",
+    "current_stream", "default_stream", "get_npu_overflow_flag", "clear_npu_overflow_flag", "amp",
+    "set_compile_mode", "is_jit_compile_false", "set_option", "config", "matmul", "conv",
+]
+
+#: what the emulated card calls itself (a real 910B3 reports "Ascend910B3")
+DEVICE_NAME = "Ascend910B3 (emulated)"
+#: HBM of one 910B3 card; used by mem_get_info / get_device_properties
+TOTAL_MEMORY = 64 * 1024**3
+_reserved: list[int] = []
+
+
+# ----------------------------------------------------------------------------- devices
+def is_available() -> bool:
+    """True while the emulator is installed with at least one device."""
+    return STATE.installed and STATE.devices > 0
+
+
+def is_initialized() -> bool:
+    return STATE.installed
+
+
+def init() -> None:
+    """Initialize the device runtime (nothing to do on the emulator)."""
+
+
+def _lazy_init() -> None:
+    pass
+
+
+def _is_in_bad_fork() -> bool:
+    return False
+
+
+def device_count() -> int:
+    """Number of emulated devices (0 when not installed)."""
+    return STATE.devices if STATE.installed else 0
+
+
+def _get_device_index(device: Any, optional: bool = False, allow_cpu: bool = False) -> int:
+    if device is None:
+        if optional:
+            return STATE.current
+        raise ValueError("Expected a npu device with a specified index or an integer, but got: None")
+    if isinstance(device, int):
+        return device
+    if isinstance(device, str):
+        device = torch.device(device)
+    if isinstance(device, globals()["device"]):
+        return device.idx
+    if isinstance(device, torch.device):
+        if device.type == "cpu" and allow_cpu:
+            return -1
+        if device.type != "npu":
+            raise ValueError(f"Expected a npu device, but got: {device}")
+        if device.index is None:
+            if optional:
+                return STATE.current
+            raise ValueError(f"Expected a npu device with a specified index or an integer, but got: {device}")
+        return device.index
+    raise ValueError(f"Expected a npu device, an index or None, but got: {device!r}")
+
+
+def _checked(device: Any) -> int:
+    idx = _get_device_index(device, optional=True)
+    if idx < 0 or idx >= device_count():
+        raise AssertionError(f"Invalid device id npu:{idx}: {device_count()} emulated NPU device(s)")
+    return idx
+
+
+class _Utils:
+    """``torch.npu._utils`` (torch.serialization asks it for device indices)."""
+
+    _get_device_index = staticmethod(_get_device_index)
+
+
+_utils = _Utils()
+
+
+def current_device() -> int:
+    """Index of the current emulated device."""
+    return STATE.current
+
+
+def set_device(device: Any) -> None:
+    """Select the current device (``int``, ``"npu:1"`` or ``torch.device``); negative is a no-op."""
+    idx = _get_device_index(device, optional=True)
+    if idx < 0:
+        return
+    _checked(idx)
+    STATE.current = idx
+
+
+class device:
+    """Context manager that changes the current device (``with torch.npu.device(1): ...``)."""
+
+    def __init__(self, device: Any) -> None:
+        self.idx = _get_device_index(device, optional=True)
+        self.prev_idx = -1
+
+    def __enter__(self):
+        if self.idx < 0:
+            return self
+        self.prev_idx = STATE.current
+        set_device(self.idx)
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        if self.prev_idx >= 0:
+            STATE.current = self.prev_idx
+        return False
+
+
+class device_of(device):
+    """Context manager selecting the device of tensor ``obj`` (no-op for CPU tensors)."""
+
+    def __init__(self, obj: Any) -> None:
+        super().__init__(obj.get_device() if getattr(obj, "is_npu", False) else -1)
+
+
+def synchronize(device: Any = None) -> None:
+    """Wait for all work on the device (the emulator runs synchronously: returns at once)."""
+
+
+def get_device_name(device_name: Any = None) -> str:
+    _checked(device_name)
+    return DEVICE_NAME
+
+
+class _DeviceProperties(collections.namedtuple("_NPUDeviceProperties", "name total_memory cube_core_num vector_core_num L2_cache_size")):
+    def __repr__(self) -> str:
+        return (f"_NPUDeviceProperties(name='{self.name}', total_memory={self.total_memory // 1024**2}MB, "
+                f"cube_core_num={self.cube_core_num}, vector_core_num={self.vector_core_num}, "
+                f"L2_cache_size={self.L2_cache_size // 1024**2}MB)")
+
+
+def get_device_properties(device_name: Any = None) -> _DeviceProperties:
+    _checked(device_name)
+    return _DeviceProperties(DEVICE_NAME, TOTAL_MEMORY, 20, 40, 192 * 1024**2)
+
+
+def get_device_capability(device: Any = None) -> None:
+    """torch_npu returns None unless TORCH_NPU_DEVICE_CAPABILITY is set; so does the emulator."""
+    _checked(device)
+    return None
+
+
+def can_device_access_peer(device_id: Any, peer_device_id: Any) -> bool:
+    _checked(device_id)
+    _checked(peer_device_id)
+    return True
+
+
+def utilization(device: Any = None) -> int:
+    _checked(device)
+    return 0
+
+
+def is_bf16_supported(including_emulation: bool = False) -> bool:
+    """The emulated card is a 910B (bf16 capable)."""
+    return True
+
+
+def get_amp_supported_dtype() -> list:
+    return [torch.float16, torch.bfloat16, torch.float32]
+
+
+def is_autocast_enabled() -> bool:
+    return torch.is_autocast_enabled("npu")
+
+
+def get_autocast_dtype() -> torch.dtype:
+    return torch.get_autocast_dtype("npu")
+
+
+def get_npu_overflow_flag() -> bool:
+    """True when a float16 result overflowed since the last clear (saturation mode)."""
+    return bool(STATE.overflow_flag)
+
+
+def clear_npu_overflow_flag() -> None:
+    STATE.overflow_flag = False
+
+
+# ----------------------------------------------------------------------------- runtime options
+class _Options:
+    """Attribute bag for ``torch.npu.config`` / ``.matmul`` / ``.conv`` (settings have no effect here)."""
+
+    def __init__(self, **defaults: Any) -> None:
+        self.__dict__.update(defaults)
+
+
+config = _Options(allow_internal_format=False)
+matmul = _Options(allow_hf32=False)
+conv = _Options(allow_hf32=True)
+_options: dict[str, Any] = {"jitCompile": "disable"}
+
+
+def set_compile_mode(jit_compile: bool = False) -> None:
+    """Accepted and remembered (``torch.npu.set_compile_mode(jit_compile=False)`` is common in Ascend scripts)."""
+    _options["jitCompile"] = "enable" if jit_compile else "disable"
+
+
+def is_jit_compile_false() -> bool:
+    return _options["jitCompile"] == "disable"
+
+
+def set_option(option: dict) -> None:
+    """Accept torch_npu ``set_option({...})`` settings (recorded; they do not change the emulation)."""
+    if not isinstance(option, dict):
+        raise TypeError(f"npu option must be a dict, got {type(option).__name__}")
+    _options.update({str(k): v for k, v in option.items()})
+
+
+# ----------------------------------------------------------------------------- RNG
+def _gen(device: Any) -> torch.Generator:
+    return STATE.generators[_checked(device)]
+
+
+def manual_seed(seed: int) -> None:
+    """Seed the current device's generator."""
+    _gen(None).manual_seed(int(seed))
+
+
+def manual_seed_all(seed: int) -> None:
+    """Seed every device's generator (``torch.manual_seed`` calls this too)."""
+    for g in STATE.generators:
+        g.manual_seed(int(seed))
+
+
+def seed() -> None:
+    _gen(None).seed()
+
+
+def seed_all() -> None:
+    s = _gen(None).seed()
+    for g in STATE.generators:
+        g.manual_seed(s)
+
+
+def initial_seed() -> int:
+    return _gen(None).initial_seed()
+
+
+def get_rng_state(device: Any = "npu") -> torch.Tensor:
+    return _gen(device).get_state()
+
+
+def set_rng_state(new_state: torch.Tensor, device: Any = "npu") -> None:
+    _gen(device).set_state(new_state.clone() if new_state.device.type == "cpu" else new_state.cpu())
+
+
+def get_rng_state_all() -> list:
+    return [g.get_state() for g in STATE.generators]
+
+
+def set_rng_state_all(new_states: Any) -> None:
+    for i, s in enumerate(new_states):
+        set_rng_state(s, i)
+
+
+# ----------------------------------------------------------------------------- memory
+def memory_allocated(device: Any = None) -> int:
+    """Bytes of tensor storage alive on the device (views counted once)."""
+    return STATE.memory.current[_checked(device)]
+
+
+def max_memory_allocated(device: Any = None) -> int:
+    """Peak of :func:`memory_allocated` since start or the last :func:`reset_peak_memory_stats`."""
+    return STATE.memory.peak[_checked(device)]
+
+
+def _round_reserved(nbytes: int) -> int:
+    block = 2 * 1024 * 1024  # like a caching allocator: 2 MiB segments
+    return -(-nbytes // block) * block
+
+
+def memory_reserved(device: Any = None) -> int:
+    """Allocated bytes rounded up to the allocator's 2 MiB segments (kept until empty_cache)."""
+    idx = _checked(device)
+    while len(_reserved) <= idx:
+        _reserved.append(0)
+    _reserved[idx] = max(_reserved[idx], _round_reserved(STATE.memory.current[idx]))
+    return _reserved[idx]
+
+
+def max_memory_reserved(device: Any = None) -> int:
+    idx = _checked(device)
+    return max(memory_reserved(idx), _round_reserved(STATE.memory.peak[idx]))
+
+
+memory_cached = memory_reserved
+max_memory_cached = max_memory_reserved
+
+
+def reset_peak_memory_stats(device: Any = None) -> None:
+    STATE.memory.reset_peak(_checked(device))
+
+
+def reset_max_memory_allocated(device: Any = None) -> None:
+    reset_peak_memory_stats(device)
+
+
+def reset_max_memory_cached(device: Any = None) -> None:
+    reset_peak_memory_stats(device)
+
+
+def reset_accumulated_memory_stats(device: Any = None) -> None:
+    _checked(device)
+
+
+def empty_cache() -> None:
+    """Release cached blocks: reserved memory drops to what is allocated."""
+    for i in range(len(_reserved)):
+        _reserved[i] = _round_reserved(STATE.memory.current[i]) if i < len(STATE.memory.current) else 0
+
+
+def mem_get_info(device: Any = None) -> tuple[int, int]:
+    """``(free, total)`` bytes: total is the 910B3's 64 GiB HBM."""
+    idx = _checked(device)
+    return TOTAL_MEMORY - memory_reserved(idx), TOTAL_MEMORY
+
+
+def memory_stats(device: Any = None) -> dict[str, int]:
+    idx = _checked(device)
+    return collections.OrderedDict(sorted({
+        "allocated_bytes.all.current": memory_allocated(idx),
+        "allocated_bytes.all.peak": max_memory_allocated(idx),
+        "reserved_bytes.all.current": memory_reserved(idx),
+        "reserved_bytes.all.peak": max_memory_reserved(idx),
+    }.items()))
+
+
+def memory_summary(device: Any = None, abbreviated: bool = False) -> str:
+    s = memory_stats(device)
+    return "\n".join(f"{k:32s} {v / 1024**2:10.2f} MiB" for k, v in s.items())
+
+
+# ----------------------------------------------------------------------------- streams and events
+class Stream:
+    """A device stream; the emulator executes synchronously, so every stream is always idle."""
+
+    def __init__(self, device: Any = None, priority: int = 0, **kwargs: Any) -> None:
+        self.device = torch.device("npu", _get_device_index(device, optional=True))
+        self.priority = priority
+
+    def wait_event(self, event: "Event") -> None:
+        pass
+
+    def wait_stream(self, stream: "Stream") -> None:
+        pass
+
+    def record_event(self, event: "Event | None" = None) -> "Event":
+        event = event or Event()
+        event.record(self)
+        return event
+
+    def query(self) -> bool:
+        return True
+
+    def synchronize(self) -> None:
+        pass
+
+    def __repr__(self) -> str:
+        return f"<torch_npu.npu.Stream device={self.device} npu_stream=emulated>"
+
+
+class Event:
+    """A timing event; ``elapsed_time`` is host wall-clock between two ``record`` calls (ms)."""
+
+    def __init__(self, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False) -> None:
+        self.enable_timing = enable_timing
+        self._t: float | None = None
+
+    def record(self, stream: Stream | None = None) -> None:
+        self._t = time.perf_counter()
+
+    def wait(self, stream: Stream | None = None) -> None:
+        pass
+
+    def query(self) -> bool:
+        return True
+
+    def synchronize(self) -> None:
+        pass
+
+    def elapsed_time(self, end_event: "Event") -> float:
+        if not self.enable_timing or self._t is None or end_event._t is None:
+            raise RuntimeError("Both events must be recorded with enable_timing=True before elapsed_time()")
+        return (end_event._t - self._t) * 1000.0
+
+
+_streams: dict[int, Stream] = {}
+
+
+def default_stream(device: Any = None) -> Stream:
+    idx = _get_device_index(device, optional=True)
+    if idx not in _streams:
+        _streams[idx] = Stream(idx)
+    return _streams[idx]
+
+
+def current_stream(device: Any = None) -> Stream:
+    return default_stream(device)
+
+
+def set_stream(stream: Stream) -> None:
+    pass
+
+
+class StreamContext(contextlib.AbstractContextManager):
+    """``with torch.npu.stream(s):`` (work stays synchronous on the emulator)."""
+
+    def __init__(self, stream_ctx: Stream | None) -> None:
+        self.stream = stream_ctx
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+
+def stream(stream: Stream | None) -> StreamContext:
+    return StreamContext(stream)
