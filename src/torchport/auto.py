@@ -5,8 +5,8 @@ Importing this module installs :mod:`torchport.shim` for the device torchport se
 into an error). It is the deliberate exception to "importing torchport has no side
 effects": the import *is* the request.
 
-The module that imports it counts as user code for the caller-aware
-``torch.cuda.is_available()`` (see ``docs/shim.md``). Set ``TORCHPORT_SHIM_REPORT``
+The module that imports it counts as user code for the caller-aware CUDA
+availability answer (see ``docs/shim.md``). Set ``TORCHPORT_SHIM_REPORT``
 to get the redirect report at exit: ``text`` prints it to stderr, a path ending in
 ``.json`` writes the JSON report there.
 
@@ -14,7 +14,8 @@ Example::
 
     import torchport.auto   # noqa: F401  (first line of train.py)
     import torch
-    model = MyNet().cuda()  # npu:0 on Ascend, cpu (with one warning) on a laptop
+    # ... the script's CUDA calls and CUDA device strings now land on the selected
+    # device: npu:0 on Ascend, cpu (with one warning) on a laptop
 
 ``torchport.auto.shim`` is the installed :class:`~torchport.shim.Shim`;
 ``torchport.shim.uninstall()`` undoes it.

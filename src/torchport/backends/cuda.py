@@ -56,7 +56,14 @@ def _shim_active() -> bool:
 def _facts() -> dict:
     import torch
 
-    facts = {"cuda_built": torch.version.cuda, "hip": getattr(torch.version, "hip", None)}
+    facts: dict = {"cuda_built": torch.version.cuda, "hip": getattr(torch.version, "hip", None)}
+    if _shim_active():
+        facts["problems"] = [{
+            "id": "cuda-shim-active",
+            "problem": "torch.cuda is redirected by a foreign shim (e.g. torch_npu's transfer_to_npu); libraries "
+                       "that test torch.cuda.is_available() may take CUDA-only paths (accelerate#3020).",
+            "fix": "prefer `torchport run` (reversible, caller-aware) or migrate the code with `torchport fix`.",
+        }]
     n = _real_device_count()
     facts["devices"] = n
     if n:

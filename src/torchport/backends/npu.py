@@ -205,4 +205,5 @@ SPEC = BackendSpec(
                  "hardware, set TORCHPORT_EMULATE=npu.",
     compile_backend=None,  # torch.compile on Ascend needs torchair; not assumed
     doctor_facts=_facts,
+    plugin="torch_npu",
 )

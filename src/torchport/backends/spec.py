@@ -76,8 +76,10 @@ class BackendSpec:
         compile_backend: ``torch.compile`` backend name, or None when unsupported.
         doctor_facts: ``() -> Mapping`` of extra facts ``torchport doctor`` prints.
         emulated: True for torchport's emulated devices.
-        shim_active: ``() -> bool``; True when a CUDA->this-device shim (e.g.
-            torch_npu's ``transfer_to_npu``) is patched into ``torch.cuda``.
+        shim_active: ``() -> bool``; True when a foreign shim redirects this backend's
+            device module to another device (e.g. torch_npu's ``transfer_to_npu``).
+        plugin: import name of the out-of-tree package that provides the backend
+            (``"torch_npu"``), recorded in doctor reports and checkpoint metadata.
     """
 
     name: str
@@ -96,6 +98,7 @@ class BackendSpec:
     doctor_facts: Callable[[], Mapping[str, Any]] = dict
     emulated: bool = False
     shim_active: Callable[[], bool] = lambda: False
+    plugin: str | None = None
 
     @property
     def device_type(self) -> str:

@@ -46,7 +46,7 @@ class Platform:
             if spec.is_accelerator and spec.name != self.name and spec.visible_devices_env:
                 env[spec.visible_devices_env] = ""  # hide the other accelerators
         if not self.emulated:
-            env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"  # no out-of-tree backend (torch_npu ...) autoloaded
+            env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"  # no out-of-tree backend plugin autoloaded
         return env  # an emulated platform is installed by the worker itself (install_worker_platform)
 
     def install(self) -> None:

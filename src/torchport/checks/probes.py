@@ -26,7 +26,7 @@ from typing import Any, Iterator
 
 __all__ = ["ModuleTracker", "DeviceProbe", "OpFinding", "capture_fallbacks", "FALLBACK_RE"]
 
-#: torch_npu's (and the emulator's) CPU-fallback warning; the backend name is captured, not assumed.
+#: the Ascend plugin's (and the emulator's) CPU-fallback warning; the backend name is captured, not assumed.
 FALLBACK_RE = re.compile(
     r"operator '(?P<op>[^']+)' is not currently supported on the (?P<backend>[\w ]+?) backend "
     r"and will fall back to run on the CPU", re.IGNORECASE)

@@ -94,7 +94,7 @@ class CheckResult:
         series: named numeric series for plots (``{"loss A": [...], "loss B": [...]}``,
             ``{"loss scale": [...]}``); renderers that cannot plot ignore them.
         seconds: wall time the check took.
-        platform: where it ran (``"cpu"``, ``"npu (emulated):0"``).
+        platform: where it ran (a backend label and index, as ``str(Target)``).
     """
 
     name: str

@@ -42,14 +42,14 @@ def register(app: typer.Typer) -> None:
                                                    "(ranks > 0 add .rankN before the suffix)."),
         json_out: Optional[Path] = typer.Option(None, "--json", help="Same as --report json --report-file FILE."),
         user_path: Optional[List[str]] = typer.Option(
-            None, "--user-path", help="File or directory counted as your code for torch.cuda.is_available() "
+            None, "--user-path", help="File or directory counted as your code for the caller-aware CUDA availability answer "
                                       "(repeatable; needed only for your own packages installed into site-packages)."),
     ) -> None:
         """Run SCRIPT (or -m MODULE) with CUDA calls redirected to the selected device; print what was redirected.
 
         Exit codes: the script's own; 2 bad arguments (script/module not found, unknown device);
         3 no accelerator with --require-accelerator, requested backend unavailable, or
-        torch_npu's transfer_to_npu already active.
+        a foreign CUDA shim (transfer_to_npu) already active.
         """
         from torchport.shim.runner import RunConfig
         from torchport.shim.runner import run as run_target

@@ -26,7 +26,7 @@ import logging
 import warnings
 from typing import Any, Iterable
 
-__all__ = ["Amp", "ScaleEvent", "PRECISIONS"]
+__all__ = ["Amp", "ScaleEvent", "PRECISIONS", "load_scaler_state"]
 
 PRECISIONS = ("fp32", "fp16", "bf16", "auto")
 _log = logging.getLogger("torchport.amp")
@@ -203,7 +203,7 @@ class Amp:
 
     # -- state ---------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
-        """Scaler state normalised across torch / torch_npu (``dynamic`` key always present)."""
+        """Scaler state normalised across vendors' GradScalers (``dynamic`` key always present)."""
         if self.scaler is None:
             return {}
         state = dict(self.scaler.state_dict())
@@ -211,14 +211,10 @@ class Amp:
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Load a scaler state saved by torch, torch_npu or :meth:`state_dict`."""
+        """Load a scaler state saved by torch, a vendor GradScaler or :meth:`state_dict`."""
         if self.scaler is None or not state:
             return
-        state = dict(state)
-        dynamic = state.pop("dynamic", True)
-        if _wants_dynamic_key(self.scaler):
-            state["dynamic"] = dynamic
-        self.scaler.load_state_dict(state)
+        load_scaler_state(self.scaler, state)
         self._sync_scale_from_scaler()
 
     def __repr__(self) -> str:
@@ -249,6 +245,14 @@ def _found_inf(scaler, optimizer) -> float:
     return float(sum(v.item() for v in state["found_inf_per_device"].values()))
 
 
-def _wants_dynamic_key(scaler) -> bool:
-    """torch_npu's GradScaler keeps a ``dynamic`` flag and requires it in ``load_state_dict``."""
-    return hasattr(scaler, "_dynamic")
+def load_scaler_state(scaler, state: dict[str, Any]) -> None:
+    """Load ``state`` into any GradScaler, adding or dropping the ``dynamic`` key as it expects.
+
+    The Ascend plugin's GradScaler keeps a ``dynamic`` flag and requires it in
+    ``load_state_dict``; torch's own scaler rejects nothing but has no such flag.
+    """
+    state = dict(state)
+    dynamic = state.pop("dynamic", True)
+    if hasattr(scaler, "_dynamic"):
+        state["dynamic"] = dynamic
+    scaler.load_state_dict(state)

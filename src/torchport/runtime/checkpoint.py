@@ -5,7 +5,7 @@ Three promises:
 * **Portable** -- every tensor is saved on CPU, loading uses ``weights_only=True`` and
   ``map_location="cpu"``; the optimizer moves its state to the parameters' device when loaded.
   A checkpoint written on an (emulated) NPU resumes on CPU or a GPU and vice versa. The
-  GradScaler state is normalised across torch and torch_npu (the ``dynamic`` key).
+  GradScaler state is normalised across torch and vendor scalers (the ``dynamic`` key).
 * **Complete** -- model, optimizer, scaler, LR scheduler, progress (epoch / step / sampler
   position), every RNG (python, numpy as a tensor, torch, per device type), config and versions:
   enough to continue bit-identically on the same platform.
@@ -113,8 +113,11 @@ def versions() -> dict[str, str]:
         out["torchvision"] = str(torchvision.__version__)
     import sys
 
-    if "torch_npu" in sys.modules:
-        out["torch_npu"] = str(getattr(sys.modules["torch_npu"], "__version__", "?"))
+    from torchport import backends
+
+    for spec in backends.specs():  # out-of-tree backend plugins that are loaded in this process
+        if spec.plugin and spec.plugin in sys.modules:
+            out[spec.plugin] = str(getattr(sys.modules[spec.plugin], "__version__", "?"))
     with contextlib.suppress(Exception):
         from torchport.runtime.device import current
 
@@ -216,11 +219,9 @@ def restore(
     if amp is not None:
         amp.load_state_dict(state.get("scaler") or {})
     elif scaler is not None and state.get("scaler"):
-        s = dict(state["scaler"])
-        dynamic = s.pop("dynamic", True)
-        if hasattr(scaler, "_dynamic"):  # torch_npu's scaler requires the key
-            s["dynamic"] = dynamic
-        scaler.load_state_dict(s)
+        from torchport.runtime.amp import load_scaler_state
+
+        load_scaler_state(scaler, state["scaler"])
     if scheduler is not None:
         scheduler.load_state_dict(part("scheduler"))
     if rng and "rng" in state:

@@ -107,7 +107,7 @@ class Target:
 
     @property
     def module(self) -> ModuleType | None:
-        """The torch device module (``torch.cuda``, ``torch.npu``, ``torch.cpu``)."""
+        """The torch device module of the backend (e.g. ``torch.cpu``)."""
         return self.backend.module()
 
     @property
@@ -129,7 +129,7 @@ def _parse(spec: str, source: str) -> tuple[str, int | None]:
         try:
             return name.lower(), int(idx)
         except ValueError:
-            raise ConfigError(f"{source}={spec!r}: device index {idx!r} is not an integer (expected e.g. 'npu:1')") from None
+            raise ConfigError(f"{source}={spec!r}: device index {idx!r} is not an integer (expected NAME:INDEX, e.g. 'xpu:1')") from None
     return name.lower(), None
 
 

@@ -155,7 +155,7 @@ def data_parallel(model, target: Any = None, **kwargs: Any):
             "launch with `torchrun --nproc-per-node N script.py`, call torchport.init_distributed() and "
             "model = torchport.wrap_ddp(model)."
         )
-    return torch.nn.DataParallel(model, **kwargs)
+    return torch.nn.DataParallel(model, **kwargs)  # noqa: TP303 (guarded by the backend record above)
 
 
 def barrier(timeout: _dt.timedelta | float = 60.0) -> None:

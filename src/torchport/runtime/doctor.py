@@ -60,7 +60,8 @@ def collect() -> dict[str, Any]:
             "python": sys.version.split()[0],
             "torch": torch.__version__,
             "torchvision": _version("torchvision"),
-            "torch_npu": _version("torch-npu") or _version("torch_npu"),
+            **{spec.plugin: _version(spec.plugin.replace("_", "-")) or _version(spec.plugin)
+               for spec in backends.specs() if spec.plugin},
             "cann": _cann_version(env),
             "torchport": _version("torchport"),
         },
@@ -96,13 +97,6 @@ def collect() -> dict[str, Any]:
             "facts": facts,
         })
     report["shim_active"] = shim
-    if shim:
-        report["problems"].append({
-            "backend": "cuda", "id": "cuda-shim-active",
-            "problem": "torch.cuda is redirected by a shim (e.g. torch_npu's transfer_to_npu); libraries that test "
-                       "torch.cuda.is_available() may take CUDA-only paths.",
-            "fix": "prefer `torchport run` (reversible, caller-aware) or migrate with `torchport fix`.",
-        })
     try:
         target = select_device(warn=False)
         report["selected"] = {"device": str(target.device), "label": str(target), "reason": target.reason,
