@@ -6,8 +6,8 @@ loaded lazily on first use. Start with :func:`select_device` and :class:`Amp`.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from torchport._lazy import lazy_exports
+
 
 __version__ = "0.1.0"
 
@@ -40,17 +40,5 @@ _EXPORTS = {
     "redirect_cuda": "torchport.shim",
 }
 
-__all__ = sorted(_EXPORTS) + ["__version__"]
-
-
-def __getattr__(name: str) -> Any:
-    mod = _EXPORTS.get(name)
-    if mod is None:
-        raise AttributeError(f"module 'torchport' has no attribute {name!r}")
-    value = getattr(importlib.import_module(mod), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return __all__
+__getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)
+__all__ = [*__all__, "__version__"]

@@ -29,8 +29,8 @@ Importing this package imports no torch; each name loads its module on first use
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from torchport._lazy import lazy_exports
+
 
 _EXPORTS = {
     "Status": "torchport.checks.result",
@@ -60,17 +60,4 @@ _EXPORTS = {
     "compare_tensors": "torchport.checks.compare",
 }
 
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str) -> Any:
-    mod = _EXPORTS.get(name)
-    if mod is None:
-        raise AttributeError(f"module 'torchport.checks' has no attribute {name!r}")
-    value = getattr(importlib.import_module(mod), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return __all__
+__getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)

@@ -20,8 +20,8 @@ Importing this package imports neither torch nor numpy; names load on first use.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from torchport._lazy import lazy_exports
+
 
 _EXPORTS = {
     "make_loader": "torchport.data.loader",
@@ -50,17 +50,4 @@ _EXPORTS = {
     "CorruptSampleError": "torchport.data.errors",
 }
 
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str) -> Any:
-    mod = _EXPORTS.get(name)
-    if mod is None:
-        raise AttributeError(f"module 'torchport.data' has no attribute {name!r}")
-    value = getattr(importlib.import_module(mod), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return __all__
+__getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)

@@ -11,8 +11,8 @@ Nothing here imports torch until used.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from torchport._lazy import lazy_exports
+
 
 _EXPORTS = {
     "StepProfiler": "torchport.profile.profiler",
@@ -31,17 +31,4 @@ _EXPORTS = {
     "write_png": "torchport.profile.report",
 }
 
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str) -> Any:
-    mod = _EXPORTS.get(name)
-    if mod is None:
-        raise AttributeError(f"module 'torchport.profile' has no attribute {name!r}")
-    value = getattr(importlib.import_module(mod), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return __all__
+__getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)
