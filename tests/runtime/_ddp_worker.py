@@ -30,4 +30,5 @@ out = {
 }
 with open(os.path.join(sys.argv[1], f"rank{r}.json"), "w") as fh:
     json.dump(out, fh)
+dist.barrier()  # no rank tears gloo down while its peer still talks to it
 torchport.runtime.distributed.destroy()
