@@ -28,6 +28,7 @@ _EXPORTS = {
     "synchronize": "torchport.runtime.memory",
     "memory_stats": "torchport.runtime.memory",
     "reset_peak_memory": "torchport.runtime.memory",
+    "empty_cache": "torchport.runtime.memory",
     "init_distributed": "torchport.runtime.distributed",
     "wrap_ddp": "torchport.runtime.distributed",
     "data_parallel": "torchport.runtime.distributed",
