@@ -1,15 +1,186 @@
-"""`torchport scan` (placeholder until its package lands)."""
+"""`torchport scan` / `fix` / `rules` / `explain`: find device-specific code and rewrite it portable.
+
+Exit codes (CI can use them):
+
+* ``scan``: 0 nothing found; 1 findings, or files that could not be analysed; 2 bad usage.
+* ``fix``: with ``--diff`` (default) 1 when anything is found (nothing is written);
+  with ``--write`` 1 when findings remain after the rewrite; 2 bad usage.
+* ``rules`` / ``explain``: 0; ``explain`` 2 for an unknown rule.
+"""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+from typing import List, Optional
+
 import typer
+
+_FORMATS = "text | json | sarif | csv"
+
+
+def _tokens(values: Optional[List[str]]) -> tuple[str, ...]:
+    """Repeatable options that also accept comma-separated lists."""
+    return tuple(t.strip() for v in (values or []) for t in v.split(",") if t.strip())
+
+
+def _fail(verb: str, exc: Exception) -> None:
+    typer.secho(f"torchport {verb}: {exc}", fg=typer.colors.RED, err=True)
+    raise typer.Exit(2)
+
+
+def _check_format(verb: str, fmt: str) -> None:
+    from torchport.migrate import render
+
+    if fmt not in render.FORMATS:
+        _fail(verb, ValueError(f"unknown --format {fmt!r}; choose one of {_FORMATS}"))
+
+
+def _emit(report, fmt: str, output: Optional[Path], json_out: Optional[Path], *, stream=None) -> None:
+    """Write the report in ``fmt`` to ``output`` (or the terminal), plus JSON to ``json_out``."""
+    from torchport.migrate import render
+
+    if output is not None:
+        output.write_text(render.render(report, fmt), encoding="utf-8")
+    elif fmt == "text":
+        from rich.console import Console
+
+        render.print_rich(report, Console(file=stream or sys.stdout, highlight=False, soft_wrap=True))
+    else:
+        (stream or sys.stdout).write(render.render(report, fmt))
+    if json_out is not None:
+        json_out.write_text(render.to_json(report), encoding="utf-8")
+
+
+def _run(paths, select, ignore, exclude, no_gitignore, jobs, *, fix=False, unsafe=False, write=False, verb="scan"):
+    from torchport.migrate.catalog import UnknownRuleError
+    from torchport.migrate.runner import Options, run
+
+    try:
+        options = Options(select=_tokens(select), ignore=_tokens(ignore), exclude=_tokens(exclude),
+                          respect_gitignore=not no_gitignore, jobs=jobs, fix=fix, unsafe_fixes=unsafe, write=write)
+        return run([str(p) for p in paths] or ["."], options)
+    except (UnknownRuleError, FileNotFoundError, ValueError) as exc:
+        _fail(verb, exc)
+
+
+_PATHS = typer.Argument(None, help="Files or directories (default: the current directory).")
+_SELECT = typer.Option(None, "--select", help="Only these rule codes / prefixes / names (e.g. TP1,TP201; ALL).")
+_IGNORE = typer.Option(None, "--ignore", help="Skip these rule codes / prefixes / names.")
+_EXCLUDE = typer.Option(None, "--exclude", help="gitignore-style pattern of paths to skip (repeatable).")
+_NO_GITIGNORE = typer.Option(False, "--no-gitignore", help="Also scan files that .gitignore excludes.")
+_JOBS = typer.Option(None, "--jobs", "-j", help="Worker processes (default: CPU count).")
+_FORMAT = typer.Option("text", "--format", help=f"Report format: {_FORMATS}.")
+_OUTPUT = typer.Option(None, "--output", "-o", help="Write the report to this file instead of the terminal.")
+_JSON = typer.Option(None, "--json", help="Also write the JSON report to this file.")
 
 
 def register(app: typer.Typer) -> None:
-    """Attach this verb to the torchport app."""
+    """Attach ``scan``, ``fix``, ``rules`` and ``explain`` to the torchport app."""
 
-    @app.command("scan", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
-    def _placeholder() -> None:
-        """Not available yet."""
-        typer.echo("torchport scan: not available in this build yet", err=True)
-        raise typer.Exit(2)
+    @app.command("scan")
+    def scan(
+        paths: Optional[List[Path]] = _PATHS,
+        select: Optional[List[str]] = _SELECT,
+        ignore: Optional[List[str]] = _IGNORE,
+        exclude: Optional[List[str]] = _EXCLUDE,
+        no_gitignore: bool = _NO_GITIGNORE,
+        jobs: Optional[int] = _JOBS,
+        fmt: str = _FORMAT,
+        output: Optional[Path] = _OUTPUT,
+        json_out: Optional[Path] = _JSON,
+        exit_zero: bool = typer.Option(False, "--exit-zero", help="Exit 0 even when something is found."),
+    ) -> None:
+        """Find code that only runs on one device type (CUDA), with a rule code per construct.
+
+        Example: torchport scan src --select TP1,TP2 --format sarif -o scan.sarif
+        """
+        _check_format("scan", fmt)
+        report = _run(paths, select, ignore, exclude, no_gitignore, jobs)
+        _emit(report, fmt, output, json_out)
+        if not exit_zero and (report.remaining or report.errors):
+            raise typer.Exit(1)
+
+    @app.command("fix")
+    def fix(
+        paths: Optional[List[Path]] = _PATHS,
+        write: bool = typer.Option(False, "--write/--diff", help="Rewrite files in place (default: show a diff)."),
+        unsafe_fixes: bool = typer.Option(False, "--unsafe-fixes", help="Also apply fixes that can change behaviour."),
+        select: Optional[List[str]] = _SELECT,
+        ignore: Optional[List[str]] = _IGNORE,
+        exclude: Optional[List[str]] = _EXCLUDE,
+        no_gitignore: bool = _NO_GITIGNORE,
+        jobs: Optional[int] = _JOBS,
+        fmt: str = _FORMAT,
+        output: Optional[Path] = _OUTPUT,
+        json_out: Optional[Path] = _JSON,
+    ) -> None:
+        """Rewrite device-specific code into device-agnostic code (torchport runtime / torch core).
+
+        Without --write, prints a unified diff and changes nothing. Fixes keep formatting
+        and comments, add `import torchport` once, and are idempotent.
+
+        Example: torchport fix train.py --write --unsafe-fixes --format csv -o changes.csv
+        """
+        from torchport.migrate.runner import unified_diff
+
+        _check_format("fix", fmt)
+        report = _run(paths, select, ignore, exclude, no_gitignore, jobs, fix=True, unsafe=unsafe_fixes,
+                      write=write, verb="fix")
+        if not write:
+            for res in report.results:
+                if res.fixed_source is not None and res.source is not None:
+                    sys.stdout.write(unified_diff(res.path, res.source, res.fixed_source))
+        _emit(report, fmt, output, json_out, stream=sys.stderr if not write else None)
+        left = report.findings if not write else report.remaining
+        if left or report.errors:
+            raise typer.Exit(1)
+
+    @app.command("rules")
+    def rules(
+        docs: Optional[Path] = typer.Option(None, "--docs", help="Write one Markdown page per rule into DIR."),
+        json_out: Optional[Path] = _JSON,
+    ) -> None:
+        """List every scanner rule: code, name, severity, fix safety, default, what it finds."""
+        import json
+
+        from rich.console import Console
+        from rich.table import Table
+
+        from torchport.migrate import catalog
+        from torchport.migrate.docs import write_docs
+
+        all_rules = catalog.rules()
+        if docs is not None:
+            written = write_docs(docs, list(all_rules))
+            typer.echo(f"wrote {len(written)} pages to {docs}")
+            return
+        table = Table(show_edge=False)
+        for col in ("code", "name", "severity", "fix", "default", "what it finds"):
+            table.add_column(col, overflow="fold")
+        for r in all_rules:
+            table.add_row(r.code, r.name, r.severity, r.fix, "on" if r.default_enabled else "off", r.summary)
+        Console().print(table)
+        if json_out is not None:
+            rows = [{"code": r.code, "name": r.name, "severity": r.severity, "fix": r.fix,
+                     "default": r.default_enabled, "summary": r.summary} for r in all_rules]
+            json_out.write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
+
+    @app.command("explain")
+    def explain(code: str = typer.Argument(..., help="A rule code (TP101) or name (cuda-method).")) -> None:
+        """Show one rule's page: what it does, why it matters, example, what to use instead, fix safety."""
+        from rich.console import Console
+        from rich.markdown import Markdown
+
+        from torchport.migrate import catalog
+        from torchport.migrate.docs import rule_page
+
+        try:
+            rule = catalog.get(code)
+        except catalog.UnknownRuleError as exc:
+            _fail("explain", exc)
+        console = Console()
+        if console.is_terminal:
+            console.print(Markdown(rule_page(rule)))
+        else:
+            sys.stdout.write(rule_page(rule))

@@ -1,1 +1,45 @@
-"""torchport.train"""
+"""The reference image-classification trainer (``torchport train``), written on the runtime API.
+
+Read in this order: :mod:`~torchport.train.config` (every knob), :mod:`~torchport.train.loop`
+(the loop, top to bottom), then :mod:`~torchport.train.inputs` / :mod:`~torchport.train.data`
+(ImageFolder input), :mod:`~torchport.train.models`, :mod:`~torchport.train.optim`,
+:mod:`~torchport.train.metrics`. Checkpoints use :mod:`torchport.runtime.checkpoint`.
+
+Example::
+
+    from torchport.train import TrainConfig, train
+    result = train(TrainConfig(epochs=1))          # embedded dataset, best device present
+    print(f"val top-1 {result.val_top1:.1%}")
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "TrainConfig": "torchport.train.config",
+    "train": "torchport.train.loop",
+    "TrainResult": "torchport.train.loop",
+    "NonFiniteLossError": "torchport.train.loop",
+    "build_model": "torchport.train.models",
+    "model_names": "torchport.train.models",
+    "DataError": "torchport.train.data",
+    "BadImageError": "torchport.train.data",
+    "read_jsonl": "torchport.train.metrics",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    mod = _EXPORTS.get(name)
+    if mod is None:
+        raise AttributeError(f"module 'torchport.train' has no attribute {name!r}")
+    value = getattr(importlib.import_module(mod), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__

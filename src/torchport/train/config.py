@@ -53,7 +53,9 @@ class TrainConfig:
     val_fraction: float = _field(0.1, "Held-out fraction when the data dir has no val/ split.")
     bad_files: str = _field("skip", "Corrupt or non-image files: skip them (counted, reported each epoch) or "
                             "stop with an error.", choices=("skip", "error"))
-    workers: Optional[int] = _field(None, "DataLoader worker processes per rank (default: CPU budget - 1).")
+    workers: Optional[int] = _field(None, "DataLoader worker processes per rank (default: the loader's own).")
+    loader: str = _field("auto", "fast: torchport.data (libjpeg-turbo, shards); simple: a plain DataLoader (Pillow + "
+                         "torchvision ops); auto: fast when the data has a val/ split or is sharded.", choices=("auto", "fast", "simple"))
     # -- model ----------------------------------------------------------------------------------------
     model: str = _field("resnet18", "torchvision classification model name (resnet18/34/50, mobilenet_v3_small, "
                         "efficientnet_b0, ...) or 'tinycnn'.")
@@ -164,6 +166,14 @@ class TrainConfig:
         import yaml
 
         return yaml.safe_dump(self.to_dict(), sort_keys=False)
+
+    @classmethod
+    def markdown_table(cls) -> str:
+        """The reference table of every key (pasted into ``docs/train.md``; a test keeps it in sync)."""
+        lines = ["| key | flag | type | default | meaning |", "|---|---|---|---|---|"]
+        for name, typ, default, help_text in cls.help_rows():
+            lines.append(f"| `{name}` | `--{name.replace('_', '-')}` | {typ} | `{default}` | {help_text.replace('|', '/')} |")
+        return "\n".join(lines) + "\n"
 
     @classmethod
     def help_rows(cls) -> list[tuple[str, str, Any, str]]:

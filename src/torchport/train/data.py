@@ -3,7 +3,8 @@
 * Scanning checks the layout up front: a missing or empty directory, or a class folder without
   images, is an error that names the folder. Non-image files are counted (policy ``skip``) or
   refused (policy ``error``).
-* Workers return uint8 ``[3, S, S]`` tensors; normalisation happens on the device.
+* Pillow decodes, torchvision's v2 functional ops crop and resize; workers return uint8
+  ``[3, S, S]`` tensors and normalisation happens on the device.
 * Augmentation randomness is a pure function of ``(seed, epoch, index)`` (a per-sample
   ``torch.Generator``), so crops do not depend on the worker count and a resumed run sees the
   same pixels as an uninterrupted one.
@@ -23,6 +24,8 @@ import os
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
+from torchport.data.errors import DataError as _DataErrorBase
+
 __all__ = [
     "DataError",
     "BadImageError",
@@ -34,14 +37,18 @@ __all__ = [
     "EpochSampler",
     "ShardSampler",
     "collate",
+    "FolderLoader",
     "IMAGE_EXTENSIONS",
 ]
 
-IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp", ".gif")
+#: Extensions indexed as images (the same list as torchport.data, so both loaders see the same files).
+IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
 
 
-class DataError(RuntimeError):
-    """The data directory is missing, empty or not in ImageFolder layout (the message names it)."""
+class DataError(_DataErrorBase):
+    """The data directory is missing, empty or not in ImageFolder layout (the message names it).
+
+    A subclass of :class:`torchport.data.DataError`, so one ``except`` catches both pipelines' errors."""
 
 
 class BadImageError(DataError):
@@ -69,43 +76,44 @@ class Splits:
 
 
 def scan_folder(root: str | os.PathLike, *, policy: str = "skip", classes: Sequence[str] | None = None) -> FolderIndex:
-    """Index ``root/<class>/<file>``; hidden files (``.DS_Store``) are ignored.
+    """Index ``root/<class>/<file>`` (one level, like ``torchport.data``); hidden entries are ignored.
 
     Args:
         root: the split directory.
         policy: ``skip`` counts non-image files, ``error`` raises on the first one.
-        classes: expected class list (val must use train's); default the sorted sub-folder names.
+        classes: the class list this split must have (val must match train); default: found here.
 
     Raises:
-        DataError: missing/empty directory, no class folders, a class without images, an
-            unexpected class, or (policy ``error``) a non-image file.
+        DataError: missing/empty directory, no class folders, a class without images, class
+            folders that differ from ``classes``, or (policy ``error``) a non-image file.
     """
     root = Path(root)
     if not root.is_dir():
         raise DataError(f"data directory {str(root)!r} does not exist (pass --data DIR with one sub-folder per class)")
-    found = sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+    found = sorted(e.name for e in os.scandir(root) if e.is_dir() and not e.name.startswith("."))
     if not found:
         raise DataError(f"data directory {str(root)!r} has no class sub-folders; expected {root}/<class>/<image files>")
-    if classes is None:
-        classes = found
-    unknown = sorted(set(found) - set(classes))
-    if unknown:
-        raise DataError(f"{root}: class folder(s) {', '.join(unknown)} do not exist in the training split")
+    if classes is not None and list(classes) != found:
+        missing, extra = sorted(set(classes) - set(found)), sorted(set(found) - set(classes))
+        raise DataError(f"{root}: class folders differ from the training split"
+                        + (f"; missing: {', '.join(missing)}" if missing else "")
+                        + (f"; not in train: {', '.join(extra)}" if extra else "")
+                        + " (labels are folder positions, so both splits need the same class folders)")
     samples, skipped = [], []
-    for idx, name in enumerate(classes):
+    for idx, name in enumerate(found):
         cdir = root / name
-        files = sorted(p for p in cdir.rglob("*") if p.is_file() and not p.name.startswith(".")) if cdir.is_dir() else []
-        images = [p for p in files if p.suffix.lower() in IMAGE_EXTENSIONS]
-        others = [str(p) for p in files if p.suffix.lower() not in IMAGE_EXTENSIONS]
+        files = sorted(e.name for e in os.scandir(cdir) if e.is_file() and not e.name.startswith("."))
+        images = [f for f in files if f.lower().endswith(IMAGE_EXTENSIONS)]
+        others = [str(cdir / f) for f in files if not f.lower().endswith(IMAGE_EXTENSIONS)]
         if others and policy == "error":
             raise BadImageError(f"{others[0]} is not an image file ({len(others)} such file(s) in {cdir}); "
                                 "remove them or use --bad-files skip")
-        if not images and cdir.is_dir():
+        if not images:
             raise DataError(f"class {name!r} ({cdir}) has no image files ({', '.join(IMAGE_EXTENSIONS)}); "
                             "add images or remove the folder")
-        samples.extend((str(p), idx) for p in images)
+        samples.extend((str(cdir / f), idx) for f in images)
         skipped.extend(others)
-    return FolderIndex(root=str(root), classes=list(classes), samples=samples, skipped=skipped)
+    return FolderIndex(root=str(root), classes=found, samples=samples, skipped=skipped)
 
 
 def find_splits(data: str | os.PathLike, *, val_fraction: float, seed: int, policy: str) -> Splits:
@@ -148,7 +156,8 @@ def _sample_seed(seed: int, epoch: int, index: int) -> int:
 class FolderDataset:
     """Map-style dataset over a :class:`FolderIndex`; keys are ``(epoch, index)`` pairs.
 
-    Returns ``(image uint8 [3, S, S], label, bad_path_or_None)``. Train: random-resized crop
+    Returns ``(image uint8 [3, S, S], label, None)``, or for an unreadable file (policy ``skip``) a
+    placeholder with the reason (``"file PATH: error"``) in the last slot. Train: random-resized crop
     (area in ``[min_crop_scale, 1]``, aspect in ``[3/4, 4/3]``) + horizontal flip. Eval: resize the
     short side to ``S / val_crop_ratio`` and center-crop ``S``.
     """
@@ -177,7 +186,7 @@ class FolderDataset:
             if self.policy == "error":
                 raise BadImageError(f"{path}: cannot decode ({type(exc).__name__}: {exc}); "
                                     "remove the file or use --bad-files skip") from None
-            return torch.zeros(3, self.size, self.size, dtype=torch.uint8), label, path
+            return torch.zeros(3, self.size, self.size, dtype=torch.uint8), label, f"file {path}: {type(exc).__name__}: {exc}"
         if self.train:
             g = torch.Generator().manual_seed(_sample_seed(self.seed, epoch, index))
             img = self._random_crop_flip(img, g)
@@ -218,22 +227,18 @@ class FolderDataset:
 
 
 def _decode(path: str):
-    """File -> uint8 ``[3, H, W]`` RGB: torchvision.io (libjpeg-turbo / libpng), Pillow for the rest."""
+    """File -> uint8 ``[3, H, W]`` RGB through Pillow (any format it reads; raises on damaged files)."""
+    import numpy as np
     import torch
-    from torchvision.io import ImageReadMode, decode_image, read_file
+    from PIL import Image
 
-    try:
-        return decode_image(read_file(path), mode=ImageReadMode.RGB)
-    except Exception:
-        from PIL import Image
-
-        with Image.open(path) as im:  # bmp, tiff, CMYK JPEG ...; raises on garbage
-            arr = __import__("numpy").asarray(im.convert("RGB"))
-        return torch.from_numpy(arr.copy()).permute(2, 0, 1)
+    with Image.open(path) as im:
+        arr = np.asarray(im.convert("RGB"))
+    return torch.from_numpy(arr.copy()).permute(2, 0, 1)
 
 
 def collate(batch: list) -> tuple[Any, Any, list[str]]:
-    """Stack good samples: ``images uint8 [B, 3, S, S]``, ``labels int64 [B]``, and the bad paths."""
+    """Stack good samples: ``images uint8 [B, 3, S, S]``, ``labels int64 [B]``, and why others were dropped."""
     import torch
 
     good = [(img, label) for img, label, bad in batch if bad is None]
@@ -291,3 +296,84 @@ class ShardSampler:
 
     def __iter__(self) -> Iterator[tuple[int, int]]:
         return ((0, i) for i in self.ids)
+
+
+class FolderLoader:
+    """The simple loader: a ``DataLoader`` over :class:`FolderDataset`, normalising on the device.
+
+    Same interface as :class:`torchport.data.Loader` (the fast path), so the loop does not care
+    which one it got: iterate for ``(images float [B, 3, S, S] normalised on the device, labels
+    int64 [B])``; ``set_epoch``; ``state_dict`` / ``load_state_dict`` (resume mid-epoch);
+    ``stats.skipped`` lists ``(path, reason)`` of unreadable files skipped so far.
+    """
+
+    def __init__(self, dataset: FolderDataset, *, batch_size: int, train: bool, seed: int, rank: int,
+                 world_size: int, target: Any, channels_last: bool = False, num_workers: int | None = None) -> None:
+        import types
+
+        import torch
+        from torch.utils.data import DataLoader
+
+        from torchport.runtime.loader import loader_kwargs
+
+        self.dataset, self.batch_size, self.seed, self.world_size = dataset, batch_size, seed, world_size
+        self.target = target
+        self.sampler = (EpochSampler(len(dataset), rank=rank, world_size=world_size, seed=seed) if train
+                        else ShardSampler(len(dataset), rank=rank, world_size=world_size))
+        # drop_last for training: every step sees a full batch (BatchNorm statistics, equal work per rank).
+        self.loader = DataLoader(dataset, batch_size=batch_size, sampler=self.sampler, drop_last=train,
+                                 collate_fn=collate, **loader_kwargs(target, num_workers=num_workers, seed=seed, rank=rank))
+        self.memory_format = torch.channels_last if channels_last else torch.contiguous_format
+        self.mean = torch.tensor([0.485, 0.456, 0.406], device=target.device).view(1, 3, 1, 1) * 255
+        self.std = torch.tensor([0.229, 0.224, 0.225], device=target.device).view(1, 3, 1, 1) * 255
+        self.stats = types.SimpleNamespace(skipped=[], batches=0, images=0)
+        self.epoch = 0
+        self._consumed = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        """Select the epoch's shuffle and augmentation (and restart it from its first batch)."""
+        self.epoch = epoch
+        self._consumed = 0
+        if isinstance(self.sampler, EpochSampler):
+            self.sampler.set_epoch(epoch)
+            self.sampler.skip(0)
+
+    def __len__(self) -> int:
+        return len(self.loader)
+
+    def state_dict(self) -> dict[str, Any]:
+        """Where the epoch stands: enough to resume at the next batch."""
+        return {"epoch": self.epoch, "batches_done": self._consumed, "num_samples": len(self.dataset),
+                "batch_size": self.batch_size, "seed": self.seed, "world_size": self.world_size}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue an epoch after ``batches_done`` batches (same data, batch size, seed, world size)."""
+        for key, mine in (("num_samples", len(self.dataset)), ("batch_size", self.batch_size), ("seed", self.seed),
+                          ("world_size", self.world_size)):
+            if state.get(key) != mine:
+                raise ValueError(f"loader state has {key}={state.get(key)!r} but this run has {mine!r}; resume "
+                                 "with the same data, batch size, seed and number of processes")
+        self.set_epoch(int(state["epoch"]))
+        self._consumed = int(state["batches_done"])
+        if isinstance(self.sampler, EpochSampler):
+            self.sampler.skip(self._consumed * self.batch_size)
+
+    def close(self) -> None:
+        """Shut down the worker processes (they are persistent between epochs)."""
+        iterator = getattr(self.loader, "_iterator", None)
+        if iterator is not None and hasattr(iterator, "_shutdown_workers"):
+            iterator._shutdown_workers()
+        self.loader._iterator = None
+
+    def __iter__(self):
+        from torchport.runtime.batch import to_device
+
+        for images, labels, bad in self.loader:
+            self.stats.skipped.extend((None, reason) for reason in bad)
+            self._consumed += 1
+            self.stats.batches += 1
+            self.stats.images += int(labels.shape[0])
+            images, labels = to_device((images, labels), self.target.device)
+            # uint8 [B, 3, S, S] -> float, normalised on the device (4x less host->device traffic than floats).
+            x = ((images.float() - self.mean) / self.std).contiguous(memory_format=self.memory_format)
+            yield x, labels

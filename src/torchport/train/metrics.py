@@ -146,9 +146,9 @@ class ProgressDisplay:
         if self.mode == "none":
             return
         if self._progress is not None:
-            self._progress.console.print(msg)
+            self._progress.console.print(msg, soft_wrap=True)
         else:
-            self.console.print(msg, highlight=False)
+            self.console.print(msg, highlight=False, soft_wrap=True)
             sys.stdout.flush()
 
     def start_epoch(self, epoch: int, epochs: int, total_steps: int, done: int = 0) -> None:
@@ -165,6 +165,11 @@ class ProgressDisplay:
         )
         self._progress.start()
         self._task = self._progress.add_task(self._epoch_label, total=total_steps, completed=done, loss="-", ips="-")
+
+    def tick(self, step_in_epoch: int) -> None:
+        """Move the bar after every step (cheap: no device sync, rich rate-limits the redraw)."""
+        if self._progress is not None:
+            self._progress.update(self._task, completed=step_in_epoch)
 
     def update(self, step_in_epoch: int, total: int, *, loss: float | None, ips: float, eta_s: float) -> None:
         """Advance to ``step_in_epoch``; plain mode prints one line."""

@@ -1,0 +1,206 @@
+"""Renderers over one :class:`~torchport.migrate.finding.Report`: text, JSON, SARIF 2.1.0, CSV.
+
+Each renderer is a pure function ``Report -> str`` (text also has a rich variant for
+terminals), so the formats cannot drift apart.
+
+* JSON: ``{"findings": [{file, line, column, end_line, end_column, code, name, message,
+  severity, fix_safety, fixable, fixed}], "errors": [...], "summary": [...], ...}``.
+* SARIF 2.1.0 for GitHub code scanning (``github/codeql-action/upload-sarif``).
+* CSV like msFmkTransplt's change list: ``File,Start Line,End Line,Rule,Message,Fixed``.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+from pathlib import PurePath
+from typing import Callable
+
+from torchport.migrate.finding import Report
+
+__all__ = ["render", "FORMATS", "to_text", "to_json", "to_sarif", "to_csv", "print_rich"]
+
+_SARIF_LEVEL = {"error": "error", "warning": "warning", "info": "note"}
+
+
+def _fix_hint(report: Report) -> str:
+    safe = sum(1 for f in report.remaining if f.fix_safety == "safe")
+    unsafe = sum(1 for f in report.remaining if f.fix_safety == "unsafe")
+    parts = []
+    if safe:
+        parts.append(f"{safe} fixable with `torchport fix --write`")
+    if unsafe:
+        parts.append(f"{unsafe} more with `--unsafe-fixes`")
+    return f" ({', '.join(parts)})" if parts else ""
+
+
+def summary_line(report: Report) -> str:
+    """One line: counts of findings, files, fixes and unparsable files."""
+    files = len({f.path for f in report.remaining})
+    line = f"{len(report.remaining)} finding(s) in {files} file(s) of {report.files} scanned" + _fix_hint(report)
+    if report.fixed:
+        line = f"fixed {len(report.fixed)} finding(s); " + line
+    if report.errors:
+        line += f"; {len(report.errors)} file(s) could not be analysed"
+    return line
+
+
+def to_text(report: Report) -> str:
+    """Plain text grouped by file, then a summary by rule."""
+    out: list[str] = []
+    current = None
+    for f in report.findings:
+        if f.path != current:
+            current = f.path
+            out.append(("" if not out else "\n") + f.path)
+        mark = "fixed" if f.fixed else ("[*]" if f.fix_safety == "safe" else "[unsafe fix]" if f.fixable else "")
+        out.append(f"  {f.line}:{f.column}  {f.code} {f.severity:<7} {f.message} {mark}".rstrip())
+    for e in report.errors:
+        out.append(f"{e.path}:{e.line or 0}: error: {e.message}")
+    rows = report.summary()
+    if rows:
+        out.append("\nSummary by rule:")
+        for r in rows:
+            extra = f", {r['fixed']} fixed" if r["fixed"] else ""
+            out.append(f"  {r['code']}  {r['name']:<28} {r['count']:>4}  ({r['severity']}{extra})")
+    out.append(summary_line(report))
+    return "\n".join(out) + "\n"
+
+
+def print_rich(report: Report, console=None) -> None:
+    """Coloured text report on a terminal (same content as :func:`to_text`)."""
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    console = console or Console()
+    colour = {"error": "red", "warning": "yellow", "info": "cyan"}
+    current = None
+    for f in report.findings:
+        if f.path != current:
+            current = f.path
+            console.print(Text(f.path, style="bold underline"))
+        line = Text(f"  {f.line}:{f.column}  ")
+        line.append(f.code, style=f"bold {colour.get(f.severity, '')}")
+        line.append(f" {f.message}")
+        if f.fixed:
+            line.append("  fixed", style="green")
+        elif f.fix_safety == "safe":
+            line.append("  [*]", style="green")
+        elif f.fixable:
+            line.append("  [unsafe fix]", style="magenta")
+        console.print(line)
+    for e in report.errors:
+        console.print(Text(f"{e.path}:{e.line or 0}: {e.message}", style="red"))
+    rows = report.summary()
+    if rows:
+        table = Table(title="Summary by rule", show_edge=False)
+        for col in ("code", "name", "severity", "count", "fixed"):
+            table.add_column(col, justify="right" if col in ("count", "fixed") else "left")
+        for r in rows:
+            table.add_row(r["code"], r["name"], r["severity"], str(r["count"]), str(r["fixed"]))
+        console.print(table)
+    console.print(summary_line(report))
+
+
+def to_json(report: Report) -> str:
+    """``{"findings": [...], "errors": [...], "summary": [...], "files", "lines", "seconds"}``."""
+    payload = {
+        "tool": "torchport",
+        "files": report.files,
+        "analysed": report.analysed,
+        "lines": report.lines,
+        "seconds": round(report.seconds, 3),
+        "findings": [f.to_dict() for f in report.findings],
+        "errors": [e.to_dict() for e in report.errors],
+        "summary": report.summary(),
+    }
+    return json.dumps(payload, indent=2) + "\n"
+
+
+def _uri(path: str) -> str:
+    p = PurePath(path)
+    if p.is_absolute():
+        try:
+            p = PurePath(os.path.relpath(path))
+        except ValueError:
+            return p.as_uri()
+    return p.as_posix()
+
+
+def to_sarif(report: Report) -> str:
+    """SARIF 2.1.0 with one run, the rule metadata, results and parse failures as notifications."""
+    from torchport import __version__
+    from torchport.migrate import catalog
+
+    used = sorted({f.code for f in report.findings})
+    rules = [catalog.get(code) for code in used]
+    index = {r.code: i for i, r in enumerate(rules)}
+    driver_rules = [{
+        "id": r.code,
+        "name": r.name,
+        "shortDescription": {"text": r.summary},
+        "fullDescription": {"text": r.why},
+        "help": {"text": f"{r.why}\n\nUse instead:\n{r.use_instead}",
+                 "markdown": f"{r.why}\n\n**Use instead**\n\n```python\n{r.use_instead}```"},
+        "defaultConfiguration": {"level": _SARIF_LEVEL[r.severity]},
+        "properties": {"fix": r.fix, "tags": ["portability"]},
+    } for r in rules]
+    results = [{
+        "ruleId": f.code,
+        "ruleIndex": index[f.code],
+        "level": _SARIF_LEVEL[f.severity],
+        "message": {"text": f.message},
+        "locations": [{"physicalLocation": {
+            "artifactLocation": {"uri": _uri(f.path)},
+            "region": {"startLine": f.line, "startColumn": f.column, "endLine": f.end_line,
+                       "endColumn": f.end_column},
+        }}],
+        "properties": {"fixSafety": f.fix_safety, "fixed": f.fixed},
+    } for f in report.findings]
+    notifications = [{
+        "level": "error",
+        "message": {"text": e.message},
+        "locations": [{"physicalLocation": {"artifactLocation": {"uri": _uri(e.path)},
+                                            **({"region": {"startLine": e.line}} if e.line else {})}}],
+    } for e in report.errors]
+    sarif = {
+        "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
+        "version": "2.1.0",
+        "runs": [{
+            "tool": {"driver": {"name": "torchport", "version": __version__, "rules": driver_rules}},
+            "results": results,
+            "invocations": [{"executionSuccessful": True, "toolExecutionNotifications": notifications}],
+        }],
+    }
+    return json.dumps(sarif, indent=2) + "\n"
+
+
+CSV_HEADER = ("File", "Start Line", "End Line", "Rule", "Message", "Fixed")
+
+
+def to_csv(report: Report) -> str:
+    """One row per finding: ``File,Start Line,End Line,Rule,Message,Fixed`` (msFmkTransplt-style)."""
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(CSV_HEADER)
+    for f in report.findings:
+        writer.writerow((f.path, f.line, f.end_line, f"{f.code} {f.name}", f.message, "yes" if f.fixed else "no"))
+    return buf.getvalue()
+
+
+FORMATS: dict[str, Callable[[Report], str]] = {"text": to_text, "json": to_json, "sarif": to_sarif, "csv": to_csv}
+
+
+def render(report: Report, fmt: str) -> str:
+    """Render with a format name from :data:`FORMATS`.
+
+    Raises:
+        ValueError: unknown format (lists the known ones).
+    """
+    try:
+        return FORMATS[fmt](report)
+    except KeyError:
+        raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}") from None

@@ -1,0 +1,150 @@
+"""TP201-TP210: automatic mixed precision tied to CUDA.
+
+Fixes target torch core (``torch.amp.autocast`` / ``torch.amp.GradScaler`` with the
+selected device type), which keeps the user's arguments and loop structure intact.
+``torchport.Amp`` is the policy-driven alternative named in the docs.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from torchport.migrate.rules.base import Rule, call_args_plain, keyword, positional, with_args
+
+__all__ = ["CudaAmpAutocast", "CudaAmpGradScaler", "AutocastCudaDevice", "GradScalerDefaultDevice", "ApexAmp"]
+
+_COMMA = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+_EQ = cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
+# torch.cuda.amp.autocast(enabled, dtype, cache_enabled) -- positional order differs in torch.amp.autocast
+_AUTOCAST_POSITIONAL = ("enabled", "dtype", "cache_enabled")
+
+
+class CudaAmpAutocast(Rule):
+    code = "TP201"
+    name = "cuda-amp-autocast"
+    fix = "safe"
+    names = ("torch.cuda.amp.autocast",)
+    summary = "Finds `torch.cuda.amp.autocast(...)` (also imported as `from torch.cuda.amp import autocast`)."
+    why = ("The CUDA autocast context is deprecated and only casts CUDA ops: on an NPU or XPU it silently runs "
+           "the model in fp32, so the mixed-precision speed-up disappears without an error.")
+    example = "from torch.cuda.amp import autocast\n\nwith autocast():\n    loss = model(x)\n"
+    use_instead = "import torch\nimport torchport\n\nwith torch.amp.autocast(torchport.current().type):\n    loss = model(x)\n"
+    fix_notes = ("Safe: becomes `torch.amp.autocast(torchport.current().type, ...)`; positional arguments become "
+                 "keywords (`enabled=`, `dtype=`, `cache_enabled=`); the import it no longer needs is removed. "
+                 "The default dtype is then the device's (fp16 on CUDA and NPU, bf16 on CPU). "
+                 "For a policy per backend (bf16 where fast, fp32 on CPU) use `torchport.Amp(\"auto\").autocast()`.")
+
+    def on_call(self, ctx, node: cst.Call, qualname: str) -> None:
+        if not call_args_plain(node) or sum(a.keyword is None for a in node.args) > len(_AUTOCAST_POSITIONAL):
+            ctx.report(self, node, "CUDA-only autocast; use `torch.amp.autocast(torchport.current().type)`")
+            return
+
+        def fix(n: cst.Call) -> cst.Call:
+            args = [cst.Arg(ctx.type_expr(), comma=_COMMA)]
+            i = 0
+            for arg in n.args:
+                if arg.keyword is None:
+                    arg = arg.with_changes(keyword=cst.Name(_AUTOCAST_POSITIONAL[i]), equal=_EQ)
+                    i += 1
+                args.append(arg)
+            return with_args(n.with_changes(func=ctx.expr(f"{ctx.torch}.amp.autocast")), args)
+
+        ctx.report(self, node, "CUDA-only autocast; use `torch.amp.autocast(torchport.current().type)`", fix=fix)
+
+    def on_reference(self, ctx, node, qualname: str) -> None:
+        ctx.report(self, node, "CUDA-only autocast; use `torch.amp.autocast(torchport.current().type)`")
+
+
+class CudaAmpGradScaler(Rule):
+    code = "TP202"
+    name = "cuda-amp-grad-scaler"
+    fix = "safe"
+    names = ("torch.cuda.amp.GradScaler",)
+    summary = "Finds `torch.cuda.amp.GradScaler(...)`."
+    why = ("The CUDA scaler disables itself with a warning when CUDA is missing, so fp16 training elsewhere runs "
+           "without loss scaling and small gradients underflow to zero.")
+    example = "from torch.cuda.amp import GradScaler\n\nscaler = GradScaler()\n"
+    use_instead = "import torch\nimport torchport\n\nscaler = torch.amp.GradScaler(torchport.current().type)\n"
+    fix_notes = ("Safe: becomes `torch.amp.GradScaler(torchport.current().type, ...)` with the same arguments; "
+                 "references (annotations, isinstance) become `torch.amp.GradScaler`. "
+                 "`torchport.Amp(\"fp16\")` adds a scaler only where the backend needs one.")
+
+    def on_call(self, ctx, node: cst.Call, qualname: str) -> None:
+        def fix(n: cst.Call) -> cst.Call:
+            return with_args(n.with_changes(func=ctx.expr(f"{ctx.torch}.amp.GradScaler")),
+                             [cst.Arg(ctx.type_expr(), comma=_COMMA), *n.args])
+
+        ctx.report(self, node, "CUDA-only GradScaler; use `torch.amp.GradScaler(torchport.current().type)`", fix=fix)
+
+    def on_reference(self, ctx, node, qualname: str) -> None:
+        ctx.report(self, node, "CUDA-only GradScaler type; use `torch.amp.GradScaler`",
+                   fix=lambda n: ctx.expr(f"{ctx.torch}.amp.GradScaler"))
+
+
+class AutocastCudaDevice(Rule):
+    code = "TP203"
+    name = "autocast-cuda-device"
+    fix = "safe"
+    names = ("torch.amp.autocast",)
+    summary = 'Finds `torch.autocast("cuda")` / `torch.amp.autocast(device_type="cuda")`.'
+    why = "Autocast for the `cuda` device type does nothing for ops that run on another device."
+    example = 'import torch\n\nwith torch.autocast("cuda", dtype=torch.bfloat16):\n    loss = model(x)\n'
+    use_instead = ("import torch\nimport torchport\n\n"
+                   "with torch.autocast(torchport.current().type, dtype=torch.bfloat16):\n    loss = model(x)\n")
+    fix_notes = "Safe: the device-type string becomes `torchport.current().type`."
+
+    def on_call(self, ctx, node: cst.Call, qualname: str) -> None:
+        arg = positional(node, 0) or keyword(node, "device_type")
+        ds = ctx.device_string(arg.value) if arg is not None else None
+        if ds is None or ds.device_type != "cuda":
+            return
+        ctx.report(self, arg.value, 'autocast for "cuda" only; use `torchport.current().type`',
+                   fix=lambda n: ctx.type_expr())
+
+
+class GradScalerDefaultDevice(Rule):
+    code = "TP204"
+    name = "grad-scaler-default-device"
+    fix = "safe"
+    names = ("torch.amp.GradScaler",)
+    needles = ("GradScaler",)
+    summary = 'Finds `torch.amp.GradScaler()` without a device (it defaults to "cuda") or with `"cuda"`.'
+    why = ('`torch.amp.GradScaler()` means `GradScaler("cuda")`: on any other host it disables itself with only '
+           "a warning, and fp16 gradients underflow.")
+    example = "import torch\n\nscaler = torch.amp.GradScaler()\n"
+    use_instead = "import torch\nimport torchport\n\nscaler = torch.amp.GradScaler(torchport.current().type)\n"
+    fix_notes = "Safe: the selected device type is passed as the first argument (or replaces `\"cuda\"`)."
+
+    def on_call(self, ctx, node: cst.Call, qualname: str) -> None:
+        if not call_args_plain(node):
+            return
+        arg = positional(node, 0) or keyword(node, "device")
+        if arg is None:
+            ctx.report(self, node, 'GradScaler without a device defaults to "cuda"; pass `torchport.current().type`',
+                       fix=lambda n: with_args(n, [cst.Arg(ctx.type_expr(), comma=_COMMA), *n.args]))
+            return
+        ds = ctx.device_string(arg.value)
+        if ds is not None and ds.device_type == "cuda":
+            ctx.report(self, arg.value, 'GradScaler for "cuda" only; pass `torchport.current().type`',
+                       fix=lambda n: ctx.type_expr())
+
+
+class ApexAmp(Rule):
+    code = "TP210"
+    name = "apex-amp"
+    severity = "error"
+    names = ("apex.amp",)
+    name_prefixes = ("apex.amp.",)
+    needles = ("apex",)
+    summary = "Finds NVIDIA apex AMP: `amp.initialize`, `amp.scale_loss`, `apex.amp.*`."
+    why = "apex is a CUDA-only extension (and unmaintained); torch has had native AMP since 1.6."
+    example = ("from apex import amp\n\nmodel, optimizer = amp.initialize(model, optimizer, opt_level=\"O1\")\n"
+               "with amp.scale_loss(loss, optimizer) as scaled:\n    scaled.backward()\n")
+    use_instead = ("import torchport\n\namp = torchport.Amp(\"fp16\")  # O1; \"bf16\" where the device has it\n"
+                   "with amp.autocast():\n    loss = criterion(model(x), y)\namp.backward(loss)\n"
+                   "amp.step(optimizer)\n")
+    fix_notes = "No fix: the recipe moves code between the forward pass and the step; rewrite it as above."
+
+    def on_reference(self, ctx, node, qualname: str) -> None:
+        ctx.report(self, node, f"`{qualname}` (apex AMP) is CUDA-only; use `torchport.Amp(...)` "
+                               "(autocast + backward + step)")

@@ -1,0 +1,208 @@
+"""What a scanner rule is: a class that declares its code, its docs and what it listens to.
+
+The engine walks each file once and calls a rule only for the events it declared:
+
+* ``names`` / ``name_prefixes``: qualified names (after import-alias resolution). A call
+  to one goes to :meth:`Rule.on_call`, any other use to :meth:`Rule.on_reference`.
+  The most specific declaration wins (exact name, then the longest prefix), so the
+  ``torch.cuda.`` catch-all only sees what no other rule claims.
+* ``methods``: method names called on a receiver that is *not* an import
+  (``x.cuda()``, ``loader.pin_memory()``) -> :meth:`Rule.on_method`.
+* ``attributes``: attribute reads on such receivers (``x.is_cuda``) -> :meth:`Rule.on_attribute`.
+* ``values``: device-like string literals (``"cuda"``, ``"cuda:1"``, ``f"cuda:{i}"``,
+  ``"nccl"``) in value positions (assignment, argument, default, comparison, return,
+  conditional, dict value) -> :meth:`Rule.on_value`.
+* ``strings``: exact string values anywhere except log/print arguments -> :meth:`Rule.on_string`.
+* ``if_exps``: conditional expressions -> :meth:`Rule.on_if_exp`.
+
+A rule reports through the file context (``ctx.report``) and may attach a fix: a
+function from the *updated* node (children already rewritten) to its replacement, so
+fixes on nested constructs compose. Rules hold no per-file state.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import TYPE_CHECKING, ClassVar
+
+import libcst as cst
+
+if TYPE_CHECKING:  # pragma: no cover
+    from torchport.migrate.context import FileContext
+
+__all__ = ["Rule", "Site", "DeviceString", "CODE_RANGES", "KEBAB", "keyword", "positional", "call_args_plain",
+           "is_true", "with_args"]
+
+#: Code ranges: first digit -> category (documented in docs/rules/README.md).
+CODE_RANGES: dict[str, str] = {
+    "1": "device placement and the device API",
+    "2": "automatic mixed precision",
+    "3": "distributed training",
+    "4": "data loading",
+    "5": "checkpoints and serialization",
+    "9": "noisy rules (off by default)",
+}
+KEBAB = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+_CODE = re.compile(r"^TP[1-9][0-9]{2}$")
+
+
+@dataclasses.dataclass(frozen=True)
+class Site:
+    """Where a string value sits.
+
+    Attributes:
+        role: ``"arg"`` (call argument), ``"assign"``, ``"default"`` (parameter
+            default), ``"compare"``, ``"return"``, ``"ifexp"``, ``"dict-value"``.
+        keyword: the argument's keyword (``"device"``), for ``role == "arg"``.
+        index: the positional index, for positional arguments.
+        callee: the called function's qualified name, ``".name"`` for a method on a
+            non-import receiver, or None.
+    """
+
+    role: str
+    keyword: str | None = None
+    index: int | None = None
+    callee: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class DeviceString:
+    """A string literal that names a device or collective backend.
+
+    Attributes:
+        value: the text, ``"cuda"``, ``"cuda:1"`` or ``"nccl"``; None for an f-string.
+        device_type: ``"cuda"`` or ``"nccl"``.
+        index: the literal device index (``"cuda:1"`` -> 1), else None.
+        index_expr: for ``f"cuda:{expr}"``, the expression node; else None.
+    """
+
+    value: str | None
+    device_type: str
+    index: int | None = None
+    index_expr: cst.BaseExpression | None = None
+
+    @property
+    def plain(self) -> bool:
+        """True for ``"cuda"`` with no index."""
+        return self.index is None and self.index_expr is None
+
+
+class Rule:
+    """Base class: subclasses set the ClassVars and override the hooks they declared.
+
+    Docs fields (rendered into ``docs/rules/<CODE>.md`` and ``torchport explain``):
+    ``summary`` (what it does), ``why`` (why it matters), ``example`` (code that
+    triggers it), ``use_instead`` (the device-agnostic form; for fixable rules, what
+    the fix turns ``example`` into), ``fix_notes`` (fix safety explained).
+    """
+
+    code: ClassVar[str]
+    name: ClassVar[str]
+    severity: ClassVar[str] = "warning"
+    fix: ClassVar[str] = "none"
+    default_enabled: ClassVar[bool] = True
+    summary: ClassVar[str] = ""
+    why: ClassVar[str] = ""
+    example: ClassVar[str] = ""
+    use_instead: ClassVar[str] = ""
+    fix_notes: ClassVar[str] = ""
+    #: text that must occur in a file for this rule to possibly fire (the prefilter)
+    needles: ClassVar[tuple[str, ...]] = ("cuda",)
+
+    names: ClassVar[tuple[str, ...]] = ()
+    name_prefixes: ClassVar[tuple[str, ...]] = ()
+    methods: ClassVar[tuple[str, ...]] = ()
+    attributes: ClassVar[tuple[str, ...]] = ()
+    values: ClassVar[bool] = False
+    strings: ClassVar[tuple[str, ...]] = ()
+    if_exps: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        code = cls.__dict__.get("code")
+        if code is None:
+            return
+        if not _CODE.match(code) or code[2] not in CODE_RANGES:
+            raise ValueError(f"rule {cls.__name__}: code {code!r} is not TP<digit><2 digits> in a documented range "
+                             f"({', '.join(f'TP{k}xx' for k in CODE_RANGES)})")
+        if not KEBAB.match(cls.name):
+            raise ValueError(f"rule {code}: name {cls.name!r} is not kebab-case (e.g. 'cuda-method')")
+        if cls.severity not in ("error", "warning", "info") or cls.fix not in ("safe", "unsafe", "none"):
+            raise ValueError(f"rule {code}: severity must be error/warning/info and fix safe/unsafe/none")
+        if (code[2] == "9") == cls.default_enabled:
+            raise ValueError(f"rule {code}: TP9xx rules (and only they) are off by default")
+
+    # -- hooks ----------------------------------------------------------------------------
+    def on_call(self, ctx: "FileContext", node: cst.Call, qualname: str) -> None:
+        """A call to one of ``names``: by default the same as a reference."""
+        self.on_reference(ctx, node.func, qualname)
+
+    def on_reference(self, ctx: "FileContext", node: cst.BaseExpression, qualname: str) -> None:
+        """A non-call use of one of ``names`` (default: nothing; CUDA-only names override this)."""
+
+    def on_method(self, ctx: "FileContext", node: cst.Call, name: str) -> None:
+        """``receiver.<name>(...)`` on a receiver that is not an import."""
+
+    def on_attribute(self, ctx: "FileContext", node: cst.Attribute) -> None:
+        """``receiver.<attribute>`` read on a receiver that is not an import."""
+
+    def on_value(self, ctx: "FileContext", node: cst.BaseExpression, value: DeviceString, site: Site) -> None:
+        """A device-like string in a value position."""
+
+    def on_string(self, ctx: "FileContext", node: cst.SimpleString, value: str) -> None:
+        """An exact string from ``strings`` (outside log/print arguments)."""
+
+    def on_if_exp(self, ctx: "FileContext", node: cst.IfExp) -> None:
+        """A conditional expression ``a if cond else b``."""
+
+    def __repr__(self) -> str:
+        return f"<rule {self.code} {self.name}>"
+
+
+# -- small helpers for rules ------------------------------------------------------------------
+def keyword(call: cst.Call, name: str) -> cst.Arg | None:
+    """The ``name=`` argument of ``call``, or None."""
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == name:
+            return arg
+    return None
+
+
+def positional(call: cst.Call, index: int) -> cst.Arg | None:
+    """The ``index``-th positional argument (stops at the first ``*args``), or None."""
+    i = 0
+    for arg in call.args:
+        if arg.keyword is not None or arg.star:
+            return None
+        if i == index:
+            return arg
+        i += 1
+    return None
+
+
+def call_args_plain(call: cst.Call) -> bool:
+    """True when the call has no ``*args`` / ``**kwargs`` (so its arguments can be rewritten)."""
+    return not any(arg.star for arg in call.args)
+
+
+def is_true(expr: cst.BaseExpression) -> bool:
+    """True for the literal ``True``."""
+    return isinstance(expr, cst.Name) and expr.value == "True"
+
+
+def with_args(call: cst.Call, args: list[cst.Arg]) -> cst.Call:
+    """``call`` with ``args``, commas normalised (``a, b`` with no trailing comma)."""
+    fixed = []
+    for i, arg in enumerate(args):
+        last = i == len(args) - 1
+        comma = arg.comma
+        if last:
+            if isinstance(comma, cst.Comma) and comma.whitespace_after.__class__ is cst.ParenthesizedWhitespace:
+                fixed.append(arg)  # a trailing comma before a newline: keep the layout
+                continue
+            comma = cst.MaybeSentinel.DEFAULT
+        elif not isinstance(comma, cst.Comma):
+            comma = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+        fixed.append(arg.with_changes(comma=comma))
+    return call.with_changes(args=fixed)

@@ -1,0 +1,104 @@
+"""TP301-TP303: distributed training tied to CUDA -- nccl, DDP device ids, DataParallel."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from torchport.migrate.rules.base import DeviceString, Rule, Site, call_args_plain, keyword, positional, with_args
+
+__all__ = ["NcclBackend", "DdpDeviceIds", "DataParallel"]
+
+
+class NcclBackend(Rule):
+    code = "TP301"
+    name = "nccl-backend"
+    severity = "error"
+    fix = "safe"
+    values = True
+    names = ("torch.distributed.Backend.NCCL",)
+    needles = ("nccl", "NCCL")
+    summary = 'Finds the `"nccl"` backend: `init_process_group("nccl")`, `backend="nccl"`, `Backend.NCCL`.'
+    why = ("NCCL exists only for NVIDIA GPUs: Ascend needs `hccl`, Intel `xccl`, CPU `gloo`. "
+           "A hard-coded `nccl` fails at `init_process_group` on every other backend.")
+    example = 'import torch.distributed as dist\n\ndist.init_process_group(backend="nccl")\n'
+    use_instead = ("import torch.distributed as dist\nimport torchport\n\n"
+                   "dist.init_process_group(backend=torchport.current().backend.dist_backend)\n")
+    fix_notes = ('Safe: `"nccl"` becomes `torchport.current().backend.dist_backend` (nccl / hccl / xccl / gloo). '
+                 "Unsafe in comparisons. `torchport.init_distributed()` does the whole torchrun set-up "
+                 "(device per LOCAL_RANK, backend, timeout) in one call.")
+
+    def on_value(self, ctx, node, value: DeviceString, site: Site) -> None:
+        if value.device_type != "nccl":
+            return
+        ctx.report(self, node, '"nccl" exists only for NVIDIA GPUs; use `torchport.current().backend.dist_backend`',
+                   fix=lambda n: ctx.expr(f"{ctx.tp}.current().backend.dist_backend"),
+                   safety="unsafe" if site.role == "compare" else "safe")
+
+    def on_reference(self, ctx, node, qualname: str) -> None:
+        ctx.report(self, node, "`Backend.NCCL` exists only for NVIDIA GPUs; use "
+                               "`torchport.current().backend.dist_backend`",
+                   fix=lambda n: ctx.expr(f"{ctx.tp}.current().backend.dist_backend"))
+
+
+class DdpDeviceIds(Rule):
+    code = "TP302"
+    name = "ddp-device-ids"
+    severity = "error"
+    fix = "unsafe"
+    names = ("torch.nn.parallel.DistributedDataParallel",)
+    needles = ("device_ids", "output_device")
+    summary = "Finds `DistributedDataParallel(model, device_ids=[...], output_device=...)`."
+    why = ("`device_ids` must name accelerator indices and must be None for CPU modules, so a CUDA script's "
+           "`device_ids=[local_rank]` raises on a CPU (gloo) run.")
+    example = ("from torch.nn.parallel import DistributedDataParallel as DDP\n\n"
+               "model = DDP(model, device_ids=[local_rank], output_device=local_rank)\n")
+    use_instead = "import torchport\n\nmodel = torchport.wrap_ddp(model)\n"
+    fix_notes = ("Unsafe: becomes `torchport.wrap_ddp(model, **other_kwargs)`, which passes the selected "
+                 "device's index (or None on CPU) and returns the model unwrapped when the process group is "
+                 "not initialised (single-process runs).")
+
+    def on_call(self, ctx, node: cst.Call, qualname: str) -> None:
+        ids = keyword(node, "device_ids") or positional(node, 1)
+        out = keyword(node, "output_device") or positional(node, 2)
+        if ids is None and out is None:
+            return
+        module = keyword(node, "module") or positional(node, 0)
+        n_pos = sum(a.keyword is None for a in node.args)
+        msg = "`device_ids` / `output_device` hard-code accelerator indices; use `torchport.wrap_ddp(model)`"
+        if module is None or not call_args_plain(node) or n_pos > 3:
+            ctx.report(self, node, msg)
+            return
+
+        def fix(n: cst.Call) -> cst.Call:
+            mod = next(a for a in n.args if a.keyword is None or a.keyword.value == "module")
+            rest = [a for a in n.args if a.keyword is not None
+                    and a.keyword.value not in ("module", "device_ids", "output_device")]
+            first = mod.with_changes(keyword=None, equal=cst.MaybeSentinel.DEFAULT)
+            return with_args(n.with_changes(func=ctx.expr(f"{ctx.tp}.wrap_ddp")), [first, *rest])
+
+        ctx.report(self, node, msg, fix=fix)
+
+
+class DataParallel(Rule):
+    code = "TP303"
+    name = "data-parallel"
+    names = ("torch.nn.DataParallel", "torch.nn.parallel.data_parallel")
+    needles = ("DataParallel", "data_parallel")
+    summary = "Finds `torch.nn.DataParallel(...)` and `torch.nn.parallel.data_parallel(...)`."
+    why = ("DataParallel is single-process multi-thread replication that torch itself discourages; it works "
+           "only where the backend implements its scatter/gather (not on Ascend NPU) and is slower than DDP "
+           "even on CUDA.")
+    example = "import torch\n\nmodel = torch.nn.DataParallel(model)\n"
+    use_instead = ("# launch: torchrun --nproc-per-node N train.py\nimport torchport\n\n"
+                   "torchport.init_distributed()\nmodel = torchport.wrap_ddp(model.to(torchport.device()))\n"
+                   "sampler = torch.utils.data.DistributedSampler(dataset)  # each rank sees its shard\n")
+    fix_notes = ("No fix: moving to DDP changes how the script is launched (torchrun), how data is sharded and "
+                 "where it logs; follow the recipe. `torchport.data_parallel(model)` keeps DataParallel where the "
+                 "backend supports it and raises a clear error elsewhere.")
+
+    def on_call(self, ctx, node: cst.Call, qualname: str) -> None:
+        ctx.report(self, node, "DataParallel is not supported on every backend; use DistributedDataParallel "
+                               "(torchrun + `torchport.init_distributed()` + `torchport.wrap_ddp(model)`)")
+
+    def on_reference(self, ctx, node, qualname: str) -> None:
+        """``isinstance(model, DataParallel)`` and similar are harmless: not reported."""

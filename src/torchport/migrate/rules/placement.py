@@ -1,0 +1,361 @@
+"""TP101-TP108: where tensors and modules go -- ``.cuda()``, ``"cuda"`` strings, device idioms.
+
+The fixes target the torchport runtime: ``torchport.device()`` (a ``torch.device`` for
+the selected backend) where a device object is expected, ``torchport.current().type``
+(a ``str``) where the original was a string, so the rewritten value keeps its type.
+"""
+
+from __future__ import annotations
+
+import re
+
+import libcst as cst
+
+from torchport.migrate.rules.base import (
+    DeviceString,
+    Rule,
+    Site,
+    call_args_plain,
+    keyword,
+    positional,
+    with_args,
+)
+
+__all__ = ["CudaMethod", "CudaDeviceConstructor", "CudaDeviceArgument", "CudaDeviceString", "IsCudaAttribute",
+           "CudaTensorType", "CudaAvailabilityIdiom", "CudaFlag", "device_with_index", "is_cuda_device_expr"]
+
+_INDEX_NOTE = "the explicit index is dropped: torchport picks the index from TORCHPORT_DEVICE or LOCAL_RANK"
+
+
+def device_with_index(ctx, index: cst.BaseExpression) -> cst.Call:
+    """``torch.device(torchport.current().type, <index>)``."""
+    return cst.Call(func=ctx.expr(f"{ctx.torch}.device"),
+                    args=[cst.Arg(ctx.type_expr(), comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))),
+                          cst.Arg(index)])
+
+
+def _fstring_index(node: cst.CSTNode) -> cst.BaseExpression:
+    assert isinstance(node, cst.FormattedString)
+    part = node.parts[1]
+    assert isinstance(part, cst.FormattedStringExpression)
+    return part.expression
+
+
+def is_cuda_device_expr(ctx, expr: cst.BaseExpression) -> DeviceString | None:
+    """A cuda device string, or ``torch.device(<cuda device string>)``."""
+    ds = ctx.device_string(expr)
+    if ds is not None:
+        return ds if ds.device_type == "cuda" else None
+    if ctx.is_call_to(expr, "torch.device") and len(expr.args) == 1:
+        ds = ctx.device_string(expr.args[0].value)
+        return ds if ds is not None and ds.device_type == "cuda" else None
+    return None
+
+
+class CudaMethod(Rule):
+    code = "TP101"
+    name = "cuda-method"
+    severity = "error"
+    fix = "safe"
+    methods = ("cuda",)
+    summary = "Finds `.cuda()` on tensors and modules."
+    why = ("`.cuda()` can only move data to an NVIDIA (or ROCm) GPU. On an Ascend NPU, an Intel XPU, Apple MPS "
+           "or a CPU-only host the same line raises, so the script needs a fork per device.")
+    example = "model = model.cuda()\nx = x.cuda(non_blocking=True)\n"
+    use_instead = ("import torchport\n\nmodel = model.to(torchport.device())\n"
+                   "x = x.to(torchport.device(), non_blocking=True)\n")
+    fix_notes = ("Safe: `.cuda()` and `.cuda(non_blocking=...)` become `.to(torchport.device(), ...)`. "
+                 "Unsafe: `.cuda(i)` / `.cuda(device=i)` -- " + _INDEX_NOTE + ".")
+
+    def on_method(self, ctx, node: cst.Call, name: str) -> None:
+        if not call_args_plain(node):
+            ctx.report(self, node, "`.cuda()` only targets CUDA devices; use `.to(torchport.device())`")
+            return
+        indexed = positional(node, 0) is not None or keyword(node, "device") is not None
+
+        def fix(n: cst.Call) -> cst.Call:
+            kws = [a for a in n.args if a.keyword is not None and a.keyword.value != "device"]
+            func = n.func.with_changes(attr=cst.Name("to"))
+            return with_args(n.with_changes(func=func), [cst.Arg(ctx.device_expr()), *kws])
+
+        msg = "`.cuda()` only targets CUDA devices; use `.to(torchport.device())`"
+        ctx.report(self, node, msg + (f"; {_INDEX_NOTE}" if indexed else ""), fix=fix,
+                   safety="unsafe" if indexed else "safe")
+
+
+class CudaDeviceConstructor(Rule):
+    code = "TP102"
+    name = "cuda-device-constructor"
+    severity = "error"
+    fix = "safe"
+    names = ("torch.device",)
+    summary = 'Finds `torch.device("cuda")`, `torch.device("cuda:0")`, `torch.device(f"cuda:{i}")`, `torch.device("cuda", i)`.'
+    why = ("A device object built from a CUDA string names the one backend the script was written on. "
+           "Everything placed on it fails elsewhere.")
+    example = 'import torch\n\ndevice = torch.device("cuda")\nrank_device = torch.device(f"cuda:{rank}")\n'
+    use_instead = ("import torch\nimport torchport\n\ndevice = torchport.device()\n"
+                   "rank_device = torch.device(torchport.current().type, rank)\n")
+    fix_notes = ('Safe: `torch.device("cuda")` becomes `torchport.device()`; with an index expression '
+                 "(`f\"cuda:{i}\"`, `(\"cuda\", i)`) the index is kept: `torch.device(torchport.current().type, i)`. "
+                 'Unsafe: a literal index (`"cuda:1"`) -- ' + _INDEX_NOTE + ".")
+
+    def on_call(self, ctx, node: cst.Call, qualname: str) -> None:
+        if not call_args_plain(node):
+            return
+        first = positional(node, 0) or keyword(node, "type")
+        if first is None:
+            return
+        ds = ctx.device_string(first.value)
+        if ds is None or ds.device_type != "cuda":
+            return
+        second = positional(node, 1) or keyword(node, "index")
+        msg = "a CUDA-only device object"
+        if second is not None:  # torch.device("cuda", i): keep the index, swap the type
+            ctx.report(self, first.value, f"{msg}; use `torch.device(torchport.current().type, i)`",
+                       fix=lambda n: ctx.type_expr())
+            return
+        ctx.claim(first.value)
+        if ds.index_expr is not None:
+            ctx.report(self, node, f"{msg}; use `torch.device(torchport.current().type, i)`",
+                       fix=lambda n: device_with_index(ctx, _fstring_index(n.args[0].value)))
+        else:
+            ctx.report(self, node, f"{msg}; use `torchport.device()`" + (f"; {_INDEX_NOTE}" if ds.index is not None else ""),
+                       fix=lambda n: ctx.device_expr(), safety="unsafe" if ds.index is not None else "safe")
+
+
+class CudaDeviceArgument(Rule):
+    code = "TP103"
+    name = "cuda-device-argument"
+    severity = "error"
+    fix = "safe"
+    values = True
+    summary = 'Finds `device="cuda"` arguments (factories, modules, `.to(device=...)`) and `.to("cuda")`.'
+    why = ('Tensors created with `device="cuda"` or moved with `.to("cuda")` exist only on NVIDIA GPUs; '
+           "the call raises on any other backend.")
+    example = 'x = torch.zeros(8, device="cuda")\ny = y.to("cuda:0")\n'
+    use_instead = "import torchport\n\nx = torch.zeros(8, device=torchport.device())\ny = y.to(torchport.device())\n"
+    fix_notes = ('Safe: `"cuda"` becomes `torchport.device()`; `f"cuda:{i}"` becomes '
+                 "`torch.device(torchport.current().type, i)`. Unsafe: a literal index (`\"cuda:0\"`) -- "
+                 + _INDEX_NOTE + ".")
+
+    def on_value(self, ctx, node, value: DeviceString, site: Site) -> None:
+        if value.device_type != "cuda" or site.role != "arg":
+            return
+        if not (site.keyword == "device" or (site.callee == ".to" and site.index == 0)):
+            return
+        if value.index_expr is not None:
+            ctx.report(self, node, "a CUDA-only device argument; use `torch.device(torchport.current().type, i)`",
+                       fix=lambda n: device_with_index(ctx, _fstring_index(n)))
+            return
+        note = f"; {_INDEX_NOTE}" if value.index is not None else ""
+        ctx.report(self, node, f"a CUDA-only device argument; use `torchport.device()`{note}",
+                   fix=lambda n: ctx.device_expr(), safety="unsafe" if value.index is not None else "safe")
+
+
+class CudaDeviceString(Rule):
+    code = "TP104"
+    name = "cuda-device-string"
+    severity = "warning"
+    fix = "safe"
+    values = True
+    summary = ('Finds `"cuda"` / `"cuda:N"` / `f"cuda:{i}"` strings in other value positions: assignments, '
+               "defaults, arguments, comparisons, returns, conditionals, dict values.")
+    why = ('A `device = "cuda"` variable or a `--device` default of `"cuda"` carries the CUDA assumption into '
+           "every place that uses it. Strings in log messages, dict keys and lists of choices are not reported.")
+    example = 'device = "cuda"\nif x.device.type == "cuda":\n    pass\n'
+    use_instead = "import torchport\n\ndevice = torchport.current().type\nif x.device.type == torchport.current().type:\n    pass\n"
+    fix_notes = ('Safe: `"cuda"` becomes `torchport.current().type` (still a `str`); `f"cuda:{i}"` becomes '
+                 '`f"{torchport.current().type}:{i}"`. Unsafe: comparisons (on a CPU-only host the branch now '
+                 "runs for CPU tensors), parameter defaults (evaluated once, when the function is defined, "
+                 'which selects the device at import time) and literal indices (`"cuda:1"` becomes `str(torchport.device())`, '
+                 + _INDEX_NOTE + ").")
+
+    def on_value(self, ctx, node, value: DeviceString, site: Site) -> None:
+        if value.device_type != "cuda":
+            return
+        # comparisons change meaning on CPU-only hosts; defaults are evaluated once, at definition time
+        unsafe = site.role in ("compare", "default")
+        if value.index_expr is not None:
+            def fix(n: cst.FormattedString) -> cst.FormattedString:
+                return n.with_changes(parts=[cst.FormattedStringExpression(ctx.type_expr()),
+                                             cst.FormattedStringText(":"), n.parts[1]])
+
+            ctx.report(self, node, 'a CUDA device string; use `f"{torchport.current().type}:{i}"`', fix=fix,
+                       safety="unsafe" if unsafe else "safe")
+        elif value.index is None:
+            ctx.report(self, node, "a CUDA device string; use `torchport.current().type`",
+                       fix=lambda n: ctx.type_expr(), safety="unsafe" if unsafe else "safe")
+        else:
+            ctx.report(self, node, f"a CUDA device string; use `str(torchport.device())`; {_INDEX_NOTE}",
+                       fix=lambda n: ctx.expr(f"str({ctx.tp}.device())"), safety="unsafe")
+
+
+class IsCudaAttribute(Rule):
+    code = "TP105"
+    name = "is-cuda-attribute"
+    severity = "warning"
+    fix = "unsafe"
+    attributes = ("is_cuda",)
+    needles = ("is_cuda",)
+    summary = "Finds `tensor.is_cuda`."
+    why = ("`is_cuda` is False for tensors on an NPU or XPU, so code that branches on it (to synchronize, to pin, "
+           "to copy back) silently takes the CPU path on every other accelerator.")
+    example = "if x.is_cuda:\n    x = x.cpu()\n"
+    use_instead = 'if (x.device.type != "cpu"):\n    x = x.cpu()\n'
+    fix_notes = ('Unsafe: becomes `(x.device.type != "cpu")` -- true on any accelerator, also for `meta` '
+                 "tensors, where `is_cuda` was false.")
+
+    def on_attribute(self, ctx, node: cst.Attribute) -> None:
+        quote = ctx.quote
+
+        def fix(n: cst.Attribute) -> cst.Comparison:
+            dev = cst.Attribute(value=cst.Attribute(value=n.value, attr=cst.Name("device")), attr=cst.Name("type"))
+            return cst.Comparison(left=dev, comparisons=[cst.ComparisonTarget(
+                operator=cst.NotEqual(), comparator=cst.SimpleString(f"{quote}cpu{quote}"))],
+                lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+
+        ctx.report(self, node, '`is_cuda` is false on every other accelerator; use `x.device.type != "cpu"`', fix=fix)
+
+
+_TENSOR_TYPES = {"FloatTensor": "float32", "DoubleTensor": "float64", "HalfTensor": "float16",
+                 "BFloat16Tensor": "bfloat16", "LongTensor": "int64", "IntTensor": "int32", "ShortTensor": "int16",
+                 "CharTensor": "int8", "ByteTensor": "uint8", "BoolTensor": "bool"}
+
+
+class CudaTensorType(Rule):
+    code = "TP106"
+    name = "cuda-tensor-type"
+    severity = "error"
+    fix = "safe"
+    names = tuple(f"torch.cuda.{t}" for t in _TENSOR_TYPES)
+    methods = ("type",)
+    summary = "Finds the legacy `torch.cuda.FloatTensor`-style types (constructors, `.type(...)`, `isinstance`)."
+    why = ("The legacy typed constructors exist per device module and are deprecated; `torch.cuda.FloatTensor` "
+           "cannot be created without CUDA.")
+    example = "import torch\n\nx = x.type(torch.cuda.FloatTensor)\n"
+    use_instead = "import torch\nimport torchport\n\nx = x.to(device=torchport.device(), dtype=torch.float32)\n"
+    fix_notes = ("Safe: `x.type(torch.cuda.XTensor)` (or the string form) becomes "
+                 "`x.to(device=torchport.device(), dtype=torch.<dtype>)`. Constructors and `isinstance` checks are "
+                 "reported without a fix: write `torch.tensor(data, dtype=..., device=torchport.device())` or "
+                 "`torch.empty(shape, ...)`.")
+
+    def on_call(self, ctx, node, qualname: str) -> None:
+        dtype = _TENSOR_TYPES[qualname.rsplit(".", 1)[1]]
+        ctx.report(self, node, f"legacy CUDA tensor constructor `{qualname}`; use "
+                               f"`torch.tensor(..., dtype=torch.{dtype}, device=torchport.device())`")
+
+    def on_reference(self, ctx, node, qualname: str) -> None:
+        ctx.report(self, node, f"legacy CUDA tensor type `{qualname}`; compare `x.dtype` and `x.device.type` instead")
+
+    def on_method(self, ctx, node: cst.Call, name: str) -> None:
+        if len(node.args) != 1 or node.args[0].keyword is not None or node.args[0].star:
+            return
+        arg = node.args[0].value
+        q = ctx.qualname(arg) if isinstance(arg, (cst.Name, cst.Attribute)) else None
+        if q is None and isinstance(arg, cst.SimpleString) and "torch.cuda." in arg.value:
+            q = arg.evaluated_value if isinstance(arg.evaluated_value, str) else None
+        if q is None or not q.startswith("torch.cuda.") or q[len("torch.cuda."):] not in _TENSOR_TYPES:
+            return
+        dtype = _TENSOR_TYPES[q[len("torch.cuda."):]]
+        ctx.claim(arg)
+
+        def fix(n: cst.Call) -> cst.Call:
+            args = [cst.Arg(ctx.device_expr(), keyword=cst.Name("device"), equal=_EQ,
+                            comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))),
+                    cst.Arg(ctx.expr(f"{ctx.torch}.{dtype}"), keyword=cst.Name("dtype"), equal=_EQ)]
+            return n.with_changes(func=n.func.with_changes(attr=cst.Name("to")), args=args)
+
+        ctx.report(self, node, f"`.type({q})` converts to a CUDA-only type; use "
+                               f"`.to(device=torchport.device(), dtype=torch.{dtype})`", fix=fix)
+
+
+_EQ = cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
+
+
+class CudaAvailabilityIdiom(Rule):
+    code = "TP107"
+    name = "cuda-availability-idiom"
+    severity = "warning"
+    fix = "safe"
+    names = ("torch.device",)
+    if_exps = True
+    summary = 'Finds `"cuda" if torch.cuda.is_available() else "cpu"` (and the `torch.device(...)` forms).'
+    why = ("The idiom looks portable but only ever picks CUDA or CPU: on an Ascend or XPU machine it silently "
+           "trains on the CPU, typically 10-50x slower.")
+    example = ('import torch\n\ndevice = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n'
+               'name = "cuda" if torch.cuda.is_available() else "cpu"\n')
+    use_instead = "import torchport\n\ndevice = torchport.device()\nname = torchport.current().type\n"
+    fix_notes = ('Safe: the device form becomes `torchport.device()`, the string form `torchport.current().type` '
+                 "(auto-selects npu > cuda > xpu > mps > cpu; `TORCHPORT_DEVICE` overrides). Unsafe: a literal "
+                 "index in the CUDA branch.")
+
+    def _cuda_branch(self, ctx, node: cst.IfExp) -> cst.BaseExpression | None:
+        test, negated = node.test, False
+        if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+            test, negated = test.expression, True
+        if not ctx.is_call_to(test, "torch.cuda.is_available") or test.args:
+            return None
+        cuda_branch, cpu_branch = (node.orelse, node.body) if negated else (node.body, node.orelse)
+        if not _is_cpu(ctx, cpu_branch) or is_cuda_device_expr(ctx, cuda_branch) is None:
+            return None
+        return cuda_branch
+
+    def on_call(self, ctx, node: cst.Call, qualname: str) -> None:
+        if len(node.args) != 1 or node.args[0].keyword is not None or not isinstance(node.args[0].value, cst.IfExp):
+            return
+        branch = self._cuda_branch(ctx, node.args[0].value)
+        if branch is None:
+            return
+        ctx.claim(node.args[0].value)
+        indexed = is_cuda_device_expr(ctx, branch).index is not None
+        ctx.report(self, node, "picks only CUDA or CPU; use `torchport.device()`", fix=lambda n: ctx.device_expr(),
+                   safety="unsafe" if indexed else "safe")
+
+    def on_if_exp(self, ctx, node: cst.IfExp) -> None:
+        branch = self._cuda_branch(ctx, node)
+        if branch is None:
+            return
+        ds = is_cuda_device_expr(ctx, branch)
+        if isinstance(branch, cst.Call):
+            ctx.report(self, node, "picks only CUDA or CPU; use `torchport.device()`", fix=lambda n: ctx.device_expr(),
+                       safety="unsafe" if ds.index is not None else "safe")
+        elif ds.plain:
+            ctx.report(self, node, "picks only CUDA or CPU; use `torchport.current().type`",
+                       fix=lambda n: ctx.type_expr())
+        else:
+            ctx.report(self, node, "picks only CUDA or CPU; use `str(torchport.device())`",
+                       fix=lambda n: ctx.expr(f"str({ctx.tp}.device())"), safety="unsafe")
+
+
+def _is_cpu(ctx, expr: cst.BaseExpression) -> bool:
+    if isinstance(expr, cst.SimpleString):
+        return expr.evaluated_value == "cpu"
+    if ctx.is_call_to(expr, "torch.device") and len(expr.args) == 1:
+        return _is_cpu(ctx, expr.args[0].value)
+    return False
+
+
+_FLAG = re.compile(r"^--?(?:(?:no|use|disable|enable|with|without)[-_]?)?cuda$")
+
+
+class CudaFlag(Rule):
+    code = "TP108"
+    name = "cuda-flag"
+    severity = "warning"
+    methods = ("add_argument",)
+    summary = "Finds `--cuda` / `--no-cuda` / `--use-cuda` command-line flags."
+    why = ("A boolean CUDA flag can only choose between CUDA and CPU, so the script has no way to run on an NPU "
+           "or XPU, and the flag's name lies once it does.")
+    example = 'parser.add_argument("--no-cuda", action="store_true")\n'
+    use_instead = ('import torchport\n\nparser.add_argument("--device", default="auto", '
+                   'help="auto, cpu, cuda[:N], npu[:N], xpu, mps")\n'
+                   "args = parser.parse_args()\ndevice = torchport.select_device(args.device).device\n")
+    fix_notes = "No fix: the flag is part of the script's interface; replace it by hand (see above)."
+
+    def on_method(self, ctx, node: cst.Call, name: str) -> None:
+        for arg in node.args:
+            if arg.keyword is None and isinstance(arg.value, cst.SimpleString) and "cuda" in arg.value.value:
+                flag = arg.value.evaluated_value
+                if isinstance(flag, str) and _FLAG.match(flag):
+                    ctx.report(self, arg.value, f"`{flag}` ties the script to CUDA; accept `--device` (default "
+                                                "`auto`) and call `torchport.select_device(args.device)`")

@@ -1,0 +1,157 @@
+"""Run the engine over many files: discovery, a text prefilter, worker processes, writing back.
+
+Example::
+
+    from torchport.migrate.runner import Options, run
+    report = run(["src"], Options(select=("TP1",), exclude=("src/vendored",)))
+    print(len(report.findings), report.lines / report.seconds, "lines/s")
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import difflib
+import io
+import multiprocessing
+import os
+import shutil
+import time
+import tokenize
+from pathlib import Path
+from typing import Sequence
+
+from torchport.migrate.finding import FileError, FileResult, Report
+from torchport.migrate.files import iter_python_files
+
+__all__ = ["Options", "run", "process_file", "unified_diff"]
+
+# below this many files, worker start-up costs more than it saves
+_PARALLEL_MIN_FILES = 16
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Options:
+    """What to scan and how.
+
+    Args:
+        select: code prefixes / rule names to report (default: all but TP9xx); ``ALL`` for all.
+        ignore: code prefixes / rule names to drop from the selection.
+        exclude: gitignore-style patterns (relative to the current directory) to skip.
+        respect_gitignore: skip files ignored by ``.gitignore``.
+        jobs: worker processes (default: CPU count; 1 runs in this process).
+        fix: compute rewrites.
+        unsafe_fixes: also apply fixes marked unsafe.
+        write: write rewrites back to the files (implies ``fix``).
+    """
+
+    select: tuple[str, ...] = ()
+    ignore: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    respect_gitignore: bool = True
+    jobs: int | None = None
+    fix: bool = False
+    unsafe_fixes: bool = False
+    write: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("select", "ignore", "exclude"):
+            val = getattr(self, name)
+            if isinstance(val, str):
+                object.__setattr__(self, name, (val,))
+            else:
+                object.__setattr__(self, name, tuple(val))
+        if self.write and not self.fix:
+            object.__setattr__(self, "fix", True)
+        if self.jobs is not None and self.jobs < 1:
+            raise ValueError(f"jobs={self.jobs}: must be >= 1")
+
+
+_worker_options: Options | None = None
+
+
+def _init_worker(options: Options) -> None:
+    global _worker_options
+    _worker_options = options
+
+
+def _read(path: str) -> tuple[str, str]:
+    """Text and encoding of a Python file (PEP 263 cookie or BOM, else UTF-8)."""
+    with open(path, "rb") as fh:
+        data = fh.read()
+    encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    text = data.decode(encoding)
+    if encoding == "utf-8-sig":
+        text = text.lstrip("\ufeff")
+    return text, encoding
+
+
+def unified_diff(path: str, before: str, after: str) -> str:
+    """A unified diff of one file (``a/`` and ``b/`` prefixes, 3 lines of context)."""
+    return "".join(difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True),
+                                        fromfile=f"a/{path}", tofile=f"b/{path}"))
+
+
+def process_file(path: str, options: Options | None = None) -> FileResult:
+    """Analyse one file per ``options`` (and write it back when ``options.write``)."""
+    from torchport.migrate import catalog
+    from torchport.migrate.engine import analyze
+
+    options = options or _worker_options or Options()
+    try:
+        text, encoding = _read(path)
+    except (OSError, SyntaxError, UnicodeDecodeError, LookupError) as exc:
+        return FileResult(path=path, error=FileError(path=path, message=f"could not read: {exc}"))
+    ruleset = catalog.ruleset(options.select, options.ignore)
+    try:
+        result = analyze(text, path, ruleset, fix=options.fix, unsafe=options.unsafe_fixes,
+                         positions_after_fix=options.write)
+    except RecursionError:
+        return FileResult(path=path, error=FileError(path=path, message="too deeply nested to analyse"))
+    except Exception as exc:  # a scanner bug must not stop the other files; it is reported
+        return FileResult(path=path, error=FileError(path=path, message=f"internal error: {type(exc).__name__}: {exc}"))
+    if result.fixed_source is not None and options.write:
+        tmp = f"{path}.torchport-tmp"
+        with open(tmp, "w", encoding=encoding, newline="") as fh:
+            fh.write(result.fixed_source)
+        shutil.copymode(path, tmp)  # an executable script stays executable
+        os.replace(tmp, path)
+    return result
+
+
+def _mp_context():
+    methods = multiprocessing.get_all_start_methods()
+    return multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+
+
+def run(paths: Sequence[str | os.PathLike], options: Options | None = None) -> Report:
+    """Scan (and optionally fix) every Python file under ``paths``.
+
+    Raises:
+        FileNotFoundError: a path does not exist.
+        torchport.migrate.catalog.UnknownRuleError: a select/ignore token matches no rule.
+    """
+    from torchport.migrate import catalog
+
+    options = options or Options()
+    catalog.ruleset(options.select, options.ignore)  # validate before starting workers
+    t0 = time.perf_counter()
+    files = [str(p) for p in iter_python_files(paths, exclude=options.exclude,
+                                                respect_gitignore=options.respect_gitignore)]
+    jobs = options.jobs or os.cpu_count() or 1
+    if jobs == 1 or len(files) < _PARALLEL_MIN_FILES:
+        results = [process_file(f, options) for f in files]
+    else:
+        # biggest files first, so no worker is left with a huge file at the end
+        order = sorted(files, key=lambda f: -_size(f))
+        with concurrent.futures.ProcessPoolExecutor(max_workers=jobs, mp_context=_mp_context(),
+                                                    initializer=_init_worker, initargs=(options,)) as pool:
+            results = list(pool.map(process_file, order, chunksize=max(1, min(16, len(order) // (jobs * 8)))))
+    return Report.from_results(results, seconds=time.perf_counter() - t0)
+
+
+def _size(path: str) -> int:
+    try:
+        return Path(path).stat().st_size
+    except OSError:
+        return 0

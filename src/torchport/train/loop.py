@@ -1,0 +1,385 @@
+"""The reference training loop: image classification on any backend, readable top to bottom.
+
+Nothing here names a device type. The device, the collective backend, AMP numerics and the
+DataLoader policy come from :mod:`torchport.runtime`; the same file runs on CPU, a GPU, an Ascend
+NPU (real or emulated) and under ``torchrun`` on many of them.
+
+Example::
+
+    from torchport.train import TrainConfig, train
+    result = train(TrainConfig(epochs=1, model="resnet18"))
+    print(result.val_top1)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import gc
+import math
+import os
+import time
+from typing import Any
+
+from torchport.runtime import checkpoint as ckpt
+from torchport.runtime.device import ConfigError
+from torchport.train.config import TrainConfig
+
+__all__ = ["train", "TrainResult", "NonFiniteLossError"]
+
+
+class NonFiniteLossError(RuntimeError):
+    """The loss became NaN/inf (beyond what loss scaling absorbs); training stopped, checkpoints kept."""
+
+
+@dataclasses.dataclass
+class TrainResult:
+    """What a run produced (also written to ``<run_dir>/summary.json``)."""
+
+    run_dir: str
+    device: str
+    precision: str
+    world_size: int
+    epochs_completed: int
+    steps: int
+    train_loss: float | None
+    val_loss: float | None
+    val_top1: float | None
+    val_top5: float | None
+    images_per_s: float
+    wall_s: float
+    bad_files: int
+    resumed_from: str | None
+    last_checkpoint: str | None
+
+
+def train(cfg: TrainConfig) -> TrainResult:
+    """Train ``cfg.model`` on ``cfg.data`` (or the embedded dataset) and evaluate every epoch.
+
+    Args:
+        cfg: the run's :class:`~torchport.train.config.TrainConfig`.
+
+    Returns:
+        A :class:`TrainResult` (rank 0 also writes it to ``summary.json``).
+
+    Raises:
+        ConfigError, DataError, NonFiniteLossError, CheckpointError -- each names the fix.
+    """
+    import torch
+
+    from torchport.runtime import distributed as dist
+    from torchport.runtime.amp import Amp
+    from torchport.runtime.seed import seed_everything
+    from torchport.train.inputs import build_inputs
+    from torchport.train.metrics import MetricsLogger, ProgressDisplay
+    from torchport.train.models import build_model
+    from torchport.train.optim import LrSchedule, build_optimizer
+    from torchport.train.rundir import prepare_run_dir
+
+    t_start = time.time()
+    # Test hook: a pause after every optimizer step lets tests SIGKILL the process mid-epoch.
+    step_delay = float(os.environ.get("TORCHPORT_TRAIN_TEST_STEP_DELAY_S") or 0)
+
+    # ---- 1. Where we run -------------------------------------------------------------------------
+    # One process per device. Under torchrun this joins the process group (nccl / hccl / gloo, chosen
+    # by the backend record) and picks the device from LOCAL_RANK; alone it just selects the device.
+    target = dist.init_distributed(cfg.device)
+    rank, world = dist.rank(), dist.world_size()
+    main = dist.is_main_process()
+    # Same seed on every rank: identical initial weights (DDP also broadcasts rank 0's at wrap time).
+    seed_everything(cfg.seed, deterministic=cfg.deterministic)
+
+    run_dir, resume_path = prepare_run_dir(cfg, main=main, device=target.device)
+    log = MetricsLogger(run_dir, enabled=main, tensorboard=cfg.tensorboard)
+    ui = ProgressDisplay(cfg.progress, enabled=main)
+    manager = ckpt.CheckpointManager(run_dir / "checkpoints", keep_last=cfg.keep_last)
+
+    # ---- 2. Data -----------------------------------------------------------------------------------
+    # Workers decode and augment into uint8 batches; the loader normalises them on the device (4x less
+    # host->device traffic than floats) and yields float [B, 3, S, S] + int64 [B] already there.
+    inputs = build_inputs(cfg, target, rank=rank, world_size=world)
+    train_loader, val_loader = inputs.train_loader, inputs.val_loader
+    num_classes = cfg.num_classes or len(inputs.classes)
+    if num_classes < len(inputs.classes):
+        raise ConfigError(f"num_classes={num_classes} but the data has {len(inputs.classes)} classes")
+    steps_per_epoch = len(train_loader) // cfg.accum_steps
+    total_steps = cfg.epochs * steps_per_epoch
+    if cfg.max_steps is not None:
+        total_steps = min(total_steps, cfg.max_steps)
+
+    # ---- 3. Model, optimizer, schedule, numerics ---------------------------------------------------
+    model = build_model(cfg.model, num_classes=num_classes, image_size=cfg.image_size).to(target.device)
+    memory_format = torch.channels_last if cfg.channels_last else torch.contiguous_format
+    model = model.to(memory_format=memory_format)
+    optimizer = build_optimizer(model, name=cfg.optimizer, lr=cfg.lr, momentum=cfg.momentum,
+                                weight_decay=cfg.weight_decay)
+    warmup = int(round(cfg.warmup_epochs * steps_per_epoch))
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, LrSchedule(
+        kind=cfg.schedule, warmup=warmup, total=total_steps, step_size=cfg.lr_step_epochs * steps_per_epoch,
+        gamma=cfg.lr_gamma))
+    amp = Amp(cfg.precision, target)   # fp32: no-op; fp16: autocast + GradScaler; bf16: autocast only
+    criterion = torch.nn.CrossEntropyLoss(label_smoothing=cfg.label_smoothing)
+
+    # ---- 4. Resume ----------------------------------------------------------------------------------
+    # The checkpoint is read onto CPU (weights_only) and copied into the device-resident model and
+    # optimizer, so a checkpoint from another device type resumes here.
+    progress: dict[str, Any] = {}
+    if resume_path is not None:
+        progress = ckpt.restore(ckpt.load(resume_path), model=model, optimizer=optimizer, amp=amp,
+                                scheduler=scheduler)
+    step = int(progress.get("step", 0))                      # optimizer steps done, all epochs
+    start_epoch = int(progress.get("epoch", 0)) + (1 if progress.get("epoch_done") else 0)
+    resume_loader = None if progress.get("epoch_done") else progress.get("loader")   # mid-epoch position
+
+    # ---- 5. Wrap: DDP (gradient all-reduce), then optionally compile --------------------------------
+    ddp_model = dist.wrap_ddp(model, target)
+    train_model = ddp_model
+    if cfg.compile:
+        backend = target.backend.compile_backend
+        if backend is None:
+            raise ConfigError(f"--compile: backend {target.backend.label!r} has no torch.compile backend; "
+                              "run without --compile")
+        train_model = torch.compile(ddp_model, backend=backend)
+
+    if main:
+        _announce(ui, log, cfg, target, amp, world, inputs, num_classes, steps_per_epoch, total_steps,
+                  run_dir, resume_path, step)
+
+    # ---- 6. Train -----------------------------------------------------------------------------------
+    last = {"train_loss": None, "val_loss": None, "val_top1": None, "val_top5": None}
+    total_bad, last_ckpt, epochs_completed = 0, None, start_epoch
+    train_images, train_time = 0, 0.0
+    for epoch in range(start_epoch, cfg.epochs):
+        if step >= total_steps:
+            break
+        # This epoch's shuffle and augmentation: a function of (seed, epoch, index), the same for any
+        # worker count; each rank takes its own shard. On resume, continue after the batches the
+        # checkpointed run had already consumed.
+        train_loader.set_epoch(epoch)
+        epoch_loss_sum, epoch_steps = 0.0, 0
+        if resume_loader is not None:
+            train_loader.load_state_dict(resume_loader)
+            epoch_loss_sum, epoch_steps = float(progress["epoch_loss_sum"]), int(progress["epoch_steps"])
+        micro = train_loader.state_dict()["batches_done"]      # micro-batches consumed in this epoch
+        resume_loader = None
+        skipped_before = len(train_loader.stats.skipped) + len(val_loader.stats.skipped)
+        model.train()
+        ui.start_epoch(epoch, cfg.epochs, steps_per_epoch, done=micro // cfg.accum_steps)
+        # Device-side accumulators: adding to them does not sync; only .item() at log time does.
+        window_loss = torch.zeros((), device=target.device)
+        window_steps, window_images, t_window = 0, 0, time.perf_counter()
+        t_epoch, epoch_images = time.perf_counter(), 0
+        step_loss = torch.zeros((), device=target.device)
+
+        for images, labels in train_loader:     # float [B, 3, S, S] normalised, int64 [B]; on the device
+            micro += 1
+            sync_now = micro % cfg.accum_steps == 0
+            if labels.numel() == 0:
+                # Every file of this batch was unreadable (bad_files=skip): nothing to learn from, so
+                # no step either. (Under DDP the other ranks would wait for this one: rare, documented.)
+                continue
+            # Accumulating: skip DDP's gradient all-reduce on all but the last micro-batch of the step.
+            no_sync = ddp_model.no_sync() if (not sync_now and ddp_model is not model) else contextlib.nullcontext()
+            with no_sync:
+                with amp.autocast():
+                    logits = train_model(images)                         # [B, num_classes]
+                    loss = criterion(logits, labels) / cfg.accum_steps   # scalar, mean over the batch
+                amp.backward(loss)
+            step_loss += loss.detach()
+            window_images += labels.shape[0]
+            if not sync_now:
+                continue
+
+            # One optimizer step: unscale (fp16), clip, step; a step skipped for overflow does not
+            # advance the LR schedule. amp.step syncs only when a GradScaler is active.
+            stepped = amp.step(optimizer, clip_grad_norm=cfg.clip_grad_norm)
+            optimizer.zero_grad(set_to_none=True)
+            if stepped:
+                scheduler.step()
+            step += 1
+            epoch_steps += 1
+            window_steps += 1
+            window_loss += step_loss
+            step_loss = torch.zeros((), device=target.device)
+            step_in_epoch = micro // cfg.accum_steps
+            ui.tick(step_in_epoch)
+            if step_delay:
+                time.sleep(step_delay)
+
+            if step % cfg.log_every == 0 or step == total_steps or step_in_epoch == steps_per_epoch:
+                # Sync point: .item() waits for the device; the mean over ranks is one more all-reduce.
+                mean_loss = dist.all_reduce_mean(window_loss.item() / window_steps, target)
+                if not math.isfinite(mean_loss):
+                    _stop_non_finite(ui, log, step, epoch, mean_loss, manager)
+                epoch_loss_sum += mean_loss * window_steps
+                now = time.perf_counter()
+                ips = window_images * world / max(now - t_window, 1e-9)
+                train_images += window_images * world
+                train_time += now - t_window
+                epoch_images += window_images * world
+                eta = (total_steps - step) * (now - t_window) / window_steps
+                log.write("step", step=step, epoch=epoch, loss=mean_loss, lr=optimizer.param_groups[0]["lr"],
+                          images_per_s=round(ips, 1), loss_scale=_scale(amp))
+                ui.update(step_in_epoch, steps_per_epoch, loss=mean_loss, ips=ips, eta_s=eta)
+                window_loss.zero_()
+                window_steps, window_images, t_window = 0, 0, time.perf_counter()
+
+            if cfg.checkpoint_every and step % cfg.checkpoint_every == 0 and step_in_epoch < steps_per_epoch:
+                last_ckpt = _save(manager, model, optimizer, amp, scheduler, cfg, main, target, log,
+                                  window_loss, progress={"epoch": epoch, "step": step, "epoch_done": False,
+                                                         "loader": train_loader.state_dict(),
+                                                         "epoch_loss_sum": epoch_loss_sum, "epoch_steps": epoch_steps})
+            if step_in_epoch >= steps_per_epoch or step >= total_steps:
+                break   # trailing micro-batches that cannot fill an accumulation group are dropped
+        ui.end_epoch()
+        epoch_time = time.perf_counter() - t_epoch
+
+        # ---- 7. Evaluate ------------------------------------------------------------------------------
+        val = evaluate(model, val_loader, target, amp, criterion, num_classes)
+        new_bad = (train_loader.stats.skipped + val_loader.stats.skipped)[skipped_before:]
+        bad_count = int(round(dist.all_reduce_mean(len(new_bad), target) * world))
+        total_bad += bad_count
+        last = {"train_loss": epoch_loss_sum / max(1, epoch_steps), "val_loss": val["loss"],
+                "val_top1": val["top1"], "val_top5": val["top5"]}
+        log.write("epoch", epoch=epoch, step=step, **last, lr=optimizer.param_groups[0]["lr"],
+                  images_per_s=round(epoch_images / max(epoch_time, 1e-9), 1), epoch_time_s=round(epoch_time, 2),
+                  bad_files=bad_count)
+        ui.print(_epoch_line(epoch, cfg.epochs, last, epoch_images / max(epoch_time, 1e-9), epoch_time))
+        if bad_count or inputs.skipped_files:
+            _report_bad(ui, log, epoch, [str(r) for _, r in new_bad], bad_count, inputs.skipped_files)
+        # A max_steps stop mid-epoch is saved as "not done", so a longer resumed run continues the epoch.
+        epoch_done = micro // cfg.accum_steps >= steps_per_epoch
+        epochs_completed = epoch + 1 if epoch_done else epoch
+        last_ckpt = _save(manager, model, optimizer, amp, scheduler, cfg, main, target, log, window_loss,
+                          progress={"epoch": epoch, "step": step, "epoch_done": epoch_done,
+                                    "loader": train_loader.state_dict(), "epoch_loss_sum": epoch_loss_sum,
+                                    "epoch_steps": epoch_steps}) or last_ckpt
+
+    # ---- 8. Wrap up -----------------------------------------------------------------------------------
+    result = TrainResult(
+        run_dir=str(run_dir), device=str(target), precision=amp.precision, world_size=world,
+        epochs_completed=epochs_completed, steps=step, **last,
+        images_per_s=round(train_images / train_time, 1) if train_time else 0.0,
+        wall_s=round(time.time() - t_start, 1), bad_files=total_bad,
+        resumed_from=str(resume_path) if resume_path else None,
+        last_checkpoint=str(last_ckpt) if last_ckpt else (str(manager.latest()) if manager.latest() else None),
+    )
+    if main:
+        import json
+
+        (run_dir / "summary.json").write_text(json.dumps(dataclasses.asdict(result), indent=2) + "\n")
+        log.write("run", **dataclasses.asdict(result))
+    log.close()
+    # Stop the loaders' persistent worker processes now rather than whenever the garbage collector
+    # finds them (matters when train() is called several times in one process, e.g. from tests).
+    for loader in (train_loader, val_loader):
+        getattr(loader, "close", lambda: None)()
+    del inputs, train_loader, val_loader
+    gc.collect()
+    dist.barrier()
+    return result
+
+
+def evaluate(model, loader, target, amp, criterion, num_classes) -> dict[str, Any]:
+    """Loss, top-1 and top-5 accuracy over this rank's shard, summed over ranks (exact totals).
+    Top-5 is None with 5 classes or fewer (it would be trivially 100%)."""
+    import torch
+
+    from torchport.runtime import distributed as dist
+    from torchport.train.metrics import topk_correct
+
+    model.eval()
+    loader.set_epoch(0)
+    sums = torch.zeros(4, dtype=torch.float64)   # loss*n, top1, top5, n   (host side: summed per batch)
+    with torch.no_grad():
+        for images, labels in loader:
+            if labels.numel() == 0:
+                continue
+            with amp.autocast():
+                logits = model(images).float()                  # [B, num_classes]
+            top1, top5 = topk_correct(logits, labels, (1, 5))
+            # One small device->host copy per batch (eval is not the hot loop).
+            batch = torch.stack([criterion(logits, labels) * labels.shape[0], top1.float(), top5.float(),
+                                 torch.tensor(float(labels.shape[0]), device=logits.device)])
+            sums += batch.double().cpu()
+    totals = [dist.all_reduce_mean(float(v), target) for v in sums]   # means; ratios of means = ratios of sums
+    n = totals[3]
+    return {
+        "loss": totals[0] / n if n else None,
+        "top1": totals[1] / n if n else None,
+        "top5": (totals[2] / n if n else None) if num_classes > 5 else None,
+    }
+
+
+# ---- helpers (kept out of the loop body so it reads in one sitting) ------------------------------------
+def _scale(amp) -> float | None:
+    return float(amp.scaler.get_scale()) if amp.scaler is not None else None
+
+
+def _params_finite(model) -> bool:
+    import torch
+
+    flags = [p.detach().isfinite().all() for p in model.parameters()]
+    return bool(torch.stack(flags).all().item()) if flags else True
+
+
+def _save(manager, model, optimizer, amp, scheduler, cfg, main, target, log, window_loss, *, progress):
+    """Checkpoint on rank 0 -- but never a poisoned state: every rank agrees the weights and the
+    losses since the last log are finite first (a collective decision, so no rank is left waiting)."""
+    from torchport.runtime import distributed as dist
+
+    ok = _params_finite(model) and math.isfinite(float(window_loss.item()))
+    if dist.all_reduce_mean(1.0 if ok else 0.0, target) < 1.0:
+        raise NonFiniteLossError(f"non-finite weights or loss at step {progress['step']}: refusing to write a "
+                                 f"checkpoint; the last good one is {manager.latest()}")
+    if not main:
+        return None
+    state = ckpt.capture(model=model, optimizer=optimizer, amp=amp, scheduler=scheduler, progress=progress,
+                         config=cfg.to_dict())
+    path = manager.save(state, step=progress["step"])
+    log.write("checkpoint", step=progress["step"], epoch=progress["epoch"], path=str(path))
+    return path
+
+
+def _stop_non_finite(ui, log, step, epoch, value, manager) -> None:
+    latest = manager.latest()
+    msg = (f"loss is {value} at step {step} (epoch {epoch + 1}): training diverged beyond what loss scaling "
+           f"absorbs. Stopped; the last good checkpoint is {latest or '(none written yet)'}. Try a lower --lr, "
+           "--clip-grad-norm 1.0, a longer warmup or --precision bf16/fp32, then --resume auto.")
+    log.write("error", step=step, epoch=epoch, error="non_finite_loss", message=msg)
+    ui.end_epoch()
+    raise NonFiniteLossError(msg)
+
+
+def _epoch_line(epoch, epochs, last, ips, secs) -> str:
+    pct = lambda v: "-" if v is None else f"{100 * v:.1f}%"  # noqa: E731
+    val_loss = "-" if last["val_loss"] is None else f"{last['val_loss']:.4f}"
+    return (f"epoch {epoch + 1}/{epochs}: train loss {last['train_loss']:.4f}  val loss {val_loss}  "
+            f"top-1 {pct(last['val_top1'])}  top-5 {pct(last['val_top5'])}  {ips:,.0f} img/s  {secs:.1f}s")
+
+
+def _report_bad(ui, log, epoch, paths, count, skipped) -> None:
+    if count:
+        shown = ", ".join(paths[:3]) + (" ..." if len(paths) > 3 else "")
+        ui.print(f"[yellow]skipped {count} unreadable image file(s) this epoch[/yellow]: {shown}")
+    if skipped:
+        ui.print(f"[yellow]ignored {len(skipped)} non-image file(s)[/yellow]: {', '.join(skipped[:3])}"
+                 + (" ..." if len(skipped) > 3 else ""))
+    log.write("bad_files", epoch=epoch, unreadable=count, unreadable_paths=paths[:100],
+              non_image=len(skipped), non_image_paths=skipped[:100])
+
+
+def _announce(ui, log, cfg, target, amp, world, inputs, num_classes, steps_per_epoch, total_steps,
+              run_dir, resume_path, step) -> None:
+    for note in inputs.notes:
+        ui.print(note)
+    ui.print(f"device {target} ({target.reason}), precision {amp.precision}, world size {world}, "
+             f"model {cfg.model} ({num_classes} classes, {cfg.image_size}px)")
+    ui.print(f"{inputs.num_train} train / {inputs.num_val} val images, {steps_per_epoch} steps/epoch, "
+             f"{total_steps} steps total, run dir {run_dir}")
+    if resume_path is not None:
+        ui.print(f"resumed from {resume_path} at step {step}")
+    log.write("start", device=str(target), precision=amp.precision, world_size=world, model=cfg.model,
+              num_classes=num_classes, classes=inputs.classes, num_train=inputs.num_train, num_val=inputs.num_val,
+              steps_per_epoch=steps_per_epoch, total_steps=total_steps, resumed_from=str(resume_path or ""),
+              step=step, config=cfg.to_dict())

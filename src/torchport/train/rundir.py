@@ -1,0 +1,88 @@
+"""Choosing the run directory and the checkpoint to resume from (decided on rank 0, shared with all ranks).
+
+* ``run_dir`` given: use it. Without ``--resume`` it must not already hold checkpoints
+  (continuing by accident would mix two runs' metrics).
+* no ``run_dir``, ``resume="auto"``: the newest run under ``runs_root`` that has a checkpoint
+  (a fresh timestamped one when there is none).
+* no ``run_dir``, ``resume=<path>``: the run that checkpoint belongs to.
+* otherwise a fresh ``<runs_root>/<YYYYmmdd-HHMMSS>``.
+
+Example::
+
+    run_dir, resume_path = prepare_run_dir(cfg, main=True)
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from torchport.runtime.checkpoint import CheckpointManager
+from torchport.runtime.device import ConfigError
+
+__all__ = ["prepare_run_dir"]
+
+
+def _newest_run_with_checkpoint(root: Path) -> Path | None:
+    runs = [p for p in root.iterdir() if p.is_dir() and CheckpointManager(p / "checkpoints").latest()] if root.is_dir() else []
+    return max(runs, key=lambda p: p.stat().st_mtime) if runs else None
+
+
+def _fresh(root: Path) -> Path:
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    path, n = root / stamp, 1
+    while path.exists():
+        n += 1
+        path = root / f"{stamp}-{n}"
+    return path
+
+
+def _decide(cfg) -> tuple[Path, Path | None]:
+    root = Path(cfg.runs_root)
+    if cfg.run_dir:
+        run_dir = Path(cfg.run_dir)
+    elif cfg.resume == "auto":
+        run_dir = _newest_run_with_checkpoint(root) or _fresh(root)
+    elif cfg.resume:
+        p = Path(cfg.resume)
+        run_dir = p.parent.parent if p.parent.name == "checkpoints" else _fresh(root)
+    else:
+        run_dir = _fresh(root)
+    manager = CheckpointManager(run_dir / "checkpoints")
+    if cfg.resume is None and manager.checkpoints():
+        raise ConfigError(f"run dir {run_dir} already has checkpoints; pass --resume auto to continue that run, "
+                          "or choose another --run-dir")
+    return run_dir, manager.resolve(cfg.resume)
+
+
+def prepare_run_dir(cfg, *, main: bool, device=None) -> tuple[Path, Path | None]:
+    """Decide (rank 0) and share (all ranks) the run directory and the resume checkpoint.
+
+    Rank 0 also creates the directory and writes ``config.yaml``. ``device`` is where the
+    collective stages the pickled decision (HCCL/NCCL only move device tensors).
+
+    Raises:
+        ConfigError: ``run_dir`` holds checkpoints but no ``--resume`` was given.
+        CheckpointError: an explicit ``--resume PATH`` does not exist.
+    """
+    import torch.distributed as tdist
+
+    decision: list = [None]
+    error: Exception | None = None
+    if main:
+        try:
+            decision[0] = _decide(cfg)
+        except Exception as exc:  # shared so every rank stops with the same message
+            error = exc
+            decision[0] = exc
+    if tdist.is_available() and tdist.is_initialized():
+        tdist.broadcast_object_list(decision, src=0, device=device)
+    if error is not None:
+        raise error
+    if isinstance(decision[0], Exception):
+        raise decision[0]
+    run_dir, resume_path = decision[0]
+    if main:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / ("config.resumed.yaml" if resume_path else "config.yaml")).write_text(cfg.to_yaml())
+    return Path(run_dir), (Path(resume_path) if resume_path else None)

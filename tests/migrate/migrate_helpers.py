@@ -1,0 +1,33 @@
+"""Helpers shared by the migrate tests.
+
+Golden files (``case.expected``, ``case.out.py`` under ``tests/fixtures/migrate/<CODE>/``)
+are rewritten instead of compared when ``TORCHPORT_UPDATE_GOLDEN=1`` is set::
+
+    TORCHPORT_UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/migrate -q
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "migrate"
+REPO = Path(__file__).resolve().parents[2]
+
+
+def update_golden() -> bool:
+    """True when golden files should be rewritten from the current output."""
+    return os.environ.get("TORCHPORT_UPDATE_GOLDEN", "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def check_golden(path: Path, actual: str) -> None:
+    """Compare ``actual`` with the golden file (or rewrite it in update mode)."""
+    if update_golden():
+        path.write_text(actual, encoding="utf-8")
+        return
+    if not path.exists():
+        pytest.fail(f"golden file {path} is missing; create it with TORCHPORT_UPDATE_GOLDEN=1")
+    expected = path.read_text(encoding="utf-8")
+    assert actual == expected, f"{path} differs from the output (TORCHPORT_UPDATE_GOLDEN=1 rewrites it)"

@@ -1,0 +1,64 @@
+"""Helpers for the trainer tests: run ``torchport train`` in a subprocess, read its metrics.
+
+Subprocess runs are the honest test of a CLI that must survive SIGKILL and fresh processes; they
+use 1 thread (the machine is small and shared) and a private cache dir.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PY = sys.executable
+
+#: Small, fast settings shared by the end-to-end tests (tinycnn, 32 px, 8 images per batch).
+TINY = ["--model", "tinycnn", "--image-size", "32", "--batch-size", "8", "--lr", "0.02",
+        "--warmup-epochs", "0", "--progress", "plain"]
+
+
+def emulator_usable() -> str | None:
+    """None when ``TORCHPORT_EMULATE=npu`` gives a working npu in a fresh process, else why not."""
+    if not hasattr(emulator_usable, "_cached"):
+        code = "import torch; x = torch.ones(2, device='npu'); print((x + 1).sum().item())"
+        try:
+            out = subprocess.run([PY, "-c", code], env={**os.environ, "TORCHPORT_EMULATE": "npu"},
+                                 capture_output=True, text=True, timeout=180)
+            emulator_usable._cached = None if out.returncode == 0 and out.stdout.strip() == "4.0" else (
+                "emulated npu unusable: " + (out.stderr.strip().splitlines() or ["no output"])[-1])
+        except Exception as exc:  # pragma: no cover
+            emulator_usable._cached = f"emulated npu unusable: {exc}"
+    return emulator_usable._cached
+
+
+def needs_emulator():
+    """Skip marker for tests that need the emulated npu in a subprocess."""
+    reason = emulator_usable()
+    return pytest.mark.skipif(reason is not None, reason=reason or "")
+
+
+def train_cmd(*args: str, module: str = "torchport.train") -> list[str]:
+    """``python -m torchport.train ARGS`` (or ``-m torchport train`` with module="torchport")."""
+    return [PY, "-m", module, *(["train"] if module == "torchport" else []), *map(str, args)]
+
+
+def run(cmd: list[str], env: dict[str, str], timeout: float = 180, cwd: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout, cwd=cwd)
+
+
+def step_losses(run_dir: Path) -> dict[int, float]:
+    """``{step: loss}`` from metrics.jsonl (a re-run step keeps its last value)."""
+    out = {}
+    for line in (Path(run_dir) / "metrics.jsonl").read_text().splitlines():
+        rec = json.loads(line)
+        if rec["kind"] == "step":
+            out[rec["step"]] = rec["loss"]
+    return out
+
+
+def records(run_dir: Path, kind: str) -> list[dict]:
+    return [r for r in map(json.loads, (Path(run_dir) / "metrics.jsonl").read_text().splitlines()) if r["kind"] == kind]
