@@ -8,7 +8,6 @@ are rewritten instead of compared when ``TORCHPORT_UPDATE_GOLDEN=1`` is set::
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -19,7 +18,9 @@ REPO = Path(__file__).resolve().parents[2]
 
 def update_golden() -> bool:
     """True when golden files should be rewritten from the current output."""
-    return os.environ.get("TORCHPORT_UPDATE_GOLDEN", "").strip().lower() in {"1", "true", "yes", "on"}
+    from torchport.runtime.device import env_flag
+
+    return env_flag("TORCHPORT_UPDATE_GOLDEN")
 
 
 def check_golden(path: Path, actual: str) -> None:

@@ -6,8 +6,9 @@ Per rule directory:
   ``line:col-end_line:end_col CODE fix-safety``; the rule must fire on its own case;
 * ``notrigger.py``: must produce no findings at all (look-alikes: other libraries'
   ``cuda``, a variable named ``cuda``, ``"cuda"`` in log messages ...);
-* ``case.in.py`` -> ``case.out.py``: the rule's fixes (unsafe included); the output must
-  parse, be a fixed point (fixing again changes nothing) and leave no fixable finding.
+* ``case.in.py`` (or ``case.py`` when there is no separate fix input) -> ``case.out.py``:
+  the rule's fixes (unsafe included); the output must parse, be a fixed point (fixing
+  again changes nothing) and leave no fixable finding. Present for every fixable rule.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ def test_every_rule_has_fixtures():
         d = FIXTURES / rule.code
         assert (d / "case.py").exists() and (d / "notrigger.py").exists(), rule.code
         if rule.fix != "none":
-            assert (d / "case.in.py").exists(), f"{rule.code} has a fix but no case.in.py"
+            assert (d / "case.out.py").exists(), f"{rule.code} has a fix but no case.out.py golden"
 
 
 @pytest.mark.parametrize("code", CODES)
@@ -58,12 +59,17 @@ def test_must_not_trigger(code):
     assert [(f.line, f.code, f.message) for f in res.findings] == []
 
 
-FIX_CODES = [c for c in CODES if (FIXTURES / c / "case.in.py").exists()]
+FIX_CODES = [r.code for r in catalog.rules() if r.fix != "none"]
+
+
+def _fix_input(code: str) -> str:
+    d = FIXTURES / code
+    return ((d / "case.in.py") if (d / "case.in.py").exists() else (d / "case.py")).read_text(encoding="utf-8")
 
 
 @pytest.mark.parametrize("code", FIX_CODES)
 def test_fix_golden(code):
-    src = (FIXTURES / code / "case.in.py").read_text(encoding="utf-8")
+    src = _fix_input(code)
     out = fix_source(src, select=[code], unsafe=True)
     ast.parse(out)
     check_golden(FIXTURES / code / "case.out.py", out)
