@@ -15,7 +15,7 @@ from torchport.train.config import TrainConfig
 def test_defaults_are_valid_and_plain_data():
     cfg = TrainConfig()
     d = cfg.to_dict()
-    assert d["model"] == "resnet18" and d["precision"] == "auto"
+    assert d["model"] == "tinycnn" and d["precision"] == "auto" and d["data"] is None
     assert all(v is None or isinstance(v, (str, int, float, bool)) for v in d.values())
     assert TrainConfig.from_dict(d) == cfg
 

@@ -42,7 +42,7 @@ def test_tiny_run_writes_metrics_checkpoints_and_summary(tiny_data, env, tmp_pat
     assert again.returncode == 2 and "--resume auto" in again.stderr
 
 
-def _wait_for(predicate, proc, timeout=120.0):
+def _wait_for(predicate, proc, timeout=300.0):
     t0 = time.time()
     while time.time() - t0 < timeout:
         if predicate():
@@ -157,12 +157,14 @@ def test_data_errors_exit_3_with_the_folder_named(tiny_data, env, tmp_path):
 
 
 def test_readme_main_command_short(env, tmp_path):
-    """The README's main job (`torchport train`, embedded dataset, resnet18) with CI-short settings."""
-    out = run(train_cmd("--epochs", "1", "--max-steps", "3", "--batch-size", "16", "--image-size", "32",
-                        "--runs-root", tmp_path / "runs", module="torchport"), env, timeout=600)
+    """The README's main job exactly as documented (`torchport train`, embedded dataset generated into the
+    cache, best device), shortened to one epoch for CI."""
+    out = run(train_cmd("--epochs", "1", module="torchport"), env, timeout=600, cwd=str(tmp_path))
     assert out.returncode == 0, out.stderr
-    assert "embedded default dataset" in out.stdout and "model resnet18 (10 classes" in out.stdout
+    assert "embedded default dataset" in out.stdout and "model tinycnn (10 classes, 64px)" in out.stdout
+    assert "3000 train / 600 val images" in out.stdout
     summary = json.loads(next((tmp_path / "runs").glob("*/summary.json")).read_text())
-    assert summary["steps"] == 3 and summary["val_top1"] is not None and summary["val_top5"] is not None
-    assert Path(env["TORCHPORT_CACHE"]).is_dir()                     # generated once into the cache
+    assert summary["epochs_completed"] == 1 and summary["steps"] == 46
+    assert summary["val_top1"] > 0.15 and summary["val_top5"] is not None    # learning: chance is 0.10
+    assert next(Path(env["TORCHPORT_CACHE"]).glob("synth-*/manifest.json"))    # generated once, into the cache
     assert os.listdir(next((tmp_path / "runs").glob("*/checkpoints")))

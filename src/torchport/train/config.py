@@ -6,7 +6,8 @@ the command line. Unknown keys are errors everywhere (a typo must not silently t
 Example::
 
     from torchport.train import TrainConfig, train
-    cfg = TrainConfig(model="resnet50", data="/data/imagenet", epochs=90, batch_size=256, lr=0.1)
+    cfg = TrainConfig(model="resnet50", data="/data/imagenet", image_size=224, epochs=90, batch_size=256,
+                      optimizer="sgd", lr=0.1, weight_decay=1e-4, min_crop_scale=0.08)
     cfg = TrainConfig.from_file("run.yaml", epochs=1)       # file, then overrides
     result = train(cfg)
 
@@ -14,8 +15,13 @@ The same as a file (YAML; TOML takes the same keys at the top level)::
 
     model: resnet50
     data: /data/imagenet
+    image_size: 224
     epochs: 90
     batch_size: 256
+    optimizer: sgd
+    lr: 0.1
+    weight_decay: 0.0001
+    min_crop_scale: 0.08
 """
 
 from __future__ import annotations
@@ -39,15 +45,19 @@ def _field(default: Any, help: str, *, choices: tuple[str, ...] | None = None, f
 
 @dataclasses.dataclass(kw_only=True)
 class TrainConfig:
-    """Everything one training run needs. Field names are the YAML/TOML keys; flags are ``--kebab-case``."""
+    """Everything one training run needs. Field names are the YAML/TOML keys; flags are ``--kebab-case``.
+
+    The defaults are the recipe for the embedded dataset on a small machine (``tinycnn``, 64 px, AdamW,
+    15 epochs); for photos such as ImageNet set the model and the recipe (see ``docs/train.md``).
+    """
 
     # -- data -----------------------------------------------------------------------------------------
     data: Optional[str] = _field(
         None, "ImageFolder root (with train/ and val/ sub-folders, or class folders directly) or a torchport "
         "shard directory. Default: the embedded synthetic dataset, generated once into the user cache.")
     image_size: int = _field(64, "Side of the square training/eval crop, in pixels.")
-    min_crop_scale: float = _field(0.35, "Smallest area fraction kept by the random-resized-crop augmentation "
-                                   "(ImageNet recipes use 0.08).")
+    min_crop_scale: float = _field(1.0, "Smallest area fraction kept by the random-resized-crop augmentation "
+                                   "(1.0: resize + flip only, best for the embedded dataset; photos: 0.08).")
     val_crop_ratio: float = _field(1.0, "Eval: resize the short side to image_size / ratio, then center-crop "
                                    "(ImageNet recipes use 0.875).")
     val_fraction: float = _field(0.1, "Held-out fraction when the data dir has no val/ split.")
@@ -57,20 +67,20 @@ class TrainConfig:
     loader: str = _field("auto", "fast: torchport.data (libjpeg-turbo, shards); simple: a plain DataLoader (Pillow + "
                          "torchvision ops); auto: fast when the data has a val/ split or is sharded.", choices=("auto", "fast", "simple"))
     # -- model ----------------------------------------------------------------------------------------
-    model: str = _field("resnet18", "torchvision classification model name (resnet18/34/50, mobilenet_v3_small, "
-                        "efficientnet_b0, ...) or 'tinycnn'.")
+    model: str = _field("tinycnn", "torchvision classification model name (resnet18/34/50, mobilenet_v3_small, "
+                        "efficientnet_b0, ...) or torchport's 'tinycnn' (4 conv blocks, fast on a CPU).")
     num_classes: Optional[int] = _field(None, "Output classes (default: the number of class folders).")
     channels_last: bool = _field(False, "Use the channels_last memory format (faster convs on most accelerators).")
     compile: bool = _field(False, "torch.compile the model with the backend's compiler.")
     # -- optimisation ---------------------------------------------------------------------------------
-    epochs: int = _field(4, "Passes over the training set.")
+    epochs: int = _field(15, "Passes over the training set.")
     max_steps: Optional[int] = _field(None, "Stop after this many optimizer steps (for smoke tests).")
     batch_size: int = _field(64, "Images per micro-batch per process.")
     accum_steps: int = _field(1, "Micro-batches accumulated per optimizer step.")
-    optimizer: str = _field("sgd", "Optimizer.", choices=("sgd", "adamw"))
-    lr: float = _field(0.1, "Peak learning rate (after warmup).")
+    optimizer: str = _field("adamw", "Optimizer.", choices=("sgd", "adamw"))
+    lr: float = _field(0.006, "Peak learning rate (after warmup).")
     momentum: float = _field(0.9, "SGD momentum (AdamW uses beta1=0.9).")
-    weight_decay: float = _field(5e-4, "Weight decay on conv/linear weights (never on norms and biases).")
+    weight_decay: float = _field(0.05, "Weight decay on conv/linear weights (never on norms and biases).")
     schedule: str = _field("cosine", "LR schedule after warmup.", choices=("cosine", "step", "constant"))
     warmup_epochs: float = _field(0.5, "Linear LR warmup length, in epochs (fractions allowed).")
     lr_step_epochs: int = _field(30, "step schedule: multiply the LR by lr_gamma every this many epochs.")

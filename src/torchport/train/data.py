@@ -163,7 +163,7 @@ class FolderDataset:
     """
 
     def __init__(self, index: FolderIndex, *, image_size: int, train: bool, seed: int, policy: str,
-                 min_crop_scale: float = 0.35, val_crop_ratio: float = 1.0) -> None:
+                 min_crop_scale: float = 0.08, val_crop_ratio: float = 1.0) -> None:
         self.samples = index.samples
         self.size = image_size
         self.train = train

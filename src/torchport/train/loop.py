@@ -301,7 +301,7 @@ def evaluate(model, loader, target, amp, criterion, num_classes) -> dict[str, An
             # One small device->host copy per batch (eval is not the hot loop).
             batch = torch.stack([criterion(logits, labels) * labels.shape[0], top1.float(), top5.float(),
                                  torch.tensor(float(labels.shape[0]), device=logits.device)])
-            sums += batch.double().cpu()
+            sums += batch.cpu().double()   # (float64 after the copy: not every device has it)
     totals = [dist.all_reduce_mean(float(v), target) for v in sums]   # means; ratios of means = ratios of sums
     n = totals[3]
     return {

@@ -17,16 +17,20 @@ __all__ = ["build_model", "model_names", "LOCAL_MODELS"]
 
 
 def _tiny_cnn(num_classes: int, image_size: int):
-    """Three conv blocks and a linear head: trains in seconds on CPU, still has BatchNorm
-    (so running statistics and train/eval mode are exercised like in a ResNet)."""
+    """Four conv-BN-ReLU-pool blocks (16-32-64-128 channels, ~100k parameters) and a linear head.
+
+    About 5x cheaper per image than resnet18 at 64 px, so on a CPU it can afford the many optimizer
+    steps a from-scratch model needs; it still has BatchNorm, so running statistics and
+    train/eval mode are exercised as in a ResNet.
+    """
     from torch import nn
 
     def block(cin: int, cout: int) -> nn.Sequential:
         return nn.Sequential(nn.Conv2d(cin, cout, 3, padding=1, bias=False), nn.BatchNorm2d(cout),
                              nn.ReLU(inplace=True), nn.MaxPool2d(2))
 
-    return nn.Sequential(block(3, 16), block(16, 32), block(32, 64),
-                         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(64, num_classes))
+    return nn.Sequential(block(3, 16), block(16, 32), block(32, 64), block(64, 128),
+                         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(128, num_classes))
 
 
 #: torchport's own models (name -> ``(num_classes, image_size) -> nn.Module``).
