@@ -14,8 +14,7 @@ Example::
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from torchport._lazy import lazy_exports
 
 _EXPORTS = {
     "TrainConfig": "torchport.train.config",
@@ -29,17 +28,4 @@ _EXPORTS = {
     "read_jsonl": "torchport.train.metrics",
 }
 
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str) -> Any:
-    mod = _EXPORTS.get(name)
-    if mod is None:
-        raise AttributeError(f"module 'torchport.train' has no attribute {name!r}")
-    value = getattr(importlib.import_module(mod), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return __all__
+__getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)
