@@ -33,6 +33,8 @@ _entry_points_loaded = False
 class UnknownBackendError(ValueError):
     """Raised for a backend name nobody registered; lists the known ones."""
 
+    exit_code = 2  # torchport.errors.ExitCode.USAGE
+
 
 class DuplicateBackendError(ValueError):
     """Raised when two backends claim the same name without ``replace=True``."""

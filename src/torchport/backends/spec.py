@@ -22,6 +22,8 @@ __all__ = ["BackendSpec", "AmpPolicy", "BackendUnavailable"]
 class BackendUnavailable(RuntimeError):
     """The backend was asked for but cannot run here (its error says what is missing)."""
 
+    exit_code = 2  # torchport.errors.ExitCode.USAGE (backends/ imports nothing from torchport)
+
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class AmpPolicy:

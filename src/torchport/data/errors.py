@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from torchport.errors import ExitCode
+
 __all__ = [
     "DataError",
     "SourceError",
@@ -14,6 +16,8 @@ __all__ = [
 
 class DataError(RuntimeError):
     """Base class of every torchport.data error."""
+
+    exit_code = ExitCode.DATA
 
 
 class SourceError(DataError):

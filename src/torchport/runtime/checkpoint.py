@@ -60,9 +60,13 @@ __all__ = [
 FORMAT = "torchport.checkpoint/1"
 _TMP_MARK = ".tmp-"
 
+from torchport.errors import ExitCode  # noqa: E402
+
 
 class CheckpointError(RuntimeError):
     """A checkpoint could not be read or does not match what it is loaded into."""
+
+    exit_code = ExitCode.CHECKPOINT
 
 
 class CheckpointWriteError(CheckpointError):

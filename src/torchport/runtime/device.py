@@ -25,6 +25,8 @@ from types import ModuleType
 
 from torchport import backends
 from torchport.backends.spec import BackendSpec, BackendUnavailable
+from torchport.errors import ConfigError
+from torchport.errors import ExitCode
 
 __all__ = [
     "Target",
@@ -43,12 +45,10 @@ _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
 
 
-class ConfigError(ValueError):
-    """A malformed setting (environment variable or argument); the message names it."""
-
-
 class NoAcceleratorError(RuntimeError):
     """Require-accelerator mode is on and only the CPU is available."""
+
+    exit_code = ExitCode.NO_ACCELERATOR
 
 
 class CPUFallbackWarning(UserWarning):

@@ -27,9 +27,13 @@ from torchport.train.config import TrainConfig
 
 __all__ = ["train", "TrainResult", "NonFiniteLossError"]
 
+from torchport.errors import ExitCode  # noqa: E402
+
 
 class NonFiniteLossError(RuntimeError):
     """The loss became NaN/inf (beyond what loss scaling absorbs); training stopped, checkpoints kept."""
+
+    exit_code = ExitCode.DIVERGED
 
 
 @dataclasses.dataclass

@@ -1,0 +1,65 @@
+"""torchport's error vocabulary: one base class, one exit-code table, shared by every verb.
+
+Every user-facing error names the thing that is wrong and the fix, in one line. The CLI maps an
+exception to its exit code through :func:`exit_code_for`; nothing else decides exit codes.
+
+Exit codes (documented in the README; frozen by tests):
+
+====  ==================  ==========================================================================
+code  name                meaning
+====  ==================  ==========================================================================
+0     OK                  success
+1     FAILED              findings reported, checks failed, ``fix --check`` found fixable code
+2     USAGE               bad flag, config key, environment variable, unknown or unavailable device
+3     DATA                bad input data (unreadable source, corrupt shard, bad images over the limit)
+4     DIVERGED            training produced a non-finite loss
+5     CHECKPOINT          a checkpoint cannot be written, read or verified
+6     IO                  a file or object could not be read, parsed or written (scan/fix, pack, reports)
+7     NO_ACCELERATOR      ``--require-accelerator`` (or its env var) is set and none is present
+8     DISTRIBUTED         a rank died or a collective timed out
+130   INTERRUPTED         Ctrl-C
+====  ==================  ==========================================================================
+"""
+
+from __future__ import annotations
+
+import enum
+
+__all__ = ["ExitCode", "TorchportError", "ConfigError", "exit_code_for"]
+
+
+class ExitCode(enum.IntEnum):
+    """Process exit codes of every ``torchport`` verb."""
+
+    OK = 0
+    FAILED = 1
+    USAGE = 2
+    DATA = 3
+    DIVERGED = 4
+    CHECKPOINT = 5
+    IO = 6
+    NO_ACCELERATOR = 7
+    DISTRIBUTED = 8
+    INTERRUPTED = 130
+
+
+class TorchportError(Exception):
+    """Base of torchport's user-facing errors; ``exit_code`` says how the CLI exits on it."""
+
+    exit_code: ExitCode = ExitCode.FAILED
+
+
+class ConfigError(TorchportError, ValueError):
+    """A malformed setting (environment variable, flag or config key); the message names it."""
+
+    exit_code = ExitCode.USAGE
+
+
+def exit_code_for(exc: BaseException) -> ExitCode | None:
+    """The exit code for ``exc``, or None when it is not a known user-facing error (a bug)."""
+    code = getattr(type(exc), "exit_code", None)
+    if code is not None:
+        return ExitCode(int(code))
+    if isinstance(exc, KeyboardInterrupt):
+        return ExitCode.INTERRUPTED
+    return None
