@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import enum
 
-__all__ = ["ExitCode", "TorchportError", "ConfigError", "exit_code_for"]
+__all__ = ["ExitCode", "TorchportError", "ConfigError", "StorageError", "exit_code_for"]
 
 
 class ExitCode(enum.IntEnum):
@@ -53,6 +53,17 @@ class ConfigError(TorchportError, ValueError):
     """A malformed setting (environment variable, flag or config key); the message names it."""
 
     exit_code = ExitCode.USAGE
+
+
+class StorageError(TorchportError, RuntimeError):
+    """An object-store request failed for good (missing object, denied, unreachable endpoint, or
+    transient errors past the retry budget); the message names the URL and the fix.
+
+    Deliberately not an ``OSError``: a storage failure must never be mistaken for one undecodable
+    sample (which the data pipeline may skip); it stops the job instead.
+    """
+
+    exit_code = ExitCode.IO
 
 
 def exit_code_for(exc: BaseException) -> ExitCode | None:

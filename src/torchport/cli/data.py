@@ -94,7 +94,7 @@ def photos(
 @_app.command("pack")
 def pack_cmd(
     src: Path = typer.Argument(..., help="ImageFolder (SRC/<class>/<image>) or a directory with train/ and val/"),
-    dst: Path = typer.Argument(..., help="output shard directory"),
+    dst: str = typer.Argument(..., help="output shard directory, or an s3:// / obs:// URL (uploaded, manifest last)"),
     mode: str = typer.Option("jpeg", help="predecoded (uint8 pixels) or jpeg (encoded bytes)"),
     size: int = typer.Option(256, help="predecoded: shorter side after resizing"),
     max_size: int = typer.Option(None, "--max-size", help="jpeg: re-encode images whose longer side exceeds this"),
@@ -107,13 +107,14 @@ def pack_cmd(
     """Pack an ImageFolder into shards with an index, per-shard sha256, label map and pack report."""
     from torchport.data.errors import SourceError
     from torchport.data.pack import PackConfig, pack, split_dirs
+    from torchport.errors import StorageError
 
     try:
         cfg = PackConfig(mode=mode, size=size, max_size=max_size, quality=quality, shard_bytes=shard_mb << 20, workers=workers)
     except ValueError as e:
         _fail(str(e))
     splits = split_dirs(src) if src.is_dir() else []
-    jobs = [(src / s, dst / s, s) for s in splits] or [(src, dst, "")]
+    jobs = [(src / s, _join(dst, s), s) for s in splits] or [(src, dst, "")]
     reports = {}
     console = _console()
     for s_src, s_dst, name in jobs:
@@ -124,6 +125,8 @@ def pack_cmd(
                            progress=lambda d, t: bar.update(task, completed=d, total=t))
         except (SourceError, FileExistsError) as e:
             _fail(str(e))
+        except StorageError as e:
+            _fail(str(e), int(StorageError.exit_code))
         reports[name or "all"] = rep
         console.print(f"{name or 'packed'}: {rep['written']} written, {rep['skipped']} skipped, {rep['reencoded']} re-encoded, "
                       f"{rep['shards']} shard(s), {rep['bytes'] / 2**20:.1f} MiB in {rep['seconds']:.1f}s -> {s_dst}")
@@ -137,12 +140,23 @@ def pack_cmd(
         raise typer.Exit(1)
 
 
-def _shard_dirs(path: Path) -> list[tuple[str, Path]]:
-    from torchport.data.format import is_shard_dir
+def _join(base, name: str):
+    """``base / name`` for a directory, ``base + "/" + name`` for an s3:// / obs:// URL."""
+    from torchport.storage.store import is_url, join
 
-    if is_shard_dir(path):
-        return [("", path)]
-    found = [(s, path / s) for s in ("train", "val", "test") if is_shard_dir(path / s)]
+    return join(str(base), name) if is_url(base) else Path(base) / name
+
+
+def _shard_dirs(path) -> list[tuple[str, object]]:
+    from torchport.data.format import is_shard_dir
+    from torchport.errors import StorageError
+
+    try:
+        if is_shard_dir(path):
+            return [("", path)]
+        found = [(s, _join(path, s)) for s in ("train", "val", "test") if is_shard_dir(_join(path, s))]
+    except StorageError as e:
+        _fail(str(e), int(StorageError.exit_code))
     if not found:
         _fail(f"{path} is not a torchport shard directory (no index.json); create one with `torchport data pack SRC DST`")
     return found
@@ -150,7 +164,7 @@ def _shard_dirs(path: Path) -> list[tuple[str, Path]]:
 
 @_app.command("inspect")
 def inspect_cmd(
-    path: Path = typer.Argument(..., help="shard directory (or one with train/ and val/ shard directories)"),
+    path: str = typer.Argument(..., help="shard directory or s3:// / obs:// URL (or one with train/ and val/ shard sets)"),
     json_out: Path = typer.Option(None, "--json", help="write the summary as JSON"),
 ) -> None:
     """Summarise a shard directory: mode, samples, classes, shards, sizes."""
@@ -159,6 +173,7 @@ def inspect_cmd(
 
     from torchport.data.errors import DataError
     from torchport.data.format import ShardSet
+    from torchport.errors import StorageError
 
     out = {}
     console = _console()
@@ -167,6 +182,8 @@ def inspect_cmd(
             s = ShardSet.open(d, verify="quick")
         except DataError as e:
             _fail(str(e), 1)
+        except StorageError as e:
+            _fail(str(e), int(StorageError.exit_code))
         counts = np.bincount(s.labels, minlength=len(s.classes))
         info = {
             "path": str(d), "mode": s.mode, "samples": len(s), "classes": len(s.classes), "shards": len(s.manifest["shards"]),
@@ -189,13 +206,14 @@ def inspect_cmd(
 
 @_app.command("verify")
 def verify_cmd(
-    path: Path = typer.Argument(..., help="shard directory (or one with train/ and val/ shard directories)"),
+    path: str = typer.Argument(..., help="shard directory or s3:// / obs:// URL (or one with train/ and val/ shard sets)"),
     samples: bool = typer.Option(True, "--samples/--no-samples", help="also check every sample's crc32"),
     json_out: Path = typer.Option(None, "--json", help="write the result as JSON"),
 ) -> None:
     """Check index + shard sha256 (and every sample's crc32); exit 1 naming each damaged shard/offset."""
     from torchport.data.errors import DataError
     from torchport.data.format import ShardSet
+    from torchport.errors import StorageError
 
     out = {}
     ok_all = True
@@ -209,6 +227,8 @@ def verify_cmd(
             problems, checked = res.problems, res.checked
         except DataError as e:
             problems, checked = [str(e)], ["manifest", "index sha256"]
+        except StorageError as e:
+            _fail(str(e), int(StorageError.exit_code))
         ok = not problems
         ok_all &= ok
         out[name or "all"] = {"path": str(d), "ok": ok, "checked": checked, "problems": problems}

@@ -258,16 +258,18 @@ class ShardDataset(BatchDataset):
         super().__init__(aug or AugmentConfig(**kw))
         if verify == "auto":
             quick = ShardSet.open(root, verify="quick")
-            verify = "full" if quick.total_bytes <= (4 << 30) else "none"
+            # in an object store a full check would download everything up front: quick it is
+            verify = "full" if quick.total_bytes <= (4 << 30) and quick.remote is None else "none"
             self.shards = ShardSet.open(root, verify="full") if verify == "full" else quick
         else:
             self.shards = ShardSet.open(root, verify=verify)
-        self.root = Path(root)
+        self.root = self.shards.root  # a Path, or the s3:// / obs:// URL
         self.mode = self.shards.mode
         self.classes = self.shards.classes
         self.labels = self.shards.labels
 
     def _sizes(self, indices):
+        self.shards.prefetch(indices)  # object store: the batch's blocks, fetched concurrently (no-op on disk)
         return self.shards.heights[indices], self.shards.widths[indices]
 
     def _fetch(self, i):

@@ -79,8 +79,16 @@ def sha256_file(path: str | os.PathLike, chunk: int = 1 << 22) -> str:
 
 
 def is_shard_dir(path: str | os.PathLike) -> bool:
-    """True when ``path`` holds a torchport manifest (``index.json``)."""
+    """True when ``path`` holds a torchport manifest (``index.json``); ``path`` may be an s3:// / obs:// URL."""
+    if _is_url(path):
+        from torchport.storage import store
+
+        return store.exists(store.join(str(path), "index.json"))
     return (Path(path) / "index.json").is_file()
+
+
+def _is_url(path: Any) -> bool:
+    return isinstance(path, str) and "://" in path and path.split("://", 1)[0].lower() in ("s3", "obs")
 
 
 def _shard_name(i: int) -> str:
@@ -225,6 +233,8 @@ class ShardSet:
         self._nbytes_col = index["nbytes"].astype(np.int64)
         self._maps: dict[int, np.ndarray] = {}
         self._pid = os.getpid()
+        #: block-cached reader for a shard set in an object store (None: local files, memory-mapped)
+        self.remote = None
 
     # ------------------------------------------------------------------ opening / checks
     @classmethod
@@ -241,6 +251,8 @@ class ShardSet:
             ChecksumMismatchError: index or shard content differs from the manifest.
             ShardCorruptError: a shard is missing, truncated or has a bad header.
         """
+        if _is_url(root):
+            return cls._open_remote(str(root), verify=verify)
         root = Path(root)
         mpath = root / "index.json"
         if not mpath.is_file():
@@ -285,6 +297,60 @@ class ShardSet:
                 raise err("; ".join(res.problems))
         return self
 
+    @classmethod
+    def _open_remote(cls, url: str, *, verify: str) -> "ShardSet":
+        """Open a shard set in an object store: manifest + index fetched (index cached locally), samples streamed."""
+        import io
+
+        from torchport.storage.cache import BlockCache
+        from torchport.storage.shards import RemoteShards, load_index, load_manifest
+
+        url = url.rstrip("/")
+        try:
+            manifest = load_manifest(url)
+        except ValueError as e:
+            raise ShardFormatError(f"{url}/index.json: cannot parse the manifest ({e}); re-run `torchport data pack`") from None
+        if manifest is None:
+            raise ShardFormatError(f"{url} is not a torchport shard set (no index.json); "
+                                   f"create one with `torchport data pack SRC {url}`")
+        cls._check_manifest(manifest, f"{url}/index.json")
+        cache = BlockCache()
+        raw = load_index(url, manifest, cache)
+        digest = hashlib.sha256(raw).hexdigest()
+        if digest != manifest["index"]["sha256"]:
+            raise ChecksumMismatchError(f"{url}/{manifest['index']['file']}: sha256 {digest[:16]}... does not match the "
+                                        f"manifest ({manifest['index']['sha256'][:16]}...); re-pack")
+        index = np.load(io.BytesIO(raw), allow_pickle=False)
+        if index.dtype != INDEX_DTYPE or len(index) != manifest["num_samples"]:
+            raise ShardFormatError(f"{url}: index has dtype/length {index.dtype}/{len(index)}, manifest says {manifest['num_samples']} samples")
+        self = cls(url, manifest, index)  # type: ignore[arg-type]
+        self.remote = RemoteShards(url, manifest, cache)
+        if verify != "none":
+            res = self.verify(full=(verify == "full"), samples=False)
+            if not res.ok:
+                err = ChecksumMismatchError if any("sha256" in p for p in res.problems) else ShardCorruptError
+                raise err("; ".join(res.problems))
+        return self
+
+    @staticmethod
+    def _check_manifest(manifest: dict[str, Any], where: str) -> None:
+        if manifest.get("format") != FORMAT_NAME:
+            raise ShardFormatError(f"{where}: format {manifest.get('format')!r} is not {FORMAT_NAME!r}")
+        if manifest.get("version") != FORMAT_VERSION:
+            raise ShardFormatError(f"{where}: shard format version {manifest.get('version')!r} is not supported "
+                                   f"(this torchport reads version {FORMAT_VERSION}); re-pack with this torchport")
+        if manifest.get("mode") not in MODES:
+            raise ShardFormatError(f"{where}: unknown mode {manifest.get('mode')!r}")
+
+    def prefetch(self, indices: Iterable[int]) -> int:
+        """Fetch (concurrently) whatever the samples ``indices`` need from the store; no-op for local shards."""
+        if self.remote is None:
+            return 0
+        idx = np.asarray(list(indices) if not isinstance(indices, np.ndarray) else indices, dtype=np.int64)
+        spans = zip(self._shard_col[idx].tolist(), self._offset_col[idx].tolist(),
+                    (self._offset_col[idx] + self._nbytes_col[idx]).tolist())
+        return self.remote.prefetch(spans)
+
     def verify(self, *, full: bool = True, samples: bool = False) -> VerifyResult:
         """Check shard files against the manifest (and optionally each sample's crc32).
 
@@ -298,19 +364,28 @@ class ShardSet:
         problems: list[str] = []
         checked = ["index sha256", "shard sizes", "shard headers"]
         for sid, sh in enumerate(self.manifest["shards"]):
-            path = self.root / sh["file"]
-            if not path.is_file():
-                problems.append(f"shard {sh['file']}: file is missing")
-                continue
-            size = path.stat().st_size
+            if self.remote is not None:
+                size = self.remote.size(sid)
+                if size is None:
+                    problems.append(f"shard {sh['file']}: object {self.remote.shard_url(sid)} is missing")
+                    continue
+            else:
+                path = self.root / sh["file"]
+                if not path.is_file():
+                    problems.append(f"shard {sh['file']}: file is missing")
+                    continue
+                size = path.stat().st_size
             if size != sh["bytes"]:
                 problems.append(
                     f"shard {sh['file']}: size {size} bytes, manifest says {sh['bytes']} "
                     f"({'truncated' if size < sh['bytes'] else 'extra data'} at offset {min(size, sh['bytes'])})"
                 )
                 continue
-            with open(path, "rb") as f:
-                raw = f.read(_HEADER.size)
+            if self.remote is not None:
+                raw = self.remote.read(sid, 0, _HEADER.size)
+            else:
+                with open(path, "rb") as f:
+                    raw = f.read(_HEADER.size)
             try:
                 magic, version, mode, count, data_bytes, hsid = _HEADER.unpack(raw)
             except struct.error:
@@ -320,7 +395,7 @@ class ShardSet:
                 problems.append(f"shard {sh['file']}: bad header at offset 0 (magic/version/mode/count do not match the manifest)")
                 continue
             if full:
-                digest = sha256_file(path)
+                digest = self.remote.sha256(sid) if self.remote is not None else sha256_file(path)
                 if digest != sh["sha256"]:
                     problems.append(
                         f"shard {sh['file']}: sha256 {digest[:16]}... does not match the manifest ({sh['sha256'][:16]}...)"
@@ -381,6 +456,8 @@ class ShardSet:
                 the message names the shard and the byte offset.
         """
         sid, off, n = int(self._shard_col[i]), int(self._offset_col[i]), int(self._nbytes_col[i])
+        if self.remote is not None:  # streamed through the node's block cache
+            return np.frombuffer(self.remote.read(sid, off, off + n), dtype=np.uint8)
         mm = self._map(sid)
         if off + n > mm.shape[0]:
             raise ShardCorruptError(

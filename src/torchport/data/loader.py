@@ -127,6 +127,8 @@ def open_dataset(path: str | os.PathLike, *, train: bool, aug: AugmentConfig, ve
     ``path`` may be a shard directory, a directory with ``train``/``val`` sub-directories (shards or
     ImageFolders), or one ImageFolder (read directly through the fast path, no packing needed).
     """
+    if _is_url(path):  # s3:// or obs://: shards streamed through the node's block cache
+        return _open_remote_dataset(str(path).rstrip("/"), train=train, aug=aug, verify=verify)
     p = Path(path)
     if is_shard_dir(p):
         return ShardDataset(p, verify=verify, aug=aug)
@@ -139,6 +141,28 @@ def open_dataset(path: str | os.PathLike, *, train: bool, aug: AugmentConfig, ve
     if not p.is_dir():
         raise SourceError(f"dataset path {p} does not exist or is not a directory")
     return ImageFolderDataset(p, aug=aug)
+
+
+def _open_remote_dataset(url: str, *, train: bool, aug: AugmentConfig, verify: str) -> BatchDataset:
+    """A shard set in an object store, or one with ``train``/``val``/``test`` shard sets under it."""
+    from torchport.storage.store import join, listdir
+
+    if is_shard_dir(url):
+        return ShardDataset(url, verify=verify, aug=aug)
+    splits = [s for s in ("train", "val", "test") if s in listdir(url) and is_shard_dir(join(url, s))]
+    if not splits:
+        raise SourceError(f"{url} holds no torchport shard set (no index.json, nor train/ or val/ ones); "
+                          f"pack one there with `torchport data pack SRC {url}`")
+    want = "train" if train else ("val" if "val" in splits else "test")
+    if want not in splits:
+        raise SourceError(f"{url} has splits {splits} but no {want!r} split")
+    return ShardDataset(join(url, want), verify=verify, aug=aug)
+
+
+def _is_url(path: Any) -> bool:
+    from torchport.storage.store import is_url
+
+    return is_url(path)
 
 
 @dataclasses.dataclass

@@ -216,6 +216,10 @@ def pack(
         FileExistsError: ``dst`` exists and ``overwrite`` is False.
     """
     cfg = config or PackConfig(**kwargs)
+    from torchport.storage.store import is_url
+
+    if is_url(dst):  # s3:// or obs://: pack into a local staging directory, then upload (manifest last)
+        return _pack_to_store(src, str(dst), cfg=cfg, overwrite=overwrite, progress=progress)
     src, dst = Path(src), Path(dst)
     classes, items = scan_image_folder(src)
     if dst.exists() and not overwrite:
@@ -285,6 +289,28 @@ def pack(
     return report
 
 
+def _pack_to_store(src, url: str, *, cfg: PackConfig, overwrite: bool, progress) -> dict[str, Any]:
+    """Pack to a temp directory (``TORCHPORT_STORAGE_STAGING`` or the system temp dir), upload, clean up."""
+    import tempfile
+
+    from torchport.storage import store
+    from torchport.storage.shards import upload_shard_dir
+
+    store.split_url(url)  # a malformed URL fails before any work
+    if store.exists(store.join(url, "index.json")) and not overwrite:
+        raise FileExistsError(f"{url} already holds a shard set; choose another destination or pass --overwrite")
+    staging = tempfile.mkdtemp(prefix="torchport-pack-", dir=os.environ.get("TORCHPORT_STORAGE_STAGING"))
+    try:
+        local = Path(staging) / "shards"
+        report = pack(src, local, config=cfg, overwrite=True, progress=progress)
+        report["destination"] = url
+        (local / "pack_report.json").write_text(json.dumps(report, indent=2) + "\n")
+        upload_shard_dir(local, url, overwrite=overwrite)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return report
+
+
 def pack_splits(src: str | os.PathLike, dst: str | os.PathLike, **kwargs: Any) -> dict[str, dict[str, Any]]:
     """Pack ``src`` -- either one ImageFolder, or ``src/train`` + ``src/val`` into ``dst/train`` + ``dst/val``.
 
@@ -293,5 +319,9 @@ def pack_splits(src: str | os.PathLike, dst: str | os.PathLike, **kwargs: Any) -
     splits = split_dirs(src)
     if not splits:
         return {"": pack(src, dst, **kwargs)}
+    from torchport.storage.store import is_url, join
+
+    if is_url(dst):
+        return {s: pack(Path(src) / s, join(str(dst), s), **kwargs) for s in splits}
     Path(dst).mkdir(parents=True, exist_ok=True)
     return {s: pack(Path(src) / s, Path(dst) / s, **kwargs) for s in splits}

@@ -1,0 +1,127 @@
+"""Shard sets in a real S3 server: pack to s3://, stream samples, cache, faults, CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from torchport.data.synth import make_dataset
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    root = tmp_path_factory.mktemp("synth")
+    make_dataset(root, classes=3, train_per_class=12, val_per_class=4, size=40, quality=90, seed=0)
+    return root
+
+
+def _local_and_remote(folder, tmp_path, url, mode="jpeg"):
+    from torchport.data.pack import pack
+
+    pack(folder / "train", tmp_path / "local", mode=mode, size=32, workers=1, shard_bytes=16 << 10)
+    rep = pack(folder / "train", url, mode=mode, size=32, workers=1, shard_bytes=16 << 10)
+    return tmp_path / "local", rep
+
+
+def test_pack_to_url_uploads_and_never_writes_a_local_s3_folder(folder, tmp_path, store_env, monkeypatch):
+    from torchport.storage import store
+
+    monkeypatch.chdir(tmp_path)
+    url = store_env + "/ds/train"
+    local, rep = _local_and_remote(folder, tmp_path, url)
+    assert rep["destination"] == url and rep["written"] == 36 and rep["shards"] >= 3
+    names = store.listdir(url)
+    assert "index.json" in names and "index.npy" in names and sum(n.endswith(".tps") for n in names) == rep["shards"]
+    assert not (tmp_path / "s3:").exists() and not any(p.name.startswith("s3:") for p in tmp_path.iterdir())
+    # same bytes as the local pack
+    for n in names:
+        if n.endswith(".tps") or n == "index.npy":
+            assert store.read_bytes(store.join(url, n)) == (local / n).read_bytes(), n
+    with pytest.raises(FileExistsError, match="--overwrite"):
+        from torchport.data.pack import pack
+
+        pack(folder / "train", url, mode="jpeg", workers=1)
+
+
+@pytest.mark.parametrize("mode", ["jpeg", "predecoded"])
+def test_same_pixels_from_disk_and_store(folder, tmp_path, store_env, mode, monkeypatch):
+    """Same (seed, epoch, index) -> same pixels, local shards vs the store (read through range requests)."""
+    from torchport.data.dataset import ShardDataset
+    from torchport.data.format import ShardSet
+
+    monkeypatch.setenv("TORCHPORT_STORAGE_BLOCK_MB", "0.0625")  # 64 KiB blocks: samples straddle blocks
+    url = store_env + f"/{mode}"
+    local, _ = _local_and_remote(folder, tmp_path, url, mode=mode)
+    a = ShardDataset(local, size=24, train=True, seed=3, verify="full")
+    b = ShardDataset(url, size=24, train=True, seed=3, verify="full")
+    assert b.shards.remote is not None and isinstance(b.root, str)
+    for epoch in (0, 1):
+        idx = np.random.default_rng(epoch).permutation(len(a))[:20]
+        ba, bb = a[(epoch, idx)], b[(epoch, idx)]
+        assert (ba.images.numpy() == bb.images.numpy()).all()
+        assert (ba.labels.numpy() == bb.labels.numpy()).all()
+    s = ShardSet.open(url, verify="quick")
+    assert s.verify(full=True, samples=True).ok
+    # nothing downloaded whole: the cache holds blocks no larger than the block size
+    cache = Path(os.environ["TORCHPORT_STORAGE_CACHE"])
+    blocks = [p for p in cache.rglob("*") if p.is_file() and not p.name.endswith(".lock") and "-65536-" in p.name]
+    assert blocks and max(p.stat().st_size for p in blocks) <= 65536
+
+
+def test_damaged_object_is_named(folder, tmp_path, store_env):
+    from torchport.data.errors import ShardCorruptError
+    from torchport.data.format import ShardSet
+    from torchport.storage import store
+
+    url = store_env + "/dmg"
+    _local_and_remote(folder, tmp_path, url)
+    name = next(n for n in store.listdir(url) if n.endswith(".tps"))
+    data = store.read_bytes(store.join(url, name))
+    store.write_bytes(store.join(url, name), data[:-100])
+    with pytest.raises(ShardCorruptError, match=name):
+        ShardSet.open(url, verify="quick")
+
+
+def test_missing_url_and_unreachable_endpoint_are_clear_errors(store_env, monkeypatch):
+    from torchport.data.errors import ShardFormatError
+    from torchport.data.format import ShardSet
+    from torchport.errors import ExitCode, StorageError
+    from torchport.storage import store
+
+    with pytest.raises(ShardFormatError, match="no index.json.*torchport data pack"):
+        ShardSet.open(store_env + "/nothing-here")
+    with pytest.raises(StorageError, match="does not exist") as e:
+        store.read_bytes("s3://no-such-bucket-xyz/a")
+    assert e.value.exit_code == ExitCode.IO
+    monkeypatch.setenv("TORCHPORT_STORAGE_ENDPOINT", "http://127.0.0.1:9")
+    monkeypatch.setenv("TORCHPORT_STORAGE_RETRIES", "2")
+    store._CLIENTS.clear()
+    with pytest.raises(StorageError, match=r"cannot reach the object store at http://127.0.0.1:9.*--storage-endpoint"):
+        ShardSet.open(store_env + "/x")
+
+
+def test_cli_pack_verify_inspect_and_errors(folder, tmp_path, store_env):
+    url = store_env + "/cli"
+    env = dict(os.environ)
+    run = lambda *a: subprocess.run([sys.executable, "-m", "torchport", *a], capture_output=True, text=True, env=env,  # noqa: E731
+                                    cwd=tmp_path, timeout=300)
+    r = run("data", "pack", str(folder), url, "--workers", "1", "--json", "rep.json")
+    assert r.returncode == 0, r.stderr
+    assert set(json.loads((tmp_path / "rep.json").read_text())) == {"train", "val"}
+    assert not (tmp_path / "s3:").exists()
+    r = run("data", "verify", url, "--json", "v.json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    v = json.loads((tmp_path / "v.json").read_text())
+    assert v["train"]["ok"] and v["val"]["ok"] and "sample crc32" in v["train"]["checked"]
+    r = run("data", "inspect", url + "/train")
+    assert r.returncode == 0 and "36" in r.stdout
+    env["TORCHPORT_STORAGE_ENDPOINT"], env["TORCHPORT_STORAGE_RETRIES"] = "http://127.0.0.1:9", "1"
+    r = run("data", "verify", url)
+    assert r.returncode == 6 and "cannot reach the object store" in r.stderr and "Traceback" not in r.stderr
+    assert "testing" not in r.stderr + r.stdout  # credentials never printed
