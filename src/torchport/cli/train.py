@@ -52,6 +52,7 @@ def run_train(config: Optional[str], json_out: Optional[str], print_config: bool
     """Build the config, train, report; returns the exit code."""
     from rich.console import Console
 
+    from torchport.errors import StorageError
     from torchport.runtime.checkpoint import CheckpointError
     from torchport.runtime.distributed import destroy
     from torchport.runtime.device import ConfigError
@@ -83,6 +84,9 @@ def run_train(config: Optional[str], json_out: Optional[str], print_config: bool
     except CheckpointError as exc:
         err.print(f"[red]torchport train: {exc}[/red]", highlight=False, soft_wrap=True)
         return EXIT_CHECKPOINT
+    except StorageError as exc:  # object store: missing / denied / unreachable (retries exhausted)
+        err.print(f"torchport train: {_last_line(exc)}", highlight=False, soft_wrap=True, markup=False)
+        return int(StorageError.exit_code)
     finally:
         destroy()   # leave the process group cleanly (torchrun); a no-op in a single process
     if json_out:

@@ -254,6 +254,8 @@ def save(state: Mapping[str, Any], path: str | os.PathLike, *, fsync: bool = Tru
     """
     import torch
 
+    if _is_url(path):
+        return _save_remote(state, str(path))
     final = Path(path)
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = final.with_name(f".{final.name}{_TMP_MARK}{os.getpid()}")
@@ -299,6 +301,8 @@ def load(path: str | os.PathLike, *, map_location: Any = "cpu", weights_only: bo
     """
     import torch
 
+    if _is_url(path):
+        return _load_remote(str(path), map_location=map_location, weights_only=weights_only)
     p = Path(path)
     if not p.is_file():
         raise CheckpointError(f"checkpoint {str(p)!r} does not exist")
@@ -316,6 +320,68 @@ def load(path: str | os.PathLike, *, map_location: Any = "cpu", weights_only: bo
     if not isinstance(state, dict):
         raise CheckpointError(f"checkpoint {str(p)!r} holds a {type(state).__name__}, not a dict")
     return state
+
+
+# -- object storage (s3:// and obs://): S3 has no rename, so the object is written whole (one PUT, or a
+# multipart upload that only appears once complete) and a small "latest" pointer written afterwards is
+# the commit. Everything remote goes through torchport.storage.store.
+_POINTER = "latest.json"
+
+
+def _is_url(path: Any) -> bool:
+    from torchport.storage.store import is_url
+
+    return is_url(path)
+
+
+def _staging_file(name: str) -> Path:
+    import tempfile
+
+    fd, tmp = tempfile.mkstemp(prefix=f".{name}{_TMP_MARK}", dir=os.environ.get("TORCHPORT_STORAGE_STAGING"))
+    os.close(fd)
+    return Path(tmp)
+
+
+def _save_remote(state: Mapping[str, Any], url: str) -> str:
+    """Serialise to a local temp file, upload it as ``url``; the object appears only when complete."""
+    import torch
+
+    from torchport.errors import StorageError
+    from torchport.storage import store
+
+    tmp = _staging_file(store.basename(url))
+    try:
+        with open(tmp, "wb") as fh:
+            torch.save(to_cpu(dict(state)), fh)
+        store.put_file(tmp, url)
+    except (OSError, RuntimeError, StorageError) as exc:
+        raise CheckpointWriteError(f"writing checkpoint {url} failed ({exc}); the latest pointer was not moved, "
+                                   "earlier checkpoints are intact") from exc
+    finally:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+    return url
+
+
+def _load_remote(url: str, *, map_location: Any, weights_only: bool) -> dict[str, Any]:
+    from torchport.errors import StorageError
+    from torchport.storage import store
+
+    tmp = _staging_file(store.basename(url))
+    try:
+        try:
+            if not store.exists(url):
+                raise CheckpointError(f"checkpoint {url!r} does not exist")
+            store.get_file(url, tmp)
+        except StorageError as exc:
+            raise CheckpointError(f"checkpoint {url!r} could not be downloaded: {exc}") from None
+        try:
+            return load(tmp, map_location=map_location, weights_only=weights_only)
+        except CheckpointError as exc:
+            raise CheckpointError(str(exc).replace(str(tmp), url)) from None
+    finally:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
 
 
 class CheckpointManager:
@@ -336,17 +402,22 @@ class CheckpointManager:
     def __init__(self, directory: str | os.PathLike, *, keep_last: int = 3, prefix: str = "ckpt") -> None:
         if keep_last < 1:
             raise ValueError(f"keep_last={keep_last} must be >= 1")
-        self.directory = Path(directory)
+        #: an s3:// / obs:// URL: checkpoints are objects and ``latest.json`` is the commit pointer
+        self.remote = _is_url(directory)
+        self.directory = str(directory).rstrip("/") if self.remote else Path(directory)
         self.keep_last = keep_last
         self.prefix = prefix
         self._pattern = re.compile(rf"^{re.escape(prefix)}-(\d+)\.pt$")
 
     def path_for(self, step: int) -> Path:
         """File name for ``step``."""
-        return self.directory / f"{self.prefix}-{int(step):09d}.pt"
+        name = f"{self.prefix}-{int(step):09d}.pt"
+        return f"{self.directory}/{name}" if self.remote else self.directory / name
 
     def checkpoints(self) -> list[Path]:
         """Complete checkpoint files, oldest (lowest step) first; temp files are never listed."""
+        if self.remote:
+            return self._remote_checkpoints()
         if not self.directory.is_dir():
             return []
         found = []
@@ -358,7 +429,9 @@ class CheckpointManager:
 
     def latest(self) -> Path | None:
         """The newest checkpoint that is a structurally complete file (truncated ones are skipped
-        with a warning), or None."""
+        with a warning), or None. In an object store: the one the ``latest.json`` pointer names."""
+        if self.remote:
+            return self._remote_latest()
         for p in reversed(self.checkpoints()):
             if zipfile.is_zipfile(p):
                 return p
@@ -371,6 +444,12 @@ class CheckpointManager:
             return None
         if str(resume) == "auto":
             return self.latest()
+        if _is_url(resume):
+            from torchport.storage import store
+
+            if not store.exists(str(resume)):
+                raise CheckpointError(f"resume checkpoint {str(resume)!r} does not exist (use 'auto' for the latest one)")
+            return str(resume)
         p = Path(resume)
         if not p.is_file():
             raise CheckpointError(f"resume checkpoint {str(p)!r} does not exist (use 'auto' for the latest one)")
@@ -378,6 +457,8 @@ class CheckpointManager:
 
     def save(self, state: Mapping[str, Any], *, step: int) -> Path:
         """Atomically write ``state`` as step ``step``, then prune to the last ``keep_last``."""
+        if self.remote:
+            return self._remote_save(state, step)
         self._remove_stale_temp_files()
         path = save(state, self.path_for(step))
         for old in self.checkpoints()[: -self.keep_last]:
@@ -394,3 +475,55 @@ class CheckpointManager:
             if p.name.startswith(f".{self.prefix}-") and _TMP_MARK in p.name:
                 with contextlib.suppress(OSError):
                     p.unlink()
+
+    # -- object storage ------------------------------------------------------------------------------------
+    def _remote_checkpoints(self) -> list[str]:
+        from torchport.storage import store
+
+        found = [(int(m.group(1)), n) for n in store.listdir(self.directory) if (m := self._pattern.match(n))]
+        return [f"{self.directory}/{n}" for _, n in sorted(found)]
+
+    def _remote_latest(self) -> str | None:
+        import json
+
+        from torchport.storage import store
+
+        pointer = f"{self.directory}/{_POINTER}"
+        fs, p = store._path(pointer)
+        raw = store.call(lambda: fs.cat_file(p), pointer, what="read", missing_ok=True)
+        if raw is None:
+            return None
+        try:
+            name = json.loads(raw)["file"]
+        except (ValueError, KeyError, TypeError):
+            raise CheckpointError(f"{pointer} is not a torchport checkpoint pointer; delete it to start afresh") from None
+        url = f"{self.directory}/{name}"
+        if not store.exists(url):
+            raise CheckpointError(f"{pointer} names {url}, which does not exist; restore it or pass --resume URL")
+        return url
+
+    def _remote_save(self, state: Mapping[str, Any], step: int) -> str:
+        import json
+
+        from torchport.errors import StorageError
+        from torchport.storage import store
+
+        url = save(state, self.path_for(step))  # complete object first ...
+        delay = os.environ.get("TORCHPORT_CHECKPOINT_TEST_DELAY_S")
+        if delay:  # test hook: the window between "object uploaded" and "pointer moved"
+            time.sleep(float(delay))
+        name = url.rsplit("/", 1)[-1]
+        try:  # ... then the pointer: the commit
+            store.write_bytes(f"{self.directory}/{_POINTER}", json.dumps({"file": name, "step": int(step)}).encode())
+        except StorageError as exc:
+            raise CheckpointWriteError(f"checkpoint {url} was uploaded but the latest pointer could not be moved ({exc}); "
+                                       "the previous checkpoint stays the latest") from exc
+        older = [u for u in self._remote_checkpoints() if self._step_of(u) <= int(step)]
+        for old in older[: -self.keep_last]:
+            with contextlib.suppress(StorageError):
+                store.remove(old)
+        return url
+
+    def _step_of(self, url: str) -> int:
+        m = self._pattern.match(url.rsplit("/", 1)[-1])
+        return int(m.group(1)) if m else -1

@@ -98,6 +98,10 @@ class TrainConfig:
     runs_root: str = _field("runs", "Parent of the default run directories.")
     resume: Optional[str] = _field(None, "'auto' (latest checkpoint of the run dir, or of the newest run under "
                                    "runs_root) or a checkpoint path.")
+    checkpoint_dir: Optional[str] = _field(None, "Where checkpoints go: a directory or an s3:// / obs:// URL "
+                                           "(default: <run_dir>/checkpoints; --resume auto looks there).")
+    storage_endpoint: Optional[str] = _field(None, "Object-store endpoint for s3:// / obs:// URLs (default: "
+                                             "TORCHPORT_STORAGE_ENDPOINT, AWS_ENDPOINT_URL[_S3], ~/.aws/config).")
     checkpoint_every: int = _field(0, "Also checkpoint every N optimizer steps (0: at epoch ends only).")
     keep_last: int = _field(3, "Checkpoints kept (older ones are deleted after a successful save).")
     log_every: int = _field(10, "Log (and sync the loss) every N optimizer steps.")

@@ -72,6 +72,14 @@ def build_inputs(cfg, target, *, rank: int, world_size: int) -> Inputs:
         root = Path(default_data_root())
         notes.append(f"data: embedded default dataset at {root}")
     else:
+        from torchport.storage.store import is_url
+
+        if is_url(cfg.data):  # shards in an object store: only the fast loader streams them
+            if cfg.loader == "simple":
+                raise DataError(f"{cfg.data}: data in an object store must be torchport shards (the fast loader); "
+                                "use --loader auto")
+            return _fast(cfg, target, str(cfg.data).rstrip("/"), rank, world_size, classes=None, num_classes_hint=None,
+                         skipped=[], notes=notes)
         root = Path(cfg.data)
     if not root.is_dir():
         raise DataError(f"data directory {str(root)!r} does not exist (pass --data DIR: an ImageFolder with "

@@ -78,7 +78,7 @@ def train(cfg: TrainConfig) -> TrainResult:
     from torchport.train.metrics import MetricsLogger, ProgressDisplay
     from torchport.train.models import build_model
     from torchport.train.optim import LrSchedule, build_optimizer
-    from torchport.train.rundir import prepare_run_dir
+    from torchport.train.rundir import checkpoint_dir_for, prepare_run_dir
 
     t_start = time.time()
     # Test hook: a pause after every optimizer step lets tests SIGKILL the process mid-epoch.
@@ -87,6 +87,10 @@ def train(cfg: TrainConfig) -> TrainResult:
     # ---- 1. Where we run -------------------------------------------------------------------------
     # One process per device. Under torchrun this joins the process group (nccl / hccl / gloo, chosen
     # by the backend record) and picks the device from LOCAL_RANK; alone it just selects the device.
+    if cfg.storage_endpoint:  # s3:// / obs:// endpoint for this process, its workers and checkpoints
+        from torchport.storage.store import configure
+
+        configure(endpoint=cfg.storage_endpoint)
     target = dist.init_distributed(cfg.device)
     rank, world = dist.rank(), dist.world_size()
     main = dist.is_main_process()
@@ -96,7 +100,7 @@ def train(cfg: TrainConfig) -> TrainResult:
     run_dir, resume_path = prepare_run_dir(cfg, main=main, device=target.device)
     log = MetricsLogger(run_dir, enabled=main, tensorboard=cfg.tensorboard)
     ui = ProgressDisplay(cfg.progress, enabled=main)
-    manager = ckpt.CheckpointManager(run_dir / "checkpoints", keep_last=cfg.keep_last)
+    manager = ckpt.CheckpointManager(checkpoint_dir_for(cfg, run_dir), keep_last=cfg.keep_last)  # dir or s3:// / obs://
 
     # ---- 2. Data -----------------------------------------------------------------------------------
     # Workers decode and augment into uint8 batches; the loader normalises them on the device (4x less

@@ -7,6 +7,10 @@
 * no ``run_dir``, ``resume=<path>``: the run that checkpoint belongs to.
 * otherwise a fresh ``<runs_root>/<YYYYmmdd-HHMMSS>``.
 
+Checkpoints go to ``<run_dir>/checkpoints`` unless ``checkpoint_dir`` names another directory or an
+``s3://`` / ``obs://`` URL (:func:`checkpoint_dir_for`); ``--resume auto`` then looks there (in a
+store: the ``latest.json`` pointer). Logs and metrics always stay in the local run directory.
+
 Example::
 
     run_dir, resume_path = prepare_run_dir(cfg, main=True)
@@ -20,7 +24,7 @@ from pathlib import Path
 from torchport.runtime.checkpoint import CheckpointManager
 from torchport.runtime.device import ConfigError
 
-__all__ = ["prepare_run_dir"]
+__all__ = ["prepare_run_dir", "checkpoint_dir_for"]
 
 
 def _newest_run_with_checkpoint(root: Path) -> Path | None:
@@ -37,10 +41,28 @@ def _fresh(root: Path) -> Path:
     return path
 
 
-def _decide(cfg) -> tuple[Path, Path | None]:
+def _is_url(path) -> bool:
+    from torchport.storage.store import is_url
+
+    return is_url(path)
+
+
+def checkpoint_dir_for(cfg, run_dir: Path):
+    """Where this run's checkpoints live: ``checkpoint_dir``; else the store prefix of a ``--resume URL``;
+    else ``<run_dir>/checkpoints``."""
+    if cfg.checkpoint_dir:
+        return cfg.checkpoint_dir if _is_url(cfg.checkpoint_dir) else Path(cfg.checkpoint_dir)
+    if cfg.resume and _is_url(cfg.resume):
+        return str(cfg.resume).rsplit("/", 1)[0]
+    return Path(run_dir) / "checkpoints"
+
+
+def _decide(cfg) -> tuple[Path, Path | str | None]:
     root = Path(cfg.runs_root)
     if cfg.run_dir:
         run_dir = Path(cfg.run_dir)
+    elif cfg.checkpoint_dir or (cfg.resume and _is_url(cfg.resume)):
+        run_dir = _fresh(root)  # the checkpoints are found through checkpoint_dir / the URL, not the run dir
     elif cfg.resume == "auto":
         run_dir = _newest_run_with_checkpoint(root) or _fresh(root)
     elif cfg.resume:
@@ -48,10 +70,11 @@ def _decide(cfg) -> tuple[Path, Path | None]:
         run_dir = p.parent.parent if p.parent.name == "checkpoints" else _fresh(root)
     else:
         run_dir = _fresh(root)
-    manager = CheckpointManager(run_dir / "checkpoints")
+    manager = CheckpointManager(checkpoint_dir_for(cfg, run_dir))
     if cfg.resume is None and manager.checkpoints():
-        raise ConfigError(f"run dir {run_dir} already has checkpoints; pass --resume auto to continue that run, "
-                          "or choose another --run-dir")
+        where = f"checkpoint dir {cfg.checkpoint_dir}" if cfg.checkpoint_dir else f"run dir {run_dir}"
+        raise ConfigError(f"{where} already has checkpoints; pass --resume auto to continue that run, "
+                          "or choose another --run-dir / --checkpoint-dir")
     return run_dir, manager.resolve(cfg.resume)
 
 
@@ -85,4 +108,6 @@ def prepare_run_dir(cfg, *, main: bool, device=None) -> tuple[Path, Path | None]
     if main:
         run_dir.mkdir(parents=True, exist_ok=True)
         (run_dir / ("config.resumed.yaml" if resume_path else "config.yaml")).write_text(cfg.to_yaml())
-    return Path(run_dir), (Path(resume_path) if resume_path else None)
+    if resume_path and not _is_url(resume_path):
+        resume_path = Path(resume_path)
+    return Path(run_dir), (resume_path or None)
