@@ -125,3 +125,19 @@ def test_cli_pack_verify_inspect_and_errors(folder, tmp_path, store_env):
     r = run("data", "verify", url)
     assert r.returncode == 6 and "cannot reach the object store" in r.stderr and "Traceback" not in r.stderr
     assert "testing" not in r.stderr + r.stdout  # credentials never printed
+
+
+def test_doctor_reports_the_store(store_env, tmp_path):
+    env = dict(os.environ)
+    r = subprocess.run([sys.executable, "-m", "torchport", "doctor", "--store", store_env + "/x", "--json", "-"],
+                       capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    st = json.loads(r.stdout)["store"]
+    assert st["reachable"] is True and st["listable"] is True and st["endpoint"] == os.environ["AWS_ENDPOINT_URL"]
+    assert st["credentials"].startswith("environment") and "testing" not in r.stdout
+    env["AWS_ENDPOINT_URL"] = "http://127.0.0.1:9"
+    r = subprocess.run([sys.executable, "-m", "torchport", "doctor", "--strict", "--json", "-"],
+                       capture_output=True, text=True, env=env, timeout=120)
+    st = json.loads(r.stdout)["store"]
+    assert r.returncode == 1 and st["reachable"] is False
+    assert any(p["id"] == "store-unreachable" for p in json.loads(r.stdout)["problems"])

@@ -16,6 +16,8 @@ def register(app: typer.Typer) -> None:
     def doctor(
         json_out: Optional[Path] = typer.Option(None, "--json", help="Write the report as JSON to FILE ('-' for stdout)."),
         strict: bool = typer.Option(False, "--strict", help="Exit 1 when any problem is found."),
+        store_url: Optional[str] = typer.Option(None, "--store", help="Also check this s3:// / obs:// URL: endpoint "
+                                                "reachable, bucket listable (automatic when an endpoint is configured)."),
     ) -> None:
         """Backends found and chosen, versions, visible devices, shim state, Ascend environment problems."""
         from rich.console import Console
@@ -25,6 +27,17 @@ def register(app: typer.Typer) -> None:
         from torchport.runtime.doctor import bug_report_block, collect
 
         report = collect()
+        from torchport.errors import StorageError
+        from torchport.storage.doctor import store_report
+
+        try:
+            report["store"] = store_report(store_url)
+        except StorageError as exc:  # a malformed --store URL
+            from torchport.cli._common import fail
+
+            fail("doctor", str(exc))
+        if report["store"]:
+            report["problems"].extend({"backend": "store", **p} for p in report["store"]["problems"])
         if json_out is not None:
             text = json.dumps(report, indent=2, default=str)
             if str(json_out) == "-":
@@ -49,6 +62,12 @@ def register(app: typer.Typer) -> None:
             if sel and not sel["accelerator"]:
                 con.print("[yellow]note:[/] no accelerator: jobs run on CPU. Set TORCHPORT_REQUIRE_ACCELERATOR=1 to make that an error.")
             con.print(f"shim active: {report['shim_active']}")
+            st = report.get("store")
+            if st:
+                state = ("[green]ok[/]" if not st["problems"] else "[red]problem[/]")
+                con.print(f"object store: {state} endpoint {st['endpoint']}, credentials from {st['credentials']}"
+                          + (f", {st['url']}" if st["url"] else "") + "".join(f"; {d}" for d in st["detail"]),
+                          highlight=False, markup=True)
             for p in report["problems"]:
                 con.print(f"[red]problem[/] [{p['id']}] {p['problem']}\n    [green]fix:[/] {p['fix']}")
             if not report["problems"]:

@@ -241,6 +241,8 @@ def classify(exc: BaseException) -> str:
             if code in ("AccessDenied", "403", "InvalidAccessKeyId", "SignatureDoesNotMatch", "Forbidden") or status == 403:
                 return "denied"
         name = type(e).__name__
+        if name in ("NoCredentialsError", "PartialCredentialsError", "NoAuthTokenError"):
+            return "denied"
         if name in ("EndpointConnectionError", "ConnectTimeoutError") and not isinstance(e, ConnectionResetError):
             return "unreachable"
         if name in ("ReadTimeoutError", "ResponseStreamingError", "IncompleteReadError", "IncompleteRead",
