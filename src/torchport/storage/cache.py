@@ -102,7 +102,10 @@ class BlockCache:
                     self.hits += 1
                 return data
             self.ensure(key, fetch)
-        raise OSError(f"cache block {p} vanished three times in a row; is TORCHPORT_STORAGE_CACHE_GB far too small?")
+        from torchport.errors import StorageError  # not an OSError: must never pass for one bad sample
+
+        raise StorageError(f"cache block {p} vanished three times in a row; raise TORCHPORT_STORAGE_CACHE_GB "
+                           "(the cache must hold at least the blocks of a few batches)")
 
     def ensure(self, key: str, fetch: Callable[[], bytes]) -> bool:
         """Make sure block ``key`` is cached (download it once across processes); True when fetched here."""

@@ -1,8 +1,10 @@
 """A fault-injecting HTTP proxy in front of an S3 endpoint (for tests and the store benchmark).
 
 For a fraction ``rate`` of requests it answers HTTP 500 or 503 (an S3 XML error body, 503 as
-``SlowDown``), or drops the connection without answering (a reset); with ``delay_rate`` it stalls
-past the client's read timeout. Everything else is forwarded unchanged. Counters say what was
+``SlowDown``), drops the connection without answering, or resets it half-way through the response
+body; with ``stall_rate`` it stalls past the client's read timeout. (An HTTP client may retry a
+request dropped before any byte of the answer on its own -- aiohttp does for pooled connections --
+so only the other kinds are sure to reach torchport's retry loop.) Everything else is forwarded unchanged. Counters say what was
 injected, so a test can assert that faults really happened and that none leaked through.
 
 Example::
@@ -10,7 +12,7 @@ Example::
     with FaultProxy("http://127.0.0.1:5000", rate=0.1, seed=0) as proxy:
         os.environ["TORCHPORT_STORAGE_ENDPOINT"] = proxy.url
         ...
-        print(proxy.counts)    # {'forwarded': 812, '500': 31, '503': 29, 'drop': 30, 'stall': 0}
+        print(proxy.counts)    # {'forwarded': 812, '500': 23, '503': 22, 'drop': 21, 'reset': 24}
 """
 
 from __future__ import annotations
@@ -64,7 +66,7 @@ class FaultProxy:
                 return "forward"
             r = self._rng.random()
             if r < self.rate:
-                kind = ("500", "503", "drop")[int(r / self.rate * 3) % 3]
+                kind = ("500", "503", "drop", "reset")[int(r / self.rate * 4) % 4]
             elif r < self.rate + self.stall_rate:
                 kind = "stall"
             else:
@@ -120,10 +122,20 @@ class FaultProxy:
                     conn.close()
                 self.send_response(resp.status, resp.reason)
                 for k, v in resp.getheaders():
-                    if k.lower() not in _HOP and k.lower() != "content-length":
+                    if k.lower() not in _HOP and (k.lower() != "content-length" or self.command == "HEAD"):
                         self.send_header(k, v)
-                self.send_header("Content-Length", str(len(data)))
+                if self.command != "HEAD":
+                    self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
+                if kind == "reset" and self.command != "HEAD" and len(data) > 1:
+                    self.wfile.write(data[: len(data) // 2])  # half the body, then the connection goes away
+                    self.wfile.flush()
+                    self.close_connection = True
+                    try:
+                        self.connection.shutdown(socket.SHUT_RDWR)
+                    except OSError:
+                        pass
+                    return
                 if self.command != "HEAD":
                     self.wfile.write(data)
 
