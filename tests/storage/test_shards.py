@@ -141,3 +141,15 @@ def test_doctor_reports_the_store(store_env, tmp_path):
     st = json.loads(r.stdout)["store"]
     assert r.returncode == 1 and st["reachable"] is False
     assert any(p["id"] == "store-unreachable" for p in json.loads(r.stdout)["problems"])
+
+
+def test_auto_order_is_shard_aware_in_the_store_only(folder, tmp_path, store_env):
+    from torchport.data.loader import make_loader
+
+    url = store_env + "/ord"
+    local, _ = _local_and_remote(folder, tmp_path, url)
+    kw = dict(batch_size=4, train=True, image_size=16, num_workers=0, rank=1, world_size=2)
+    remote_loader, local_loader = make_loader(url, **kw), make_loader(local, **kw)
+    assert remote_loader.sampler.order == "shards" and local_loader.sampler.order == "global"
+    assert make_loader(local, order="shards", **kw).sampler.rank_indices().tolist() == \
+        remote_loader.sampler.rank_indices().tolist()

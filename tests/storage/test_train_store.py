@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 TINY = ["--model", "tinycnn", "--image-size", "32", "--batch-size", "8", "--lr", "0.02", "--warmup-epochs", "0",
-        "--progress", "plain", "--epochs", "1", "--log-every", "1"]
+        "--progress", "plain", "--epochs", "1", "--log-every", "1", "--data-order", "shards"]
 
 
 def _losses(run_dir: Path) -> dict[int, float]:

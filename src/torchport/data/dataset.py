@@ -268,6 +268,19 @@ class ShardDataset(BatchDataset):
         self.classes = self.shards.classes
         self.labels = self.shards.labels
 
+    @property
+    def remote(self) -> bool:
+        """True when the shards are in an object store."""
+        return self.shards.remote is not None
+
+    @property
+    def chunk_sizes(self):
+        """Samples per shard in index order (None if a shard's samples are not contiguous)."""
+        col = self.shards._shard_col
+        if len(col) and not bool(np.all(np.diff(col) >= 0)):
+            return None
+        return np.bincount(col, minlength=len(self.shards.manifest["shards"]))
+
     def _sizes(self, indices):
         self.shards.prefetch(indices)  # object store: the batch's blocks, fetched concurrently (no-op on disk)
         return self.shards.heights[indices], self.shards.widths[indices]

@@ -74,6 +74,9 @@ class LoaderConfig:
         prefetch_factor: batches each worker prepares ahead.
         persistent_workers: keep workers between epochs.
         return_indices: yield ``(images, labels, indices)`` (for parity checks).
+        order: ``"global"`` (one shuffle of all samples, ranks strided), ``"shards"`` (ranks take
+            disjoint runs of shards; see :mod:`torchport.data.sampler`), ``"auto"`` (shards for data in
+            an object store, global otherwise).
     """
 
     batch_size: int = 64
@@ -95,8 +98,11 @@ class LoaderConfig:
     prefetch_factor: int = 2
     persistent_workers: bool = True
     return_indices: bool = False
+    order: str = "auto"
 
     def __post_init__(self) -> None:
+        if self.order not in ("auto", "global", "shards"):
+            raise ValueError(f"order={self.order!r}: use 'auto', 'global' or 'shards'")
         if self.augment not in ("auto", "cpu", "device"):
             raise ValueError(f"augment={self.augment!r}: use 'auto', 'cpu' or 'device'")
         if self.dtype not in _DTYPES:
@@ -188,8 +194,18 @@ class Loader:
         rank = cfg.rank if cfg.rank is not None else rank
         world = cfg.world_size if cfg.world_size is not None else world
         drop_last = cfg.train if cfg.drop_last is None else cfg.drop_last
+        chunks = getattr(dataset, "chunk_sizes", None)
+        order = cfg.order
+        if order == "auto":
+            order = "shards" if getattr(dataset, "remote", False) and chunks is not None else "global"
+        if order == "shards" and chunks is None:
+            from torchport.errors import ConfigError
+
+            raise ConfigError("data order 'shards' needs a shard set (an ImageFolder has no shards); pack it with "
+                              "`torchport data pack` or use order 'global'")
         self.sampler = EpochBatchSampler(
-            len(dataset), cfg.batch_size, seed=cfg.seed, shuffle=cfg.train, rank=rank, world_size=world, drop_last=drop_last
+            len(dataset), cfg.batch_size, seed=cfg.seed, shuffle=cfg.train, rank=rank, world_size=world, drop_last=drop_last,
+            order=order, chunk_sizes=chunks,
         )
         self.num_workers = _default_workers() if cfg.num_workers is None else cfg.num_workers
         self.stats = LoaderStats()
@@ -233,6 +249,7 @@ class Loader:
             "num_samples": s.n,
             "batch_size": s.batch_size,
             "world_size": s.world_size,
+            "order": s.order,
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -248,6 +265,9 @@ class Loader:
                     f"loader state has {key}={state.get(key)!r} but this loader has {mine!r}; "
                     "resume with the same dataset, batch size, seed and world size"
                 )
+        if state.get("order", "global") != s.order:
+            raise ValueError(f"loader state has order={state.get('order', 'global')!r} but this loader has {s.order!r}; "
+                             "resume with the same data order")
         s.epoch = int(state["epoch"])
         s.start = int(state["batches_done"])
         self._consumed = s.start

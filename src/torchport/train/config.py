@@ -64,6 +64,9 @@ class TrainConfig:
     bad_files: str = _field("skip", "Corrupt or non-image files: skip them (counted, reported each epoch) or "
                             "stop with an error.", choices=("skip", "error"))
     workers: Optional[int] = _field(None, "DataLoader worker processes per rank (default: the loader's own).")
+    data_order: str = _field("auto", "Sample order: global (one shuffle, ranks strided); shards (each rank reads its own run "
+                             "of shards: disjoint bytes per rank); auto: shards for s3:// / obs:// data, else global.",
+                             choices=("auto", "global", "shards"))
     loader: str = _field("auto", "fast: torchport.data (libjpeg-turbo, shards); simple: a plain DataLoader (Pillow + "
                          "torchvision ops); auto: fast when the data has a val/ split or is sharded.", choices=("auto", "fast", "simple"))
     # -- model ----------------------------------------------------------------------------------------

@@ -117,7 +117,7 @@ def _fast(cfg, target, root: Path, rank, world_size, *, classes, num_classes_hin
 
     common = dict(batch_size=cfg.batch_size, image_size=cfg.image_size, seed=cfg.seed, num_workers=cfg.workers,
                   rank=rank, world_size=world_size, target=target, corrupt=cfg.bad_files,
-                  channels_last=cfg.channels_last)
+                  channels_last=cfg.channels_last, order=cfg.data_order)
     train_loader = make_loader(root, train=True, **common)
     val_loader = make_loader(root, train=False, **common)
     # Crop ranges are the trainer's knobs (small synthetic images need a larger minimum crop area
