@@ -362,11 +362,28 @@ def register_bench_data(bench_app) -> None:
         json_out: Path = typer.Option(None, "--json", help="write the result as JSON"),
         png: Path = typer.Option(None, help="write a bar chart PNG"),
         check: bool = typer.Option(False, help="exit 1 when a throughput target is missed"),
+        data: str = typer.Option(None, "--data", help="s3:// or obs:// shard set: compare it with the same shards on local "
+                                 "disk (cold / warm cache / injected faults) instead of the pipeline comparison"),
+        fault_rate: float = typer.Option(0.1, "--fault-rate", help="with --data: fraction of store requests that fail"),
     ) -> None:
         """Images/s of the PIL baseline vs torchport's jpeg / predecoded / folder pipelines."""
         from rich.console import Console
 
         console = Console(stderr=False)
+        if data:  # object store vs local disk (torchport.storage.bench)
+            from torchport.cli._common import guard
+            from torchport.storage.bench import render_store_table, run_store_bench
+
+            with guard("bench data"):
+                result = run_store_bench(data, workers=workers, batch_size=batch_size, size=size, rounds=rounds,
+                                         fault_rate=fault_rate, log=lambda s: console.print(f"[dim]{s}[/]"))
+            console.print(render_store_table(result))
+            if json_out:
+                Path(json_out).write_text(json.dumps(result, indent=2) + "\n")
+            if check and not all(r.get("meets_target", True) and not r.get("lost") and not r.get("extra")
+                                 for r in result["results"].values()):
+                raise typer.Exit(1)
+            return
         cfg = BenchConfig(
             count=count, root=root, workers=workers, batch_size=batch_size, size=size, seconds=seconds, rounds=rounds,
             modes=tuple(m.strip() for m in modes.split(",") if m.strip()), train_step=train_step, device=device,
