@@ -77,8 +77,19 @@ def run_store_bench(url: str, *, workers: int = 2, batch_size: int = 64, size: i
     from torchport.storage import store
     from torchport.storage.faults import FaultProxy
 
+    from torchport.storage.shards import load_manifest
+
     url = url.rstrip("/")
-    local = _download(url, cache_dir() / "bench-store" / hashlib.sha256(url.encode()).hexdigest()[:16])
+    manifest = load_manifest(url)
+    if manifest is None:
+        from torchport.errors import StorageError
+
+        raise StorageError(f"{url} holds no torchport shard set (no index.json); pack one with `torchport data pack SRC {url}`")
+    # keyed by content (the index checksum), so a re-packed set at the same URL is downloaded again
+    tag = hashlib.sha256((url + manifest["index"]["sha256"]).encode()).hexdigest()[:16]
+    local = _download(url, cache_dir() / "bench-store" / tag)
+    if len(manifest["shards"]) < 2 * workers:
+        log(f"note: {len(manifest['shards'])} shard(s) for {workers} workers; smaller shards (--shard-mb) spread the reads")
     log(f"local copy of {url}: {local}")
     bench_cache = Path(tempfile.mkdtemp(prefix="torchport-bench-store-"))
     old_env = {k: os.environ.get(k) for k in ("TORCHPORT_STORAGE_CACHE", "TORCHPORT_STORAGE_ENDPOINT")}
