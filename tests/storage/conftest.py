@@ -53,7 +53,9 @@ def store_env(s3_server, tmp_path, monkeypatch):
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     monkeypatch.setenv("AWS_REGION", "us-east-1")
     monkeypatch.setenv("AWS_ENDPOINT_URL", s3_server)
-    monkeypatch.delenv("TORCHPORT_STORAGE_ENDPOINT", raising=False)
+    for var in ("TORCHPORT_STORAGE_ENDPOINT", "TORCHPORT_OBS_ENDPOINT", "OBS_ENDPOINT", "AWS_ENDPOINT_URL_S3", "AWS_PROFILE",
+                "TORCHPORT_STORAGE_RETRIES", "TORCHPORT_STORAGE_BLOCK_MB", "TORCHPORT_STORAGE_ADDRESSING", "OBS_REGION"):
+        monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("TORCHPORT_STORAGE_CACHE", str(tmp_path / "objcache"))
     monkeypatch.setenv("TORCHPORT_STORAGE_BACKOFF_S", "0.01")
     monkeypatch.setenv("TORCHPORT_STORAGE_TIMEOUT_S", "5")

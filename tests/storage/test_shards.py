@@ -153,3 +153,28 @@ def test_auto_order_is_shard_aware_in_the_store_only(folder, tmp_path, store_env
     assert remote_loader.sampler.order == "shards" and local_loader.sampler.order == "global"
     assert make_loader(local, order="shards", **kw).sampler.rank_indices().tolist() == \
         remote_loader.sampler.rank_indices().tolist()
+
+
+def test_obs_urls_use_the_obs_endpoint(store_env, monkeypatch):
+    """obs:// is OBS through its S3 endpoint: TORCHPORT_OBS_ENDPOINT (here the test server) wins for obs:// only."""
+    from torchport.errors import StorageError
+    from torchport.storage import store
+
+    bucket = store_env.split("://", 1)[1]
+    monkeypatch.setenv("TORCHPORT_OBS_ENDPOINT", os.environ["AWS_ENDPOINT_URL"])
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")  # s3:// now points nowhere
+    monkeypatch.setenv("TORCHPORT_STORAGE_RETRIES", "1")
+    store._CLIENTS.clear()
+    store.write_bytes(f"obs://{bucket}/o/x.bin", b"obs!")
+    assert store.read_range(f"obs://{bucket}/o/x.bin", 1, 4) == b"bs!"
+    with pytest.raises(StorageError, match="cannot reach"):
+        store.read_bytes(f"s3://{bucket}/o/x.bin")
+    monkeypatch.delenv("TORCHPORT_OBS_ENDPOINT")
+    monkeypatch.delenv("AWS_ENDPOINT_URL")
+    monkeypatch.delenv("AWS_REGION")
+    monkeypatch.delenv("AWS_DEFAULT_REGION", raising=False)
+    monkeypatch.setenv("OBS_REGION", "cn-north-4")
+    assert store.endpoint_for("obs") == "https://obs.cn-north-4.myhuaweicloud.com"
+    monkeypatch.delenv("OBS_REGION")
+    with pytest.raises(StorageError, match="TORCHPORT_OBS_ENDPOINT"):
+        store.endpoint_for("obs")

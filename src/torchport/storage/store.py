@@ -154,6 +154,26 @@ def endpoint_for(scheme: str) -> str | None:
     return ep
 
 
+def _addressing(scheme: str, ep: str | None) -> str:
+    """``TORCHPORT_STORAGE_ADDRESSING`` (virtual|path|auto); default: virtual-hosted for OBS (its documented
+    style), path for an endpoint given as an IP address or localhost (MinIO, test servers), else auto."""
+    env = os.environ.get("TORCHPORT_STORAGE_ADDRESSING")
+    if env in ("virtual", "path", "auto"):
+        return env
+    import ipaddress
+    import urllib.parse
+
+    host = urllib.parse.urlsplit(ep).hostname if ep else None
+    if host:
+        try:
+            ipaddress.ip_address(host)
+            return "path"
+        except ValueError:
+            if host == "localhost":
+                return "path"
+    return "virtual" if scheme == "obs" else "auto"
+
+
 def _timeouts() -> tuple[float, float]:
     t = float(os.environ.get("TORCHPORT_STORAGE_TIMEOUT_S") or 60)
     return min(10.0, t), t
@@ -197,7 +217,7 @@ def filesystem(scheme: str = "s3"):
                 client_kwargs=client_kwargs,
                 config_kwargs={"connect_timeout": connect, "read_timeout": read,
                                "retries": {"total_max_attempts": 1, "mode": "standard"},
-                               **({"s3": {"addressing_style": "virtual"}} if scheme == "obs" else {})},
+                               "s3": {"addressing_style": _addressing(scheme, ep)}},
                 **creds,
             )
             fs.retries = 1  # s3fs's own retry loop: off (ours counts and classifies)
