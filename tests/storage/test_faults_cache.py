@@ -61,7 +61,7 @@ def test_loader_under_faults_delivers_every_sample_once(folder, store_env, s3_se
     url = store_env + "/f"
     pack(folder, url, mode="jpeg", workers=1, shard_bytes=24 << 10)
     pack(folder, tmp_path / "local", mode="jpeg", workers=1, shard_bytes=24 << 10)
-    kw = dict(batch_size=8, train=True, image_size=24, seed=5, num_workers=2, augment="cpu")
+    kw = dict(batch_size=8, train=True, image_size=24, seed=5, num_workers=2, augment="cpu", order="shards")
     ref = list(make_loader(tmp_path / "local", **kw))
     with FaultProxy(s3_server, rate=0.1, seed=3) as proxy:
         monkeypatch.setenv("TORCHPORT_STORAGE_ENDPOINT", proxy.url)

@@ -87,8 +87,12 @@ def test_train_from_store_kill_resume_auto_matches_local_disk(packed, tmp_path, 
     assert _losses(tmp_path / "store") == expected  # every step, exactly as from local disk
     assert manager.latest() == ck + "/ckpt-000000012.pt"
     # without --resume the used checkpoint dir is refused (two runs would mix)
-    again = _train("--data", url, *common, "--run-dir", tmp_path / "other", "--checkpoint-dir", ck, env=env)
-    assert again.returncode == 2 and "--resume auto" in again.stderr
+    from torchport.errors import ConfigError
+    from torchport.train.config import TrainConfig
+    from torchport.train.rundir import _decide
+
+    with pytest.raises(ConfigError, match="--resume auto"):
+        _decide(TrainConfig(data=url, run_dir=str(tmp_path / "other"), checkpoint_dir=ck))
 
 
 def test_two_ranks_torchrun_from_store_match_local(packed, tmp_path, store_env):
