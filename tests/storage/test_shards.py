@@ -180,3 +180,45 @@ def test_obs_urls_use_the_obs_endpoint(store_env, monkeypatch):
     monkeypatch.delenv("OBS_REGION")
     with pytest.raises(StorageError, match="TORCHPORT_OBS_ENDPOINT"):
         store.endpoint_for("obs")
+
+
+def test_interrupted_upload_is_never_a_shard_set(folder, tmp_path, store_env):
+    """The manifest goes last: an upload that dies half-way leaves a prefix nobody reads as data."""
+    from torchport.data.errors import ShardFormatError
+    from torchport.data.format import ShardSet, is_shard_dir
+    from torchport.data.pack import pack
+    from torchport.storage import store
+    from torchport.storage.shards import upload_shard_dir
+
+    local = tmp_path / "p"
+    pack(folder / "train", local, mode="jpeg", workers=1, shard_bytes=16 << 10)
+    (local / "shard-00002.tps").unlink()  # the upload fails on this file
+    url = store_env + "/half"
+    with pytest.raises(FileNotFoundError, match="local file does not exist"):
+        upload_shard_dir(local, url, workers=1)
+    assert "shard-00000.tps" in store.listdir(url) and "index.json" not in store.listdir(url)
+    assert not is_shard_dir(url)
+    with pytest.raises(ShardFormatError, match="no index.json"):
+        ShardSet.open(url)
+
+
+def test_train_cli_store_errors_are_one_line(store_env, tmp_path):
+    env = {**os.environ, "TORCHPORT_STORAGE_ENDPOINT": "http://127.0.0.1:9", "TORCHPORT_STORAGE_RETRIES": "1",
+           "TORCHPORT_CACHE": str(tmp_path / "c")}
+    r = subprocess.run([sys.executable, "-m", "torchport", "train", "--data", store_env + "/nothing", "--epochs", "1",
+                        "--run-dir", str(tmp_path / "r"), "--progress", "none"], capture_output=True, text=True, env=env,
+                       timeout=300)
+    assert r.returncode == 6, r.stderr[-2000:]
+    assert "cannot reach the object store at http://127.0.0.1:9" in r.stderr and "Traceback" not in r.stderr
+    # an explicit --resume URL: the run's checkpoints go next to it
+    from torchport.runtime.checkpoint import CheckpointError, CheckpointManager
+    from torchport.train.config import TrainConfig
+    from torchport.train.rundir import _decide, checkpoint_dir_for
+
+    ck = store_env + "/runs/x/checkpoints"
+    CheckpointManager(ck).save({"w": 1}, step=3)
+    cfg = TrainConfig(resume=ck + "/ckpt-000000003.pt", runs_root=str(tmp_path / "runs"))
+    run_dir, resume = _decide(cfg)
+    assert resume == ck + "/ckpt-000000003.pt" and checkpoint_dir_for(cfg, run_dir) == ck
+    with pytest.raises(CheckpointError, match="does not exist"):
+        _decide(TrainConfig(resume=ck + "/ckpt-000000009.pt", runs_root=str(tmp_path / "runs")))

@@ -386,6 +386,8 @@ def write_bytes(url: str, data: bytes) -> None:
 def put_file(local: str | os.PathLike, url: str) -> None:
     """Upload a local file (multipart for large files: the object appears only when complete)."""
     fs, p = _path(url)
+    if not os.path.isfile(local):  # a local problem must not be reported as a missing object
+        raise FileNotFoundError(f"cannot upload {os.fspath(local)} to {url}: the local file does not exist")
     call(lambda: fs.put_file(os.fspath(local), p), url, what="upload")
 
 
