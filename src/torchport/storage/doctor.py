@@ -55,7 +55,8 @@ def store_report(url: str | None = None) -> dict[str, Any] | None:
 
     if url is None and not configured():
         return None
-    scheme = store.split_url(url)[0] if url else ("obs" if os.environ.get("OBS_ENDPOINT") or os.environ.get("TORCHPORT_OBS_ENDPOINT") else "s3")
+    obs_env = os.environ.get("OBS_ENDPOINT") or os.environ.get("TORCHPORT_OBS_ENDPOINT")
+    scheme = store.split_url(url)[0] if url else ("obs" if obs_env else "s3")
     out: dict[str, Any] = {"url": url, "scheme": scheme, "endpoint": None, "credentials": _credential_source(scheme),
                            "reachable": None, "listable": None, "detail": [], "problems": []}
     try:
@@ -69,8 +70,10 @@ def store_report(url: str | None = None) -> dict[str, Any] | None:
         out["reachable"] = ok
         out["detail"].append(detail)
         if not ok:
-            out["problems"].append({"id": "store-unreachable", "problem": f"object-store endpoint {ep} is not reachable ({detail})",
-                                    "fix": "check --storage-endpoint / TORCHPORT_STORAGE_ENDPOINT / AWS_ENDPOINT_URL and the network"})
+            out["problems"].append({"id": "store-unreachable",
+                                    "problem": f"object-store endpoint {ep} is not reachable ({detail})",
+                                    "fix": "check --storage-endpoint / TORCHPORT_STORAGE_ENDPOINT / AWS_ENDPOINT_URL "
+                                           "and the network"})
             return out
     if url:
         ok, detail = store.bucket_listable(url)

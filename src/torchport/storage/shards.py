@@ -26,7 +26,6 @@ import threading
 from pathlib import Path
 from typing import Any, Iterable
 
-import numpy as np
 
 from torchport.errors import StorageError
 from torchport.storage import store
