@@ -114,22 +114,22 @@ def test_dct_scaled_decode_is_used_for_small_outputs(shards):
     from torchport.data import decode
 
     calls = []
-    orig = decode.decode_for_crop
+    orig = decode.decode_crop
 
     def spy(*a, **k):
-        img, f = orig(*a, **k)
+        img, box, f = orig(*a, **k)
         calls.append(f)
-        return img, f
+        return img, box, f
 
     ds = ShardDataset(shards["jpeg"], size=8, train=False)
     import torchport.data.dataset as dsmod
 
-    old = dsmod.decode_for_crop
-    dsmod.decode_for_crop = spy
+    old = dsmod.decode_crop
+    dsmod.decode_crop = spy
     try:
         b = ds[(0, np.arange(4))]
     finally:
-        dsmod.decode_for_crop = old
+        dsmod.decode_crop = old
     assert b.images.shape == (4, 3, 8, 8)
     assert calls and all(f < 1.0 for f in calls)  # 35px centre crop -> 8px: decoded at 1/4
 

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from torchport.data.augment import CropParams, center_params, resize_into, rrc_params
-from torchport.data.decode import decode_any, decode_for_crop, is_jpeg, jpeg_size
+from torchport.data.decode import decode_any, decode_crop, is_jpeg, jpeg_size
 from torchport.data.errors import CorruptSampleError
 from torchport.data.format import ShardSet
 from torchport.data.pack import scan_image_folder
@@ -164,8 +164,9 @@ class BatchDataset:
         if kind == "pixels":
             return payload, (int(p.top[k]), int(p.left[k]), int(p.height[k]), int(p.width[k]))
         box = (int(p.top[k]), int(p.left[k]), int(p.height[k]), int(p.width[k]))
-        try:
-            img, _f = decode_for_crop(payload, (H, W), box, self.aug.out_hw, fast=self.aug.fast_dct)
+        try:  # only the crop's region, DCT-scaled when the crop allows (same pixels as a full decode)
+            img, box, _f = decode_crop(payload, (H, W), box, self.aug.out_hw, fast=self.aug.fast_dct)
+            return img, box
         except ValueError:
             if self.mode == "jpeg":  # packing stored only bytes that decode cleanly: this is damage
                 raise

@@ -431,6 +431,10 @@ def make_loader(
     where = cfg.augment
     aug = AugmentConfig(size=image_size, train=train, seed=seed, where="cpu", corrupt=cfg.corrupt)
     ds = open_dataset(path, train=train, aug=aug, verify=cfg.verify)
+    if getattr(ds, "mode", "") in ("jpeg", "folder"):
+        from torchport.data.decode import native_status
+
+        native_status()  # build / load the region decoder once here, before workers fork
     if where == "auto":
         where = "device" if (target.is_accelerator and getattr(ds, "mode", "") == "predecoded") else "cpu"
     if where != "cpu":
