@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import warnings
 from typing import Any
 
 from torchport.data.augment import IMAGENET_MEAN, IMAGENET_STD
@@ -78,7 +79,9 @@ class _TvIoDataset:
         from torchvision.io import ImageReadMode, decode_jpeg, read_file
 
         path, label = self.items[i]
-        img = decode_jpeg(read_file(path), mode=ImageReadMode.RGB)  # (3, H, W) uint8
+        with warnings.catch_warnings():  # torchvision >= 0.29 flags its image codecs as deprecated (torchcodec)
+            warnings.simplefilter("ignore", DeprecationWarning)
+            img = decode_jpeg(read_file(path), mode=ImageReadMode.RGB)  # (3, H, W) uint8
         return self.tf(img), label
 
 
