@@ -63,3 +63,35 @@ def test_fallback_decoder_gives_the_same_batches(shards, monkeypatch):
     b = ds[(2, np.arange(12))]
     assert decode.native_status() == "simplejpeg (forced by test)"
     assert np.array_equal(a.images.numpy(), b.images.numpy())
+
+
+@pytest.mark.parametrize("w", [16, 37, 224])
+def test_hwc_to_chw_kernel_equals_numpy(w, monkeypatch):
+    from torchport.data.augment import hwc_to_chw_into
+
+    src = np.random.default_rng(w).integers(0, 256, (9, w + 5, 3), dtype=np.uint8)[:, 2 : 2 + w]  # strided rows
+    for flip in (False, True):
+        a = np.zeros((3, 9, w), np.uint8)
+        hwc_to_chw_into(a, src, flip)
+        ref = src.transpose(2, 0, 1)[:, :, ::-1] if flip else src.transpose(2, 0, 1)
+        np.testing.assert_array_equal(a, ref)
+
+
+def test_loader_output_is_the_same_with_and_without_native_kernels(shards, monkeypatch):
+    import torch
+
+    from torchport.data.loader import make_loader
+    from torchport.runtime.device import select_device
+
+    def run():
+        L = make_loader(shards["predecoded"], batch_size=8, image_size=24, seed=7, num_workers=0,
+                        target=select_device("cpu"), return_indices=True)
+        L.set_epoch(1)
+        return [(x.clone(), i) for x, _, i in L]
+
+    a = run()
+    monkeypatch.setattr(decode, "_native_state", (None, "simplejpeg (forced by test)"))
+    b = run()
+    assert len(a) == len(b) > 0
+    for (xa, ia), (xb, ib) in zip(a, b):
+        assert torch.equal(ia, ib) and torch.equal(xa, xb)  # bit-identical floats

@@ -33,6 +33,7 @@ __all__ = [
     "rrc_params",
     "center_params",
     "resize_into",
+    "hwc_to_chw_into",
     "device_crop_resize",
     "IMAGENET_MEAN",
     "IMAGENET_STD",
@@ -150,6 +151,22 @@ def resize_into(dst, src: np.ndarray, box: tuple[int, int, int, int], flip: bool
         crop = np.ascontiguousarray(src[t : t + h, l_ : l_ + w])
         x = torch.from_numpy(crop).as_strided((1, 3, h, w), (h * w * 3, 1, w * 3, 3))
         hwc = F.interpolate(x, size=(oh, ow), mode="bilinear", antialias=True, align_corners=False)[0].permute(1, 2, 0).numpy()
+    hwc_to_chw_into(out, hwc, flip)
+
+
+def hwc_to_chw_into(out: np.ndarray, hwc: np.ndarray, flip: bool) -> None:
+    """Copy ``hwc`` (H, W, 3 uint8, rows may be strided) into ``out`` (3, H, W, C-contiguous), flipped if asked.
+
+    The native SSSE3 kernel (three ``pshufb`` per plane per 16 pixels) when available -- ~5x faster
+    than numpy's strided copy for 224 x 224; numpy otherwise. Both give the same bytes.
+    """
+    from torchport.data.decode import native_lib
+
+    lib = native_lib()
+    h, w = hwc.shape[:2]
+    if lib is not None and hwc.strides[1:] == (3, 1) and out.flags.c_contiguous and out.shape == (3, h, w):
+        lib.tp_hwc_to_chw(hwc.ctypes.data, hwc.strides[0], out.ctypes.data, h, w, int(bool(flip)))
+        return
     chw = hwc.transpose(2, 0, 1)
     np.copyto(out, chw[:, :, ::-1] if flip else chw)
 

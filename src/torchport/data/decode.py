@@ -8,8 +8,9 @@ Two tricks cut a worker's decode time, chosen per sample from its crop box:
   power-of-two factors: measured here, 3/4, 5/8 ... are *slower* than a full decode.
 * **Region decoding** -- rows below the crop are never decoded, rows above are only
   entropy-decoded (``jpeg_skip_scanlines``), columns outside it skip IDCT and colour conversion
-  (``jpeg_crop_scanline``). simplejpeg does not expose this, so a 100-line C file
-  (``_jpeg_region.c``) is compiled on first use against the system's libjpeg-turbo and called
+  (``jpeg_crop_scanline``). simplejpeg does not expose this, so a small C file
+  (``_native.c``, which also holds two byte-shuffling kernels used by :mod:`~torchport.data.augment`
+  and the loader) is compiled on first use against the system's libjpeg-turbo and called
   through ctypes. With the fast IDCT and plain upsampling (the default) each pixel depends on its
   own blocks only, so the region equals the same crop of a full decode bit for bit; with fancy
   upsampling (``fast=False``) the region is widened by a margin so the edges match too.
@@ -100,7 +101,7 @@ _native_state: tuple[object, str] | None = None  # (ctypes library or None, stat
 
 
 def _source() -> Path:
-    return Path(__file__).with_name("_jpeg_region.c")
+    return Path(__file__).with_name("_native.c")
 
 
 def _build(src: Path) -> Path:
@@ -110,12 +111,12 @@ def _build(src: Path) -> Path:
     tag = hashlib.sha256(src.read_bytes() + f"{sys.platform}-{os.uname().machine}".encode()).hexdigest()[:16]
     out_dir = cache_dir() / "native"
     out_dir.mkdir(parents=True, exist_ok=True)
-    so = out_dir / f"jpeg_region-{tag}.so"
+    so = out_dir / f"native-{tag}.so"
     if so.exists():
         return so
     tmp = out_dir / f".{so.name}.{os.getpid()}.tmp"
     cc = os.environ.get("CC", "cc")
-    cmd = [cc, "-O2", "-shared", "-fPIC", str(src), "-o", str(tmp), "-ljpeg"]
+    cmd = [cc, "-O3", "-ffp-contract=off", "-shared", "-fPIC", str(src), "-o", str(tmp), "-ljpeg"]
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     except (OSError, subprocess.TimeoutExpired) as e:
@@ -137,6 +138,21 @@ def _self_check(lib) -> str | None:
     img = np.stack([(y * 5 + x * 3) % 256, (x * 7) % 256, (y * 11 + 40) % 256], axis=2).astype(np.uint8)
     img = np.clip(img.astype(np.int16) + rng.integers(-30, 30, img.shape), 0, 255).astype(np.uint8)
     data = simplejpeg.encode_jpeg(img, quality=85, colorspace="RGB", colorsubsampling="420")
+    src = rng.integers(0, 256, (5, 37, 3), dtype=np.uint8)  # 37: two 16-pixel blocks + a tail
+    for flip in (0, 1):
+        got = np.empty((3, 5, 37), dtype=np.uint8)
+        lib.tp_hwc_to_chw(src.ctypes.data, src.strides[0], got.ctypes.data, 5, 37, flip)
+        chw = src.transpose(2, 0, 1)
+        if not np.array_equal(got, chw[:, :, ::-1] if flip else chw):
+            return f"hwc_to_chw kernel differs from numpy (flip={flip})"
+    scale = np.array([0.017, 0.0175, 0.0174], dtype=np.float32)
+    bias = np.array([-2.1, -2.03, -1.8], dtype=np.float32)
+    x = rng.integers(0, 256, (2, 3, 4, 5), dtype=np.uint8)
+    got = np.empty(x.shape, dtype=np.float32)
+    lib.tp_normalise(x.ctypes.data, got.ctypes.data, 20, 6, scale.ctypes.data, bias.ctypes.data)
+    ref = x.astype(np.float32) * scale.reshape(1, 3, 1, 1) + bias.reshape(1, 3, 1, 1)
+    if not np.array_equal(got, ref):
+        return "normalise kernel differs from numpy"
     for fast in (True, False):
         for denom in (1, 2):
             full = simplejpeg.decode_jpeg(data, colorspace="RGB", fastdct=fast, fastupsample=fast,
@@ -161,7 +177,11 @@ def _load_native() -> tuple[object, str]:
         fn.argtypes = [ctypes.c_void_p, ctypes.c_ulong, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int,
                        ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_long,
                        ctypes.POINTER(ctypes.c_int), ctypes.c_char_p]
-        if lib.tp_abi_version() != 1:
+        lib.tp_hwc_to_chw.restype = None
+        lib.tp_hwc_to_chw.argtypes = [ctypes.c_void_p, ctypes.c_long, ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int]
+        lib.tp_normalise.restype = None
+        lib.tp_normalise.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+        if lib.tp_abi_version() != 2:
             return None, "simplejpeg (region decoder: ABI mismatch)"
         bad = _self_check(lib)
         if bad:
@@ -178,6 +198,11 @@ def _native():
             if _native_state is None:
                 _native_state = _load_native()
     return _native_state[0]
+
+
+def native_lib():
+    """The loaded native library (ctypes), or None when the numpy / simplejpeg fallbacks run."""
+    return _native()
 
 
 def native_status() -> str:

@@ -36,6 +36,8 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from torchport.data.augment import IMAGENET_MEAN, IMAGENET_STD, device_crop_resize
 from torchport.data.dataset import AugmentConfig, Batch, BatchDataset, ImageFolderDataset, ShardDataset
 from torchport.data.errors import SourceError
@@ -182,6 +184,8 @@ class Loader:
         self._bias = (-mean / std).to(self.device)
         self._scale_np = (1.0 / (255.0 * std)).numpy()
         self._bias_np = (-mean / std).numpy()
+        self._scale_c = np.ascontiguousarray(self._scale_np.ravel())  # (3,) float32 for the native kernel
+        self._bias_c = np.ascontiguousarray(self._bias_np.ravel())
         self.pin = bool(target.backend.pin_memory) and bool(target.is_accelerator)
 
     # ------------------------------------------------------------------ epochs / state
@@ -337,6 +341,15 @@ class Loader:
 
             xs, os_ = x.numpy(), out.numpy()
             scale, bias = self._scale_np, self._bias_np
+            from torchport.data.decode import native_lib
+
+            lib = native_lib()
+            if lib is not None and xs.flags.c_contiguous and os_.flags.c_contiguous:
+                # one pass, same float32 arithmetic (no FMA contraction) as the numpy loop below
+                plane = xs.shape[2] * xs.shape[3]
+                lib.tp_normalise(xs.ctypes.data, os_.ctypes.data, plane, xs.shape[0] * xs.shape[1],
+                                 self._scale_c.ctypes.data, self._bias_c.ctypes.data)
+                return out
             for i in range(0, b, 4):
                 o = os_[i : i + 4]
                 np.copyto(o, xs[i : i + 4], casting="unsafe")  # uint8 -> float32, vectorised
@@ -431,10 +444,9 @@ def make_loader(
     where = cfg.augment
     aug = AugmentConfig(size=image_size, train=train, seed=seed, where="cpu", corrupt=cfg.corrupt)
     ds = open_dataset(path, train=train, aug=aug, verify=cfg.verify)
-    if getattr(ds, "mode", "") in ("jpeg", "folder"):
-        from torchport.data.decode import native_status
+    from torchport.data.decode import native_status
 
-        native_status()  # build / load the region decoder once here, before workers fork
+    native_status()  # build / load the native fast path once here, before workers fork
     if where == "auto":
         where = "device" if (target.is_accelerator and getattr(ds, "mode", "") == "predecoded") else "cpu"
     if where != "cpu":
