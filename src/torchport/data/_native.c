@@ -176,13 +176,45 @@ void tp_hwc_to_chw(const uint8_t *src, long src_stride, uint8_t *dst, int h, int
   }
 }
 
-/* n planes of `plane` uint8 values (channel c = plane index % 3) -> float32 v * scale[c] + bias[c]. */
+#ifdef TP_X86
+#include <emmintrin.h>
+/* 16 values per step; streaming (non-temporal) stores: a 64-image float batch (38 MB at 224 px) does not
+ * fit in cache, so skipping the read-for-ownership of every destination line saves a third of the traffic. */
+static void normalise_plane_sse2(const uint8_t *s, float *d, long n, float sc, float bi) {
+  long k = 0;
+  while (k < n && ((uintptr_t)(d + k) & 15)) {
+    d[k] = (float)s[k] * sc + bi;
+    k++;
+  }
+  const __m128 vs = _mm_set1_ps(sc), vb = _mm_set1_ps(bi);
+  const __m128i z = _mm_setzero_si128();
+  for (; k + 16 <= n; k += 16) {
+    __m128i v = _mm_loadu_si128((const __m128i *)(s + k));
+    __m128i lo = _mm_unpacklo_epi8(v, z), hi = _mm_unpackhi_epi8(v, z);
+    _mm_stream_ps(d + k, _mm_add_ps(_mm_mul_ps(_mm_cvtepi32_ps(_mm_unpacklo_epi16(lo, z)), vs), vb));
+    _mm_stream_ps(d + k + 4, _mm_add_ps(_mm_mul_ps(_mm_cvtepi32_ps(_mm_unpackhi_epi16(lo, z)), vs), vb));
+    _mm_stream_ps(d + k + 8, _mm_add_ps(_mm_mul_ps(_mm_cvtepi32_ps(_mm_unpacklo_epi16(hi, z)), vs), vb));
+    _mm_stream_ps(d + k + 12, _mm_add_ps(_mm_mul_ps(_mm_cvtepi32_ps(_mm_unpackhi_epi16(hi, z)), vs), vb));
+  }
+  for (; k < n; k++) d[k] = (float)s[k] * sc + bi;
+}
+#endif
+
+/* n planes of `plane` uint8 values (channel c = plane index % 3) -> float32 v * scale[c] + bias[c]
+ * (a multiply, then an add, each rounded to float32: the same bytes as numpy's two passes). */
 void tp_normalise(const uint8_t *restrict src, float *restrict dst, long plane, long nplanes, const float *scale,
                   const float *bias) {
   for (long i = 0; i < nplanes; i++) {
     const uint8_t *s = src + i * plane;
     float *d = dst + i * plane;
     const float sc = scale[i % 3], bi = bias[i % 3];
+#ifdef TP_X86
+    normalise_plane_sse2(s, d, plane, sc, bi);
+#else
     for (long k = 0; k < plane; k++) d[k] = (float)s[k] * sc + bi;
+#endif
   }
+#ifdef TP_X86
+  _mm_sfence();
+#endif
 }

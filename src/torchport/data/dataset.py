@@ -79,7 +79,8 @@ class Batch:
 
     Attributes:
         images: uint8 ``(B, 3, H, W)`` (cpu) or uint8 canvases ``(B, Hc, Wc, 3)`` (device path).
-        labels: int64 ``(B,)``. indices: int64 ``(B,)`` dataset indices in batch order.
+        labels: int64 ``(B,)``. indices: int64 ``(B,)`` dataset indices in batch order (numpy arrays
+            when ``slot`` is set, torch tensors otherwise).
         boxes: float32 ``(B, 4)`` crop boxes in canvas pixels (device path only).
         flips: bool ``(B,)`` (device path only).
         skipped: ``[(index, reason), ...]`` corrupt samples dropped under ``corrupt="skip"``.
@@ -225,10 +226,14 @@ class BatchDataset:
             flips = torch.from_numpy(p.flip[keep].copy()) if keep else torch.zeros(0, dtype=torch.bool)
             slot = None
         kept = indices[keep]
+        labels = self.labels[kept].astype(np.int64)
+        # slot path: only small numpy arrays cross the pipe (pickled inline); a torch tensor would
+        # travel as a shared-memory segment + fd handshake per tensor per batch (~0.4 ms CPU, more wall)
+        wrap = (lambda a: a) if slot is not None else torch.from_numpy
         return Batch(
             images=images,
-            labels=torch.from_numpy(self.labels[kept].astype(np.int64)),
-            indices=torch.from_numpy(kept),
+            labels=wrap(labels),
+            indices=wrap(kept),
             boxes=boxes,
             flips=flips,
             skipped=skipped,

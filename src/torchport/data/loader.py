@@ -304,6 +304,8 @@ class Loader:
         import torch
 
         self._note_skipped(batch)
+        if isinstance(batch.labels, np.ndarray):  # slot-ring batches carry numpy labels / indices
+            batch.labels, batch.indices = torch.from_numpy(batch.labels), torch.from_numpy(batch.indices)
         labels = batch.labels.to(self.device, non_blocking=self.pin)
         if batch.slot is not None:
             images = self._normalize_cpu(self._slots[batch.slot][: labels.shape[0]])
