@@ -33,6 +33,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import warnings
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -384,7 +385,10 @@ class _SlotSampler:
     """Wraps the batch sampler: each item becomes ``(epoch, indices, slot)`` (slot ring index)."""
 
     def __init__(self, sampler: EpochBatchSampler, loader: "Loader") -> None:
-        self.sampler, self.loader = sampler, loader
+        # a weak reference: Loader -> DataLoader -> sampler -> Loader would be a cycle, freed only by
+        # the cyclic GC, which may finalise the worker queues before the iterator can send workers
+        # their stop signal (each worker then waits out a 5 s join timeout)
+        self.sampler, self._loader = sampler, weakref.ref(loader)
         self.counter = 0
 
     def __len__(self) -> int:
@@ -392,7 +396,8 @@ class _SlotSampler:
 
     def __iter__(self):
         for epoch, idx in self.sampler:
-            slots = self.loader._slots
+            loader = self._loader()
+            slots = None if loader is None else loader._slots
             if slots is None:
                 yield epoch, idx
             else:
