@@ -95,3 +95,12 @@ def test_loader_output_is_the_same_with_and_without_native_kernels(shards, monke
     assert len(a) == len(b) > 0
     for (xa, ia), (xb, ib) in zip(a, b):
         assert torch.equal(ia, ib) and torch.equal(xa, xb)  # bit-identical floats
+
+
+def test_no_compiler_falls_back_to_simplejpeg_with_a_reason(tmp_path, monkeypatch):
+    monkeypatch.setenv("TORCHPORT_CACHE", str(tmp_path / "cache"))  # nothing built there yet
+    monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
+    lib, status = decode._load_native()
+    assert lib is None and status.startswith("simplejpeg (region decoder unavailable") and "no-such-cc" in status
+    monkeypatch.setenv("TORCHPORT_JPEG_NATIVE", "0")
+    assert decode._load_native() == (None, "simplejpeg (region decoder disabled by TORCHPORT_JPEG_NATIVE=0)")
