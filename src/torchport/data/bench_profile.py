@@ -13,7 +13,8 @@ a noisy neighbour inflates them less than wall time would):
 * ``decode_as_used`` -- :func:`torchport.data.decode.decode_crop` with the real crop boxes
   (only the crop's rows/columns, DCT-scaled when the crop allows);
 * ``crop_resize_flip`` -- antialiased resize of the decoded region into a uint8 CHW batch slot;
-* ``normalise`` -- consumer side: uint8 -> normalised float32 into a preallocated buffer;
+* ``normalise`` -- consumer side: uint8 -> normalised float32 into a preallocated buffer (the
+  loader's kernel: native one-pass SSE2 with streaming stores, or numpy);
 * ``ipc`` -- a DataLoader round trip per batch (labels + slot number only), divided by the batch size.
 
 Example::
@@ -126,7 +127,12 @@ def profile_jpeg(shard_dir: str | Path, *, image_size: int = 224, n: int = 128, 
     buf = np.empty((n, 3) + out_hw, dtype=np.float32)
     xs = slot.numpy()
 
-    def normalise():  # the loader's CPU path: 4 images at a time into a preallocated buffer
+    sc, bi = np.ascontiguousarray(scale.ravel()), np.ascontiguousarray(bias.ravel())
+
+    def normalise():  # the loader's CPU path: the native one-pass kernel, else numpy 4 images at a time
+        if lib is not None:
+            lib.tp_normalise(xs.ctypes.data, buf.ctypes.data, out_hw[0] * out_hw[1], n * 3, sc.ctypes.data, bi.ctypes.data)
+            return
         for i in range(0, n, 4):
             o = buf[i : i + 4]
             np.copyto(o, xs[i : i + 4], casting="unsafe")
