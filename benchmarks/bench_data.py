@@ -1,14 +1,18 @@
-"""Input-pipeline benchmark: PIL ImageFolder baseline vs torchport's jpeg / predecoded / folder modes.
+"""Input-pipeline benchmark: torchport's jpeg / predecoded / folder modes vs PIL, DALI (CPU) and torchvision.io.
 
 Runs with no arguments: builds a realistic photo set (scikit-image's photographs, ~500x375, q90)
-in the torchport cache dir, packs it, then measures images/s end to end through the DataLoader for
-every pipeline with the same worker count, in interleaved rounds, and the training-step experiment.
-Same options as ``torchport bench data`` (``--json FILE``, ``--png FILE``, ``--check`` ...).
+in the torchport cache dir, packs it, then measures images/s end to end for every pipeline --
+2 DataLoader workers (or 2 DALI threads), each pipeline in its own fresh process, interleaved
+rounds, medians of 3 -- plus CPU ms per image, the machine's memcpy bandwidth, a stage-by-stage
+profile of a JPEG worker and the training-step experiment. Same options as ``torchport bench data``
+(``--baselines pil,dali,torchvision-io``, ``--json FILE`` or ``-``, ``--png FILE``, ``--check`` ...).
+DALI comes from the ``bench`` extra (``pip install 'torchport[bench]'``); without it the run says so
+in one line and measures the rest.
 
     python benchmarks/bench_data.py --json data_bench.json --png data_bench.png
 
-Targets (ratio vs the baseline of the same run, 2-core machine): jpeg >= 2.5x, predecoded >= 8x;
-training step where the baseline pipeline is >= 50% of step time: step time cut >= 40%.
+Targets (ratios within the same run, 2-core machine): jpeg >= 3.5x PIL and >= 2.0x DALI-CPU,
+predecoded >= 15x PIL; training step where the PIL pipeline is >= 50% of step time: cut >= 40%.
 """
 
 from __future__ import annotations

@@ -94,3 +94,28 @@ def test_rng_is_uniform_and_permutation_is_valid():
     assert not np.array_equal(p, permutation(1000, seed=4, epoch=2))
     # pinned values: the stream must not change across platforms / numpy versions
     assert permutation(8, seed=0, epoch=0).tolist() == [2, 0, 3, 1, 5, 6, 4, 7]
+
+
+def test_enlarging_crops_use_plain_bilinear_with_identical_bytes():
+    """resize_into switches to torch's non-antialiased kernel when the crop is enlarged both ways: same bytes."""
+    import torch
+    import torch.nn.functional as F
+
+    from torchport.data.augment import resize_into
+
+    rng = np.random.default_rng(0)
+    src = rng.integers(0, 256, (90, 120, 3), dtype=np.uint8)
+    for box, out in [((3, 5, 40, 60), (64, 64)), ((0, 0, 90, 120), (96, 128)), ((10, 7, 64, 30), (64, 48)),
+                     ((10, 7, 80, 100), (64, 64))]:  # the last one shrinks: antialiased kernel
+        for flip in (False, True):
+            dst = torch.empty((3,) + out, dtype=torch.uint8)
+            resize_into(dst, src, box, flip)
+            t, l_, h, w = box
+            x = torch.from_numpy(np.ascontiguousarray(src[t : t + h, l_ : l_ + w])).permute(2, 0, 1)[None].float()
+            ref = F.interpolate(x, size=out, mode="bilinear", antialias=True, align_corners=False)[0]
+            ref = ref.flip(-1) if flip else ref
+            assert (dst.float() - ref).abs().max() <= 1.0  # uint8 kernel rounding vs the float reference
+            crop = torch.from_numpy(np.ascontiguousarray(src[t : t + h, l_ : l_ + w]))
+            xc = crop.as_strided((1, 3, h, w), (h * w * 3, 1, w * 3, 3))
+            exact = F.interpolate(xc, size=out, mode="bilinear", antialias=True, align_corners=False)[0]
+            assert torch.equal(dst, exact.flip(-1) if flip else exact)  # bit-identical to the antialiased uint8 kernel

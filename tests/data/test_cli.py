@@ -52,16 +52,16 @@ def test_bench_data_json(tmp_path, train_folder):
     register_bench_data(bench)
     out = tmp_path / "b.json"
     r = runner.invoke(bench, ["data", "--root", str(train_folder), "--workers", "0", "--batch-size", "8", "--size", "32",
-                              "--seconds", "0.2", "--rounds", "1", "--json", str(out), "--png", str(tmp_path / "b.png")],
+                              "--seconds", "0.2", "--rounds", "1", "--baselines", "pil", "--no-profile", "--json", str(out), "--png", str(tmp_path / "b.png")],
                       env={"TORCHPORT_CACHE": str(tmp_path / "cache")})
     assert r.exit_code == 0, r.output
     res = json.loads(out.read_text())
-    for name in ("baseline", "jpeg", "predecoded", "folder"):
+    for name in ("pil", "jpeg", "predecoded", "folder"):
         assert res["results"][name]["images_per_s"] > 0
-        assert "ratio_vs_baseline" in res["results"][name]
-    assert res["results"]["baseline"]["ratio_vs_baseline"] == 1.0
+        assert "ratio_vs_pil" in res["results"][name]
+    assert res["results"]["pil"]["ratio_vs_pil"] == 1.0
     steps = res["train_step"]["results"]
-    assert set(steps) == {"baseline", "jpeg", "predecoded"} and steps["baseline"]["step_ms"] > 0
+    assert set(steps) == {"pil", "jpeg", "predecoded"} and steps["pil"]["step_ms"] > 0
     assert (tmp_path / "b.png").read_bytes()[:4] == b"\x89PNG"
 
 

@@ -33,6 +33,7 @@ __all__ = [
     "rrc_params",
     "center_params",
     "resize_into",
+    "hwc_to_chw_into",
     "device_crop_resize",
     "IMAGENET_MEAN",
     "IMAGENET_STD",
@@ -135,21 +136,62 @@ def resize_into(dst, src: np.ndarray, box: tuple[int, int, int, int], flip: bool
 
     Antialiased bilinear (as torchvision/PIL ``BILINEAR`` for downscaling), on torch's vectorised
     uint8 kernel. The crop is handed over as an unambiguously channels-last tensor so the kernel
-    writes its result channels-last without repacking; numpy then transposes (and flips) it into
-    the CHW slot in one pass -- measured ~30% cheaper than torch's own NCHW output + flip + copy.
+    writes its result channels-last without repacking; the native kernel (or numpy) then transposes
+    (and flips) it into the CHW slot in one pass. When the crop is enlarged in both directions,
+    antialiasing changes nothing (the filter support is one pixel) and torch's plain bilinear uint8
+    kernel gives the same bytes ~40% faster (checked in the tests), so that one runs.
     """
     import torch
-    import torch.nn.functional as F
 
     t, l_, h, w = box
     oh, ow = int(dst.shape[-2]), int(dst.shape[-1])
-    out = dst.numpy()
     if (h, w) == (oh, ow):
-        hwc = src[t : t + h, l_ : l_ + w]
-    else:
-        crop = np.ascontiguousarray(src[t : t + h, l_ : l_ + w])
-        x = torch.from_numpy(crop).as_strided((1, 3, h, w), (h * w * 3, 1, w * 3, 3))
-        hwc = F.interpolate(x, size=(oh, ow), mode="bilinear", antialias=True, align_corners=False)[0].permute(1, 2, 0).numpy()
+        hwc_to_chw_into(dst.numpy(), src[t : t + h, l_ : l_ + w], flip)
+        return
+    crop = src[t : t + h, l_ : l_ + w]
+    if not crop.flags.c_contiguous:
+        crop = np.ascontiguousarray(crop)
+    x = torch.from_numpy(crop).as_strided((1, 3, h, w), (h * w * 3, 1, w * 3, 3))
+    y = _resize_cl(x, oh, ow, antialias=not (h <= oh and w <= ow))
+    if y.is_contiguous(memory_format=torch.channels_last) and dst.is_contiguous():
+        from torchport.data.decode import native_lib
+
+        lib = native_lib()
+        if lib is not None:
+            lib.tp_hwc_to_chw(y.data_ptr(), ow * 3, dst.data_ptr(), oh, ow, int(bool(flip)))
+            return
+    hwc_to_chw_into(dst.numpy(), y[0].permute(1, 2, 0).numpy(), flip)
+
+
+def _resize_cl(x, oh: int, ow: int, *, antialias: bool):
+    """Bilinear resize of a channels-last uint8 ``(1, 3, h, w)`` tensor (torch's kernels, minus the Python wrapper)."""
+    import torch
+
+    nn = torch._C._nn
+    try:
+        if antialias:
+            return nn._upsample_bilinear2d_aa(x, (oh, ow), False, None)
+        return nn.upsample_bilinear2d(x, (oh, ow), False, None)
+    except (AttributeError, TypeError, RuntimeError):  # private binding moved: the public wrapper, same kernels
+        import torch.nn.functional as F
+
+        return F.interpolate(x, size=(oh, ow), mode="bilinear", antialias=antialias, align_corners=False)
+
+
+def hwc_to_chw_into(out: np.ndarray, hwc: np.ndarray, flip: bool) -> None:
+    """Copy ``hwc`` (H, W, 3 uint8, rows may be strided) into ``out`` (3, H, W, C-contiguous), flipped if asked.
+
+    The native SSSE3 kernel (three ``pshufb`` per plane per 16 pixels) when available -- ~5x faster
+    than numpy's strided copy for 224 x 224; numpy otherwise. Both give the same bytes.
+    """
+    from torchport.data.decode import native_lib
+
+    lib = native_lib()
+    h, w = hwc.shape[:2]
+    if lib is not None and hwc.strides[1:] == (3, 1) and out.flags.c_contiguous and out.shape == (3, h, w):
+        lib.tp_hwc_to_chw(hwc.__array_interface__["data"][0], hwc.strides[0], out.__array_interface__["data"][0],
+                          h, w, int(bool(flip)))
+        return
     chw = hwc.transpose(2, 0, 1)
     np.copyto(out, chw[:, :, ::-1] if flip else chw)
 

@@ -1,19 +1,24 @@
-"""``torchport bench data``: the PIL baseline vs every torchport mode, same workers, same run.
+"""``torchport bench data``: torchport's loader vs PIL, DALI (CPU) and torchvision.io, side by side.
 
-What is measured: images per second delivered by the loader to the training loop -- normalised
-float32 batches, end to end through a DataLoader with the same ``num_workers`` for every pipeline.
-The data set is realistic (photographs, ~500x375, quality 90; :mod:`torchport.data.photos`),
-built and packed once in the cache directory. Pipelines are measured in interleaved rounds
-(baseline, jpeg, predecoded, folder, baseline, ...) and the median of each is reported, so a
-noisy neighbour affects all of them alike; ratios are against the baseline of the same run.
+What is measured: images per second delivered to the training loop -- normalised float32
+``(B, 3, S, S)`` CPU batches after RandomResizedCrop(S) + flip -- from the same photos
+(:mod:`torchport.data.photos`: ~500x375, quality 90), with the same CPU budget: ``workers``
+DataLoader worker processes, or ``workers`` DALI threads. Each measurement runs in its own fresh
+Python process (no warm caches, allocator state or leftover workers from another pipeline); the
+pipelines take turns in interleaved rounds (pil, dali, torchvision-io, jpeg, predecoded, folder,
+pil, ...) and the median of the rounds is reported, with ratios against PIL and against DALI-CPU
+of the same run. A baseline whose package is missing is reported in one line and skipped.
 
-The training-step experiment runs a small CNN on the selected device (CPU by default) fed by
-each pipeline and reports step time, the share of it spent waiting for data, and the cut.
+Also in the record: the machine's load average before and after, its single-core ``memcpy``
+bandwidth (numpy, measured between rounds) next to the bytes per second each torchport pipeline
+implies, which JPEG decoder ran, a per-stage profile of a JPEG worker
+(:mod:`torchport.data.bench_profile`), and the training-step experiment (a small CNN fed by
+pil / jpeg / predecoded: step time, share spent waiting for data, and the cut).
 
 Example::
 
     result = run_bench(BenchConfig(count=1024, workers=2))
-    print(result["results"]["jpeg"]["ratio_vs_baseline"])
+    print(result["results"]["jpeg"]["ratio_vs_dali"])
 """
 
 from __future__ import annotations
@@ -23,14 +28,27 @@ import json
 import os
 import platform
 import statistics
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any, Callable
 
-__all__ = ["BenchConfig", "run_bench", "render_table", "render_png", "register_bench_data", "TARGETS"]
+from torchport.data.bench_baselines import BASELINES, build_baseline, missing_baselines
 
-TARGETS = {"jpeg": 2.5, "predecoded": 8.0}
+__all__ = ["BenchConfig", "run_bench", "render_table", "render_png", "register_bench_data", "TARGETS", "copy_bandwidth"]
+
+#: ratio targets (same run): pipeline -> {"vs_pil": x, "vs_dali": y}
+TARGETS = {"jpeg": {"vs_pil": 3.5, "vs_dali": 2.0}, "predecoded": {"vs_pil": 15.0}}
 MODES = ("jpeg", "predecoded", "folder")
+LABELS = {
+    "pil": "PIL ImageFolder baseline",
+    "dali": "NVIDIA DALI, CPU-only",
+    "torchvision-io": "torchvision.io.decode_jpeg + transforms.v2",
+    "jpeg": "torchport jpeg shards",
+    "predecoded": "torchport pre-decoded shards",
+    "folder": "torchport ImageFolder (no packing)",
+}
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -39,13 +57,16 @@ class BenchConfig:
 
     Args:
         count: photos in the generated set. root: use this ImageFolder instead.
-        batch_size, workers, size: loader settings shared by every pipeline.
+        batch_size, workers, size: loader settings shared by every pipeline (``workers`` = DALI threads).
         seconds: measuring time per pipeline per round. rounds: interleaved rounds (median).
         modes: torchport modes to run (``jpeg``, ``predecoded``, ``folder``).
+        baselines: other pipelines (``pil``, ``dali``, ``torchvision-io``); ``pil`` is always run
+            (it is the reference of the ratios).
         predecoded_size: shorter side of pre-decoded shards.
         train_step: also run the training-step experiment (same interleaved rounds, median run).
         step_batches: steps timed per pipeline per round.
         device: device for the training step (``cpu``, ``npu`` ... ; ``auto`` = torchport's choice).
+        profile: also profile a JPEG worker stage by stage.
     """
 
     count: int = 1024
@@ -56,15 +77,22 @@ class BenchConfig:
     seconds: float = 4.0
     rounds: int = 3
     modes: tuple[str, ...] = MODES
+    baselines: tuple[str, ...] = BASELINES
     predecoded_size: int = 256
     train_step: bool = True
     step_batches: int = 16
     device: str = "cpu"
+    profile: bool = True
 
     def __post_init__(self) -> None:
         bad = [m for m in self.modes if m not in MODES]
         if bad:
             raise ValueError(f"unknown mode(s) {bad}; choose from {', '.join(MODES)}")
+        bad = [b for b in self.baselines if b not in BASELINES]
+        if bad:
+            raise ValueError(f"unknown baseline(s) {bad}; choose from {', '.join(BASELINES)}")
+        if "pil" not in self.baselines:
+            object.__setattr__(self, "baselines", ("pil",) + tuple(self.baselines))
 
 
 def _prepare(cfg: BenchConfig, log: Callable[[str], None]) -> dict[str, Path]:
@@ -98,18 +126,15 @@ def _prepare(cfg: BenchConfig, log: Callable[[str], None]) -> dict[str, Path]:
     return paths
 
 
-def _pipelines(cfg: BenchConfig, paths: dict[str, Path], target: Any) -> dict[str, Callable[[], Any]]:
-    from torchport.data.baseline import baseline_loader
+def _make_pipeline(name: str, cfg: BenchConfig, paths: dict[str, str], target: Any) -> Any:
+    """The iterable of ``(images, labels)`` batches for pipeline ``name`` (inside a child process)."""
+    if name in BASELINES:
+        return build_baseline(name, paths["src"], batch_size=cfg.batch_size, workers=cfg.workers, image_size=cfg.size)
     from torchport.data.loader import make_loader
 
-    common = dict(batch_size=cfg.batch_size, num_workers=cfg.workers, train=True, image_size=cfg.size, seed=0, target=target)
-    out: dict[str, Callable[[], Any]] = {
-        "baseline": lambda: baseline_loader(paths["src"], batch_size=cfg.batch_size, num_workers=cfg.workers, size=cfg.size)
-    }
-    for mode in cfg.modes:
-        path = paths["src"] if mode == "folder" else paths[mode]
-        out[mode] = (lambda p=path: make_loader(p, augment="cpu", verify="quick", **common))
-    return out
+    path = paths["src"] if name == "folder" else paths[name]
+    return make_loader(path, batch_size=cfg.batch_size, num_workers=cfg.workers, train=True, image_size=cfg.size,
+                       seed=0, target=target, augment="cpu", verify="quick")
 
 
 def _forever(loader):
@@ -206,45 +231,165 @@ def _train_steps(loader, target: Any, steps: int, num_classes: int, warmup: int 
     return {"step_ms": 1000 * total / steps, "data_wait_ms": 1000 * wait / steps, "data_share": wait / total}
 
 
-def run_bench(cfg: BenchConfig, log: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
-    """Run the benchmark; return the result record (see module docstring)."""
+def copy_bandwidth(nbytes: int = 128 << 20, reps: int = 5) -> float:
+    """This machine's single-core memcpy bandwidth in bytes/s (numpy ``copyto`` of ``nbytes``, best of ``reps``)."""
+    import numpy as np
+
+    src = np.ones(nbytes, dtype=np.uint8)
+    dst = np.empty_like(src)
+    np.copyto(dst, src)  # fault the pages in
+    best = float("inf")
+    for _ in range(reps):
+        t = time.perf_counter()
+        np.copyto(dst, src)
+        best = min(best, time.perf_counter() - t)
+    return nbytes / best
+
+
+# ------------------------------------------------------------------------------------------- child process
+def _child(spec: dict[str, Any]) -> dict[str, Any]:
+    """One measurement in this (fresh) process: ``throughput``, ``train_step`` or ``profile``."""
     import torch
 
     from torchport import backends
     from torchport.runtime.device import Target, select_device
 
-    target = select_device(cfg.device, warn=False)  # for the training step
-    cpu = Target(backend=backends.get("cpu"), index=0, reason="argument")  # throughput: batches on the host
+    cfg = BenchConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in spec["cfg"].items()})
+    paths, task, name = spec["paths"], spec["task"], spec.get("pipeline")
+    if task == "profile":
+        from torchport.data.bench_profile import profile_jpeg
+
+        return profile_jpeg(paths["jpeg"], image_size=cfg.size, batch_size=cfg.batch_size)
+    if task == "throughput":
+        cpu = Target(backend=backends.get("cpu"), index=0, reason="argument")  # batches on the host
+        rate, cpu_ms = _measure(_make_pipeline(name, cfg, paths, cpu), cfg.seconds)
+        return {"images_per_s": rate, "cpu_ms_per_image": cpu_ms, "load_avg_1m": os.getloadavg()[0]}
+    if task == "train_step":
+        target = select_device(cfg.device, warn=False)
+        ncls = len([d for d in os.scandir(paths["src"]) if d.is_dir()])
+        res = _train_steps(_make_pipeline(name, cfg, paths, target), target, cfg.step_batches, ncls)
+        return {**res, "device": str(target), "torch": torch.__version__}
+    raise ValueError(f"unknown task {task!r}")
+
+
+def _child_main() -> None:
+    """``python -m torchport.data.bench`` reads one JSON spec on stdin, prints one JSON result line."""
+    spec = json.loads(sys.stdin.read())
+    try:
+        out = {"ok": True, **_child(spec)}
+    except Exception as e:  # reported by the parent, which goes on with the other pipelines
+        out = {"ok": False, "error": f"{type(e).__name__}: {e}"}
+    sys.stdout.write("\n" + json.dumps(out) + "\n")
+    sys.stdout.flush()
+    os._exit(0)  # skip interpreter teardown (DataLoader / DALI threads): the parent has its answer
+
+
+def _run_child(spec: dict[str, Any], timeout: float) -> dict[str, Any]:
+    try:
+        r = subprocess.run([sys.executable, "-m", "torchport.data.bench"], input=json.dumps(spec), capture_output=True,
+                           text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"ok": False, "error": f"timed out after {timeout:.0f} s"}
+    for line in reversed(r.stdout.splitlines()):
+        if line.startswith("{"):
+            return json.loads(line)
+    tail = (r.stderr.strip().splitlines() or [f"exit code {r.returncode}"])[-1]
+    return {"ok": False, "error": f"child process failed: {tail}"}
+
+
+# ------------------------------------------------------------------------------------------- parent
+def _implied_bytes(paths: dict[str, Path], cfg: BenchConfig) -> dict[str, tuple[float, float]]:
+    """pipeline -> (mean source bytes read per image, float32 bytes delivered per image)."""
+    from torchport.data.format import ShardSet
+
+    out_b = 3 * cfg.size * cfg.size * 4
+    res = {}
+    for mode in ("jpeg", "predecoded"):
+        if mode in paths:
+            s = ShardSet.open(paths[mode], verify="none")
+            res[mode] = (float(s.index["nbytes"].mean()), float(out_b))
+    return res
+
+
+def run_bench(cfg: BenchConfig, log: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
+    """Run the benchmark; return the result record (see module docstring)."""
+    import torch
+
+    from torchport.data.decode import native_status
+
+    load_before = list(os.getloadavg())
     paths = _prepare(cfg, log)
-    makers = _pipelines(cfg, paths, cpu)
-    loaders = {name: make() for name, make in makers.items()}
-    samples: dict[str, list[float]] = {name: [] for name in loaders}
-    cpu_ms: dict[str, list[float]] = {name: [] for name in loaders}
+    spaths = {k: str(v) for k, v in paths.items()}
+    missing = missing_baselines(cfg.baselines)
+    for line in missing.values():
+        log(line)
+    names = [b for b in cfg.baselines if b not in missing] + list(cfg.modes)
+    base_spec = {"cfg": dataclasses.asdict(cfg), "paths": spaths}
+    timeout = 120 + 4 * cfg.seconds
+    profile = None
+    if cfg.profile and "jpeg" in cfg.modes:
+        r = _run_child({**base_spec, "task": "profile"}, timeout)
+        profile = r if r.get("ok") else {"error": r.get("error")}
+        log(f"JPEG worker profile: {profile.get('stages_us', profile.get('error'))}")
+    samples: dict[str, list[float]] = {n: [] for n in names}
+    cpu_ms: dict[str, list[float]] = {n: [] for n in names}
+    errors: dict[str, str] = {}
+    bandwidth: list[float] = []
     for r in range(cfg.rounds):
-        for name, loader in loaders.items():
-            rate, cpu = _measure(loader, cfg.seconds)
-            samples[name].append(rate)
-            if cpu is not None:
-                cpu_ms[name].append(cpu)
-            log(f"round {r + 1}/{cfg.rounds}: {name:<10} {rate:8.0f} img/s" + (f"  {cpu:.2f} CPU-ms/img" if cpu else ""))
-            time.sleep(1.0)  # let this pipeline's workers finish their prefetch before the next one runs
-    base = statistics.median(samples["baseline"])
-    base_cpu = statistics.median(cpu_ms["baseline"]) if cpu_ms["baseline"] else None
+        bandwidth.append(copy_bandwidth())
+        for name in names:
+            if name in errors:
+                continue
+            res = _run_child({**base_spec, "task": "throughput", "pipeline": name}, timeout)
+            if not res.get("ok"):
+                errors[name] = res.get("error", "failed")
+                log(f"round {r + 1}/{cfg.rounds}: {name:<14} FAILED: {errors[name]}")
+                continue
+            samples[name].append(res["images_per_s"])
+            if res.get("cpu_ms_per_image") is not None:
+                cpu_ms[name].append(res["cpu_ms_per_image"])
+            log(f"round {r + 1}/{cfg.rounds}: {name:<14} {res['images_per_s']:8.0f} img/s"
+                + (f"  {res['cpu_ms_per_image']:.2f} CPU-ms/img" if res.get("cpu_ms_per_image") else "")
+                + f"  (load {res['load_avg_1m']:.1f})")
+    med = {n: statistics.median(v) for n, v in samples.items() if v}
+    pil, dali = med.get("pil"), med.get("dali")
+    implied = _implied_bytes(paths, cfg)
+    bw = statistics.median(bandwidth)
     results: dict[str, Any] = {}
-    for name, vals in samples.items():
-        med = statistics.median(vals)
-        results[name] = {
-            "images_per_s": round(med, 1),
-            "ratio_vs_baseline": round(med / base, 3),
-            "rounds": [round(v, 1) for v in vals],
-        }
-        if cpu_ms[name] and base_cpu:
-            c = statistics.median(cpu_ms[name])
-            results[name]["cpu_ms_per_image"] = round(c, 3)
-            results[name]["cpu_efficiency_vs_baseline"] = round(base_cpu / c, 3)
+    for name in names:
+        entry: dict[str, Any] = {"label": LABELS[name], "kind": "baseline" if name in BASELINES else "torchport"}
+        if name in errors:
+            entry.update(status="failed", error=errors[name])
+            results[name] = entry
+            continue
+        m = med[name]
+        entry.update(status="ok", images_per_s=round(m, 1), rounds=[round(v, 1) for v in samples[name]])
+        entry["ratio_vs_pil"] = round(m / pil, 3) if pil else None
+        entry["ratio_vs_baseline"] = entry["ratio_vs_pil"]
+        entry["ratio_vs_dali"] = round(m / dali, 3) if dali else None
+        if cpu_ms[name]:
+            entry["cpu_ms_per_image"] = round(statistics.median(cpu_ms[name]), 3)
+            for ref in ("pil", "dali"):  # CPU time per image is robust to a noisy neighbour; wall rates are not
+                if cpu_ms.get(ref) and ref not in errors:
+                    entry[f"cpu_efficiency_vs_{ref}"] = round(statistics.median(cpu_ms[ref]) / entry["cpu_ms_per_image"], 3)
+        if name in implied:
+            src_b, out_b = implied[name]
+            entry["source_bytes_per_image"] = round(src_b)
+            entry["output_bytes_per_image"] = round(out_b)
+            entry["implied_bytes_per_s"] = round(m * (src_b + out_b))
+            entry["implied_vs_copy_bandwidth"] = round(m * (src_b + out_b) / bw, 3)
         if name in TARGETS:
-            results[name]["target_ratio"] = TARGETS[name]
-            results[name]["meets_target"] = med / base >= TARGETS[name]
+            tg = TARGETS[name]
+            entry["targets"] = tg
+            ok = []
+            if entry["ratio_vs_pil"] is not None:
+                ok.append(entry["ratio_vs_pil"] >= tg["vs_pil"])
+            if "vs_dali" in tg and entry["ratio_vs_dali"] is not None:
+                ok.append(entry["ratio_vs_dali"] >= tg["vs_dali"])
+            entry["meets_target"] = bool(ok) and all(ok)
+        results[name] = entry
+    for name, line in missing.items():
+        results[name] = {"label": LABELS[name], "kind": "baseline", "status": "skipped", "error": line}
     out: dict[str, Any] = {
         "benchmark": "torchport bench data",
         "config": dataclasses.asdict(cfg),
@@ -253,94 +398,143 @@ def run_bench(cfg: BenchConfig, log: Callable[[str], None] = lambda s: None) -> 
             "platform": platform.platform(),
             "python": platform.python_version(),
             "torch": torch.__version__,
-            "load_avg": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+            "load_avg_before": load_before,
+            "load_avg_after": None,
+            "copy_bandwidth_bytes_per_s": round(bw),
+            "copy_bandwidth_rounds": [round(b) for b in bandwidth],
         },
-        "dataset": {"source": str(paths["src"]), **{k: str(v) for k, v in paths.items() if k != "src"}},
+        "jpeg_decoder": native_status(),
+        "dataset": {"source": spaths["src"], **{k: v for k, v in spaths.items() if k != "src"}},
         "results": results,
+        "profile": profile,
     }
     if cfg.train_step:
-        ncls = len([d for d in os.scandir(paths["src"]) if d.is_dir()])
-        from torchport.data.loader import make_loader
-
-        step_loaders = {"baseline": loaders["baseline"]}
-        for mode in ("jpeg", "predecoded"):
-            if mode in cfg.modes:
-                step_loaders[mode] = make_loader(
-                    paths[mode], batch_size=cfg.batch_size, num_workers=cfg.workers, train=True, image_size=cfg.size,
-                    seed=0, target=target, augment="cpu", verify="quick",
-                )
-        runs: dict[str, list[dict[str, float]]] = {name: [] for name in step_loaders}
+        step_names = [n for n in ("pil", "jpeg", "predecoded") if n in med]
+        runs: dict[str, list[dict[str, float]]] = {n: [] for n in step_names}
+        device = None
         for r in range(cfg.rounds):  # interleaved like the throughput rounds; the median run is reported
-            for name, loader in step_loaders.items():
-                res = _train_steps(loader, target, cfg.step_batches, ncls)
+            for name in step_names:
+                res = _run_child({**base_spec, "task": "train_step", "pipeline": name}, timeout + 60)
+                if not res.get("ok"):
+                    log(f"round {r + 1}/{cfg.rounds}: train step {name} FAILED: {res.get('error')}")
+                    continue
+                device = res["device"]
                 runs[name].append(res)
-                log(f"round {r + 1}/{cfg.rounds}: train step ({target}) {name:<10} {res['step_ms']:7.1f} ms/step, "
+                log(f"round {r + 1}/{cfg.rounds}: train step ({device}) {name:<10} {res['step_ms']:7.1f} ms/step, "
                     f"data {100 * res['data_share']:.0f}%")
-                time.sleep(1.0)
         steps: dict[str, Any] = {}
         for name, rs in runs.items():
-            med = sorted(rs, key=lambda x: x["step_ms"])[len(rs) // 2]
-            steps[name] = {k: round(v, 3) for k, v in med.items()}
+            if not rs:
+                continue
+            m = sorted(rs, key=lambda x: x["step_ms"])[len(rs) // 2]
+            steps[name] = {k: round(m[k], 3) for k in ("step_ms", "data_wait_ms", "data_share")}
             steps[name]["rounds_ms"] = [round(x["step_ms"], 1) for x in rs]
-        b = steps["baseline"]["step_ms"]
-        for name in steps:
-            steps[name]["step_time_cut"] = round(1 - steps[name]["step_ms"] / b, 3)
+        if "pil" in steps:
+            b = steps["pil"]["step_ms"]
+            for name in steps:
+                steps[name]["step_time_cut"] = round(1 - steps[name]["step_ms"] / b, 3)
         out["train_step"] = {
-            "device": str(target),
+            "device": device,
             "model": "patchify conv8x8/8 - conv3x3/2 - pool - linear (tiny CNN, 1 main thread)",
             "targets": {"baseline_data_share_min": 0.5, "step_time_cut_min": 0.4},
             "results": steps,
         }
+    out["machine"]["load_avg_after"] = list(os.getloadavg())
     return out
 
 
+def _x(v) -> str:
+    return "-" if v is None else f"{v:.2f}x"
+
+
 def render_table(result: dict[str, Any]):
-    """A rich Table of the throughput results (and one for the training step)."""
+    """Rich tables: throughput (both ratio columns), the JPEG worker profile, the training step."""
     from rich.table import Table
 
-    cfg = result["config"]
-    t = Table(title=f"input pipeline: images/s through DataLoader ({cfg['workers']} workers, batch {cfg['batch_size']}, {cfg['size']}px)")
-    for col in ("pipeline", "images/s", "vs baseline", "target", "CPU ms/img", "CPU efficiency", "rounds"):
-        t.add_column(col, justify="right" if col != "pipeline" else "left")
+    cfg, mach = result["config"], result["machine"]
+    bw = mach["copy_bandwidth_bytes_per_s"] / 1e9
+    t = Table(
+        title=f"input pipeline: images/s delivered as float32 batches ({cfg['workers']} workers / DALI threads, "
+              f"batch {cfg['batch_size']}, {cfg['size']}px, median of {cfg['rounds']} rounds, fresh process each)",
+        caption=f"load average before {mach['load_avg_before'][0]:.1f}, after {mach['load_avg_after'][0]:.1f} on "
+                f"{mach['cpus']} CPUs; memcpy {bw:.1f} GB/s (1 core); JPEG decoder: {result['jpeg_decoder']}",
+    )
+    for col in ("pipeline", "img/s", "vs PIL", "vs DALI-CPU", "target", "CPU ms/img", "CPU vs PIL", "CPU vs DALI",
+                "GB/s implied", "rounds"):
+        t.add_column(col, justify="left" if col == "pipeline" else "right", no_wrap=col in ("pipeline", "rounds"))
     for name, r in result["results"].items():
-        tgt = r.get("target_ratio")
-        mark = "" if tgt is None else (f"[green]>= {tgt}x ok[/]" if r["meets_target"] else f"[red]>= {tgt}x missed[/]")
+        if r["status"] != "ok":
+            t.add_row(name, "-", "-", "-", "", "-", "-", "-", "-", f"[yellow]{r['status']}[/]: {r.get('error', '')}")
+            continue
+        tg = r.get("targets")
+        mark = ""
+        if tg:
+            want = " ".join(f"{v:g}x/{k[3:]}" for k, v in tg.items())
+            mark = f"[green]{want} ok[/]" if r["meets_target"] else f"[red]{want} missed[/]"
+        gbs = f"{r['implied_bytes_per_s'] / 1e9:.2f}" if "implied_bytes_per_s" in r else "-"
         cpu = f"{r['cpu_ms_per_image']:.2f}" if "cpu_ms_per_image" in r else "-"
-        eff = f"{r['cpu_efficiency_vs_baseline']:.2f}x" if "cpu_efficiency_vs_baseline" in r else "-"
-        t.add_row(name, f"{r['images_per_s']:.0f}", f"{r['ratio_vs_baseline']:.2f}x", mark, cpu, eff,
+        t.add_row(name, f"{r['images_per_s']:,.0f}", _x(r["ratio_vs_pil"]), _x(r["ratio_vs_dali"]), mark, cpu,
+                  _x(r.get("cpu_efficiency_vs_pil")), _x(r.get("cpu_efficiency_vs_dali")), gbs,
                   " ".join(f"{v:.0f}" for v in r["rounds"]))
     tables = [t]
+    prof = result.get("profile")
+    if prof and "stages_us" in prof:
+        p = Table(title=f"JPEG worker, CPU us per image (1 core, {prof['samples']} samples, crop area {prof['mean_crop_area_fraction']:.0%})")
+        p.add_column("stage")
+        p.add_column("us/img", justify="right")
+        for k, v in prof["stages_us"].items():
+            p.add_row(k, f"{v:.0f}")
+        p.add_row("[bold]worker total[/]", f"{prof['worker_us']:.0f}")
+        tables.append(p)
     ts = result.get("train_step")
-    if ts:
+    if ts and ts["results"]:
         s = Table(title=f"training step on {ts['device']}: {ts['model']}")
         for col in ("pipeline", "ms/step", "data wait ms", "data share", "step time cut"):
             s.add_column(col, justify="right" if col != "pipeline" else "left")
         for name, r in ts["results"].items():
-            s.add_row(name, f"{r['step_ms']:.1f}", f"{r['data_wait_ms']:.1f}", f"{100 * r['data_share']:.0f}%", f"{100 * r['step_time_cut']:.0f}%")
+            cut = f"{100 * r['step_time_cut']:.0f}%" if "step_time_cut" in r else "-"
+            s.add_row(name, f"{r['step_ms']:.1f}", f"{r['data_wait_ms']:.1f}", f"{100 * r['data_share']:.0f}%", cut)
         tables.append(s)
     return tables
 
 
 def render_png(result: dict[str, Any], path: str | os.PathLike) -> None:
-    """Bar chart of images/s per pipeline (matplotlib, Agg backend)."""
+    """Bar chart of images/s per pipeline, labelled with the ratio vs PIL (matplotlib, Agg backend)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    names = list(result["results"])
-    vals = [result["results"][n]["images_per_s"] for n in names]
-    fig, ax = plt.subplots(figsize=(7, 3.6), dpi=120)
-    bars = ax.bar(names, vals, color=["#999999"] + ["#2b7bba"] * (len(names) - 1))
+    ok = {n: r for n, r in result["results"].items() if r["status"] == "ok"}
+    names = list(ok)
+    vals = [ok[n]["images_per_s"] for n in names]
+    colors = ["#999999" if ok[n]["kind"] == "baseline" else "#2b7bba" for n in names]
+    fig, ax = plt.subplots(figsize=(8, 3.8), dpi=120)
+    bars = ax.bar(names, vals, color=colors)
     for b, n in zip(bars, names):
-        ax.annotate(f"{result['results'][n]['ratio_vs_baseline']:.2f}x", (b.get_x() + b.get_width() / 2, b.get_height()),
-                    ha="center", va="bottom", fontsize=9)
+        lab = _x(ok[n]["ratio_vs_pil"]) + (f"\n{_x(ok[n]['ratio_vs_dali'])} DALI" if ok[n]["ratio_vs_dali"] else "")
+        ax.annotate(lab, (b.get_x() + b.get_width() / 2, b.get_height()), ha="center", va="bottom", fontsize=8)
     cfg = result["config"]
     ax.set_ylabel("images / s")
-    ax.set_title(f"input pipeline, {cfg['workers']} workers, batch {cfg['batch_size']}, {cfg['size']}px photos")
+    ax.set_title(f"input pipeline, {cfg['workers']} workers, batch {cfg['batch_size']}, {cfg['size']}px photos "
+                 f"(load {result['machine']['load_avg_before'][0]:.1f})", fontsize=9)
+    ax.margins(y=0.2)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
+
+
+def _write_json(result: dict[str, Any], dest: str) -> None:
+    """``-`` = stdout; otherwise an atomic write."""
+    text = json.dumps(result, indent=2) + "\n"
+    if dest == "-":
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    p = Path(dest)
+    tmp = p.with_name(f".{p.name}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, p)
 
 
 def register_bench_data(bench_app) -> None:
@@ -351,25 +545,30 @@ def register_bench_data(bench_app) -> None:
     def bench_data(
         count: int = typer.Option(1024, help="photos in the generated benchmark set"),
         root: str = typer.Option(None, help="use this ImageFolder of JPEGs instead of the generated set"),
-        workers: int = typer.Option(2, help="DataLoader workers, the same for every pipeline"),
+        workers: int = typer.Option(2, help="DataLoader workers (and DALI threads), the same for every pipeline"),
         batch_size: int = typer.Option(64, "--batch-size"),
         size: int = typer.Option(224, help="output image side"),
         seconds: float = typer.Option(4.0, help="measuring time per pipeline per round"),
         rounds: int = typer.Option(3, help="interleaved rounds; the median is reported"),
         modes: str = typer.Option(",".join(MODES), help="comma-separated torchport modes"),
+        baselines: str = typer.Option(",".join(BASELINES), "--baselines",
+                                      help="comma-separated: pil (always run), dali, torchvision-io; a missing package is skipped with a note"),
         train_step: bool = typer.Option(True, "--train-step/--no-train-step", help="also time training steps"),
+        profile: bool = typer.Option(True, "--profile/--no-profile", help="also profile a JPEG worker stage by stage"),
         device: str = typer.Option("cpu", help="device for the training-step experiment (cpu, npu, auto ...)"),
-        json_out: Path = typer.Option(None, "--json", help="write the result as JSON"),
+        json_out: str = typer.Option(None, "--json", help="write the result as JSON (- = stdout)"),
         png: Path = typer.Option(None, help="write a bar chart PNG"),
         check: bool = typer.Option(False, help="exit 1 when a throughput target is missed"),
         data: str = typer.Option(None, "--data", help="s3:// or obs:// shard set: compare it with the same shards on local "
                                  "disk (cold / warm cache / injected faults) instead of the pipeline comparison"),
         fault_rate: float = typer.Option(0.1, "--fault-rate", help="with --data: fraction of store requests that fail"),
     ) -> None:
-        """Images/s of the PIL baseline vs torchport's jpeg / predecoded / folder pipelines."""
+        """Images/s of torchport's jpeg / predecoded / folder pipelines vs PIL, DALI (CPU) and torchvision.io."""
         from rich.console import Console
 
-        console = Console(stderr=False)
+        console = Console(stderr=json_out == "-")  # keep stdout clean for `--json -`
+        if not console.is_terminal:
+            console.width = max(console.width, 150)  # logs and CI: the wide table unwrapped
         if data:  # object store vs local disk (torchport.storage.bench)
             from torchport.cli._common import guard
             from torchport.storage.bench import render_store_table, run_store_bench
@@ -379,23 +578,35 @@ def register_bench_data(bench_app) -> None:
                                          fault_rate=fault_rate, log=lambda s: console.print(f"[dim]{s}[/]"))
             console.print(render_store_table(result))
             if json_out:
-                Path(json_out).write_text(json.dumps(result, indent=2) + "\n")
+                _write_json(result, json_out)
             if check and not all(r.get("meets_target", True) and not r.get("lost") and not r.get("extra")
                                  for r in result["results"].values()):
                 raise typer.Exit(1)
             return
-        cfg = BenchConfig(
-            count=count, root=root, workers=workers, batch_size=batch_size, size=size, seconds=seconds, rounds=rounds,
-            modes=tuple(m.strip() for m in modes.split(",") if m.strip()), train_step=train_step, device=device,
-        )
+        try:
+            cfg = BenchConfig(
+                count=count, root=root, workers=workers, batch_size=batch_size, size=size, seconds=seconds, rounds=rounds,
+                modes=tuple(m.strip() for m in modes.split(",") if m.strip()),
+                baselines=tuple(b.strip() for b in baselines.split(",") if b.strip()),
+                train_step=train_step, device=device, profile=profile,
+            )
+        except ValueError as e:
+            from torchport.cli._common import fail
+
+            fail("bench data", str(e))
         result = run_bench(cfg, log=lambda s: console.print(f"[dim]{s}[/]"))
         for table in render_table(result):
             console.print(table)
         if json_out:
-            Path(json_out).write_text(json.dumps(result, indent=2) + "\n")
-            console.print(f"wrote {json_out}")
+            _write_json(result, json_out)
+            if json_out != "-":
+                console.print(f"wrote {json_out}")
         if png:
             render_png(result, png)
             console.print(f"wrote {png}")
         if check and not all(r.get("meets_target", True) for r in result["results"].values()):
             raise typer.Exit(1)
+
+
+if __name__ == "__main__":
+    _child_main()

@@ -33,8 +33,11 @@ from __future__ import annotations
 import dataclasses
 import os
 import warnings
+import weakref
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from torchport.data.augment import IMAGENET_MEAN, IMAGENET_STD, device_crop_resize
 from torchport.data.dataset import AugmentConfig, Batch, BatchDataset, ImageFolderDataset, ShardDataset
@@ -222,6 +225,8 @@ class Loader:
         self._bias = (-mean / std).to(self.device)
         self._scale_np = (1.0 / (255.0 * std)).numpy()
         self._bias_np = (-mean / std).numpy()
+        self._scale_c = np.ascontiguousarray(self._scale_np.ravel())  # (3,) float32 for the native kernel
+        self._bias_c = np.ascontiguousarray(self._bias_np.ravel())
         self.pin = bool(target.backend.pin_memory) and bool(target.is_accelerator)
 
     # ------------------------------------------------------------------ epochs / state
@@ -344,6 +349,8 @@ class Loader:
         import torch
 
         self._note_skipped(batch)
+        if isinstance(batch.labels, np.ndarray):  # slot-ring batches carry numpy labels / indices
+            batch.labels, batch.indices = torch.from_numpy(batch.labels), torch.from_numpy(batch.indices)
         labels = batch.labels.to(self.device, non_blocking=self.pin)
         if batch.slot is not None:
             images = self._normalize_cpu(self._slots[batch.slot][: labels.shape[0]])
@@ -381,6 +388,15 @@ class Loader:
 
             xs, os_ = x.numpy(), out.numpy()
             scale, bias = self._scale_np, self._bias_np
+            from torchport.data.decode import native_lib
+
+            lib = native_lib()
+            if lib is not None and xs.flags.c_contiguous and os_.flags.c_contiguous:
+                # one pass, same float32 arithmetic (no FMA contraction) as the numpy loop below
+                plane = xs.shape[2] * xs.shape[3]
+                lib.tp_normalise(xs.ctypes.data, os_.ctypes.data, plane, xs.shape[0] * xs.shape[1],
+                                 self._scale_c.ctypes.data, self._bias_c.ctypes.data)
+                return out
             for i in range(0, b, 4):
                 o = os_[i : i + 4]
                 np.copyto(o, xs[i : i + 4], casting="unsafe")  # uint8 -> float32, vectorised
@@ -413,7 +429,10 @@ class _SlotSampler:
     """Wraps the batch sampler: each item becomes ``(epoch, indices, slot)`` (slot ring index)."""
 
     def __init__(self, sampler: EpochBatchSampler, loader: "Loader") -> None:
-        self.sampler, self.loader = sampler, loader
+        # a weak reference: Loader -> DataLoader -> sampler -> Loader would be a cycle, freed only by
+        # the cyclic GC, which may finalise the worker queues before the iterator can send workers
+        # their stop signal (each worker then waits out a 5 s join timeout)
+        self.sampler, self._loader = sampler, weakref.ref(loader)
         self.counter = 0
 
     def __len__(self) -> int:
@@ -421,7 +440,8 @@ class _SlotSampler:
 
     def __iter__(self):
         for epoch, idx in self.sampler:
-            slots = self.loader._slots
+            loader = self._loader()
+            slots = None if loader is None else loader._slots
             if slots is None:
                 yield epoch, idx
             else:
@@ -475,6 +495,9 @@ def make_loader(
     where = cfg.augment
     aug = AugmentConfig(size=image_size, train=train, seed=seed, where="cpu", corrupt=cfg.corrupt)
     ds = open_dataset(path, train=train, aug=aug, verify=cfg.verify)
+    from torchport.data.decode import native_status
+
+    native_status()  # build / load the native fast path once here, before workers fork
     if where == "auto":
         where = "device" if (target.is_accelerator and getattr(ds, "mode", "") == "predecoded") else "cpu"
     if where != "cpu":
