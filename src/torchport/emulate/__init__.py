@@ -224,10 +224,12 @@ def _resize(devices: int) -> None:
     import torch
 
     from torchport.emulate import _tensor
-    from torchport.emulate._backend import DEFAULT_SEED
+    from torchport.emulate._backend import prepare, set_generators
 
+    prepare(devices)
     _tensor.set_cxx_device(torch.device("npu", 0), devices)
-    STATE.generators = (STATE.generators + [torch.Generator().manual_seed(DEFAULT_SEED) for _ in range(devices)])[:devices]
+    set_generators(devices)
+    STATE.native.set_available(True, devices)
     STATE.memory.resize(devices)
     STATE.devices = devices
     STATE.current = min(STATE.current, devices - 1)

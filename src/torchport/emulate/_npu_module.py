@@ -251,7 +251,7 @@ def set_option(option: dict) -> None:
 
 # ----------------------------------------------------------------------------- RNG
 def _gen(device: Any) -> torch.Generator:
-    return STATE.generators[_checked(device)]
+    return STATE.default_generators[_checked(device)]
 
 
 def manual_seed(seed: int) -> None:
@@ -261,7 +261,7 @@ def manual_seed(seed: int) -> None:
 
 def manual_seed_all(seed: int) -> None:
     """Seed every device's generator (``torch.manual_seed`` calls this too)."""
-    for g in STATE.generators:
+    for g in STATE.default_generators:
         g.manual_seed(int(seed))
 
 
@@ -271,7 +271,7 @@ def seed() -> None:
 
 def seed_all() -> None:
     s = _gen(None).seed()
-    for g in STATE.generators:
+    for g in STATE.default_generators:
         g.manual_seed(s)
 
 
@@ -288,7 +288,7 @@ def set_rng_state(new_state: torch.Tensor, device: Any = "npu") -> None:
 
 
 def get_rng_state_all() -> list:
-    return [g.get_state() for g in STATE.generators]
+    return [g.get_state() for g in STATE.default_generators]
 
 
 def set_rng_state_all(new_states: Any) -> None:

@@ -77,13 +77,16 @@ class EmulatorState:
     Attributes:
         installed: True between ``install()`` and ``uninstall()``.
         devices: number of emulated devices.
-        current: the current device index (``torch.npu.set_device``).
+        current: the calling thread's current device index (``torch.npu.set_device``).
         fallback_ops: operator names (``"aten::nonzero"``) treated as unsupported:
             they warn like torch_npu's CPU fallback.
         overflow_mode: ``"inf"`` or ``"saturate"``.
         perturb: op name or module class name -> relative noise amplitude.
         overflow_flag: set when a float16 result overflowed in saturation mode.
-        generators: one CPU ``torch.Generator`` per device (the device RNG).
+        generators: per device, the host ``torch.Generator`` that draws for it (the device RNG).
+        default_generators: per device, the ``npu`` ``torch.Generator`` users see
+            (``torch.npu.default_generators``); seeding it reseeds the host one on a stream
+            of its own (not the CPU's numbers for the same seed).
         memory: per-device byte counters.
         fallback_warned: op names already warned about (warn once, like torch_npu).
         fallback_counts: op name -> times it ran through the CPU fallback.
@@ -91,16 +94,29 @@ class EmulatorState:
 
     installed: bool = False
     devices: int = 0
-    current: int = 0
     fallback_ops: frozenset = frozenset()
     overflow_mode: str = INF
     perturb: dict = dataclasses.field(default_factory=dict)
     overflow_flag: bool = False
     generators: list = dataclasses.field(default_factory=list)
+    default_generators: list = dataclasses.field(default_factory=list)
     memory: MemoryCounters = dataclasses.field(default_factory=lambda: MemoryCounters(0))
     fallback_warned: set = dataclasses.field(default_factory=set)
     fallback_counts: dict = dataclasses.field(default_factory=dict)
     perturb_generator: Any = None
+    #: the compiled module (``_native.py``) once loaded: it holds the per-thread current device
+    native: Any = None
+
+    @property
+    def current(self) -> int:
+        """The current device index of the calling thread (``torch.npu.set_device``)."""
+        n = self.native
+        return n.current_device() if n is not None else 0
+
+    @current.setter
+    def current(self, index: int) -> None:
+        if self.native is not None:
+            self.native.set_device(int(index))
 
 
 STATE = EmulatorState()
