@@ -10,7 +10,7 @@ device guard + hooks (first time)     permanent; the hook reports "not available
 ``torch.npu`` = emulated module       ``torch.npu`` = a dormant stub: is_available()
                                       False (torch.accelerator needs *a* module)
 ``Tensor.npu`` / ``is_npu`` ...       deleted (re-generated on the next install)
-``sys.modules['torch_npu']`` stub     removed
+``torch_npu`` stand-in import hook     removed, with its loaded modules
 PrivateUse1 / autocast kernels        libraries destroyed
 pin_memory / is_pinned host kernels   stay, but delegate to torch when uninstalled
 ``npu`` checkpoint location tagger    removed; ``_rebuild_tensor`` restored
@@ -29,7 +29,7 @@ from typing import Any
 import torch
 from torch.library import Library
 
-from torchport.emulate import _accelerator, _autocast, _handlers, _npu_module, _serialization
+from torchport.emulate import _accelerator, _autocast, _handlers, _npu_module, _serialization, _standin
 from torchport.emulate import _tensor as T
 from torchport.emulate._state import STATE, MemoryCounters
 
@@ -202,7 +202,11 @@ def install_backend(devices: int) -> None:
     setattr(torch, _NAME, _npu_module)
     sys.modules[f"torch.{_NAME}"] = _npu_module
     sys.modules[f"torch.{_NAME}.amp"] = _npu_module.amp
-    _install_torch_npu_stub()
+    _standin.install_finder()
+    import torch.distributed as dist
+
+    if not hasattr(dist, "is_hccl_available"):
+        dist.is_hccl_available = _is_hccl_available
     _serialization.install()
     _accelerator.install()
     import torch.optim.optimizer as _opt
@@ -226,9 +230,11 @@ def uninstall_backend() -> None:
     setattr(torch, _NAME, _dormant_module())
     sys.modules[f"torch.{_NAME}"] = getattr(torch, _NAME)
     sys.modules.pop(f"torch.{_NAME}.amp", None)
-    for key in [k for k in sys.modules if k == "torch_npu" or k.startswith("torch_npu.")]:
-        if getattr(sys.modules[key], "__torchport_emulated__", False):
-            del sys.modules[key]
+    _standin.uninstall_finder()
+    import torch.distributed as dist
+
+    if getattr(dist, "is_hccl_available", None) is _is_hccl_available:
+        del dist.is_hccl_available
     _serialization.uninstall()
     _accelerator.uninstall()
     import torch.optim.optimizer as _opt
@@ -241,14 +247,6 @@ def uninstall_backend() -> None:
     T.reset_op_cache()
 
 
-def _install_torch_npu_stub() -> None:
-    """A minimal importable ``torch_npu`` (``import torch_npu``; ``torch_npu.npu.*``), marked emulated."""
-    mod = types.ModuleType("torch_npu", "torchport emulated NPU: a stand-in for torch_npu (no Ascend runtime).")
-    mod.__torchport_emulated__ = True
-    mod.__version__ = "2.14.0+torchport.emulated"
-    mod.__file__ = __file__
-    mod.npu = _npu_module
-    mod.__all__ = ["npu"]
-    sys.modules["torch_npu"] = mod
-    sys.modules["torch_npu.npu"] = _npu_module
-    sys.modules["torch_npu.npu.amp"] = _npu_module.amp
+def _is_hccl_available() -> bool:
+    """``torch.distributed.is_hccl_available()`` (torch_npu adds it): True while the emulator is on."""
+    return STATE.installed
