@@ -29,7 +29,7 @@ from typing import Any
 import torch
 from torch.library import Library
 
-from torchport.emulate import _accelerator, _autocast, _handlers, _npu_module, _serialization, _standin
+from torchport.emulate import _accelerator, _autocast, _handlers, _npu_module, _serialization, _standin, _syncbn  # noqa: F401
 from torchport.emulate import _tensor as T
 from torchport.emulate._state import STATE, MemoryCounters
 

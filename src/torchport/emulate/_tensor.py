@@ -257,6 +257,8 @@ class _OpInfo:
         schema = func._schema
         self.name = schema.name  # "aten::convolution"
         self.handler = _HANDLERS.get(func) or _HANDLERS.get(func.overloadpacket)
+        if self.handler is None and self.name.startswith("c10d::"):
+            self.handler = _collective
         self.has_generator = any(a.name == "generator" and a.kwarg_only for a in schema.arguments)
         self.has_device = any(a.name == "device" and a.kwarg_only for a in schema.arguments)
         self.allow_cpu = func.overloadpacket in _ALLOW_CPU
@@ -281,6 +283,15 @@ def _opinfo(func: Any) -> _OpInfo:
     info = _OpInfo(func)
     _OPS[func] = info
     return info
+
+
+_PU1 = torch._C.DispatchKeySet(torch._C.DispatchKey.PrivateUse1)
+
+
+def _collective(func: Any, args: tuple, kwargs: dict) -> Any:
+    """c10d ops keep the npu tensors: their PrivateUse1 kernel hands them to the process group's
+    npu backend (the emulated hccl), which works on the host tensors behind them."""
+    return func.redispatch(_PU1, *args, **kwargs)
 
 
 def reset_op_cache() -> None:
