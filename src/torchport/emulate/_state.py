@@ -19,6 +19,17 @@ INF = "inf"
 SATURATE = "saturate"
 
 
+def _oom(nbytes: int, limit: int, current: int) -> Exception:
+    """torch_npu's error for an allocation over the per-process memory fraction."""
+    import torch
+
+    mib = 1024 * 1024
+    return torch.OutOfMemoryError(
+        "NPU out of memory. Allocation was preemptively rejected because it would exceed "
+        f"per_process_memory_fraction limit. Requested size: {nbytes / mib:.2f} MiB. "
+        f"Allowed memory size: {limit / mib:.2f} MiB, currently allocated: {current / mib:.2f} MiB.")
+
+
 class MemoryCounters:
     """Bytes of live tensor storage per emulated device: current and peak.
 
@@ -29,6 +40,8 @@ class MemoryCounters:
     def __init__(self, devices: int) -> None:
         self.current = [0] * devices
         self.peak = [0] * devices
+        #: per device: bytes a process may hold (``set_per_process_memory_fraction``), None = no limit
+        self.limit: list = [None] * devices
         self.lock = threading.Lock()
 
     def resize(self, devices: int) -> None:
@@ -38,9 +51,11 @@ class MemoryCounters:
             if extra > 0:
                 self.current += [0] * extra
                 self.peak += [0] * extra
+                self.limit += [None] * extra
             elif extra < 0:
                 del self.current[devices:]
                 del self.peak[devices:]
+                del self.limit[devices:]
 
     def track(self, storage: Any, index: int) -> None:
         """Count ``storage`` (an ``UntypedStorage``) on device ``index`` until it is freed."""
@@ -52,6 +67,10 @@ class MemoryCounters:
             if index >= len(self.current):
                 return
             cur = self.current[index] + nbytes
+            limit = self.limit[index]
+            if limit is not None and cur > limit:
+                storage._torchport_npu = None
+                raise _oom(nbytes, limit, self.current[index])
             self.current[index] = cur
             if cur > self.peak[index]:
                 self.peak[index] = cur
