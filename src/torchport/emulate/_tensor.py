@@ -198,6 +198,11 @@ class NpuTensor(torch.Tensor):
         return self._elem.untyped_storage()
 
     def __repr__(self, *, tensor_contents=None) -> str:
+        if getattr(self, "_is_param", False):  # nn.Parameter of a tensor subclass is the subclass, flagged
+            return "Parameter containing:\n" + self._repr_body()
+        return self._repr_body()
+
+    def _repr_body(self) -> str:
         inner = repr(self._elem)
         if inner.endswith(")"):
             body = inner[:-1]

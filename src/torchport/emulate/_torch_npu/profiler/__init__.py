@@ -11,6 +11,7 @@ import enum
 import os
 import socket
 import time
+import warnings
 from typing import Any, Callable, Iterable, Optional
 
 import torch
@@ -124,8 +125,10 @@ class schedule:  # noqa: N801 - torch_npu's name
             raise ValueError("Invalid parameter active, which must be greater than 0.")
         self.wait, self.active, self.warmup, self.repeat = wait, active, warmup, repeat
         self.skip_first, self.skip_first_wait = skip_first, skip_first_wait
-        self._fn = _tp.schedule(wait=wait, warmup=warmup, active=active, repeat=repeat, skip_first=skip_first,
-                                skip_first_wait=skip_first_wait)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # torch warns about warmup=0; torch_npu does not
+            self._fn = _tp.schedule(wait=wait, warmup=warmup, active=active, repeat=repeat, skip_first=skip_first,
+                                    skip_first_wait=skip_first_wait)
 
     def __call__(self, step: int):
         if step < 0:
@@ -167,7 +170,7 @@ class _KinetoProfile(_tp._KinetoProfile):
         super().__init__(activities=_torch_activities(activities), record_shapes=record_shapes,
                          profile_memory=profile_memory, with_stack=with_stack, with_flops=with_flops,
                          with_modules=with_modules)
-        self.experimental_config = experimental_config
+        self.npu_experimental_config = experimental_config  # torch_npu settings (torch keeps its own attribute)
 
 
 class profile(_tp.profile):  # noqa: N801 - torch_npu's name
@@ -183,4 +186,4 @@ class profile(_tp.profile):  # noqa: N801 - torch_npu's name
         super().__init__(activities=_torch_activities(activities), schedule=schedule, on_trace_ready=on_trace_ready,
                          record_shapes=record_shapes, profile_memory=profile_memory, with_stack=with_stack,
                          with_flops=with_flops, with_modules=with_modules)
-        self.experimental_config = experimental_config
+        self.npu_experimental_config = experimental_config  # torch_npu settings (torch keeps its own attribute)
