@@ -35,13 +35,10 @@ def _host(tensors: Any, what: str) -> Any:
     if isinstance(tensors, (list, tuple)):
         return [_host(t, what) for t in tensors]
     if type(tensors) is not T.NpuTensor:
-        raise RuntimeError(
-            f"hccl (emulated): {what} expects tensors on the npu device, got one on {tensors.device}; "
-            "move it with .npu() (HCCL does not handle host tensors), or use a gloo group for CPU tensors"
-        )
+        raise RuntimeError("Tensors must be NPU and dense")  # ProcessGroupHCCL's wording
     inner = tensors._elem
     if not inner.is_contiguous():
-        raise RuntimeError(f"hccl (emulated): {what} expects contiguous tensors")
+        raise RuntimeError("Tensors must be contiguous")
     return inner
 
 

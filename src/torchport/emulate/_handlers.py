@@ -180,7 +180,7 @@ def factory_fallback(op, *args, **kwargs):
     info = T._OPS.get(op) or T._opinfo(op)
     if info.has_generator:
         kwargs["generator"] = T.host_generator(kwargs.get("generator"), idx)
-    if info.name in STATE.fallback_ops:
+    if info.falls_back:
         T._warn_fallback(info.name)
     ctx = T._Ctx()
     args = T._unwrap(args, ctx)

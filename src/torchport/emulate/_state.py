@@ -114,6 +114,8 @@ class EmulatorState:
     installed: bool = False
     devices: int = 0
     fallback_ops: frozenset = frozenset()
+    #: also treat operators torch_npu 2.14.0 does not implement as CPU fallbacks (_coverage.py)
+    coverage: bool = True
     overflow_mode: str = INF
     perturb: dict = dataclasses.field(default_factory=dict)
     overflow_flag: bool = False
