@@ -10,8 +10,6 @@ import sys
 import textwrap
 from pathlib import Path
 
-import pytest
-
 
 def _run(tmp_path: Path, code: str, devices: str = "npu") -> dict:
     script = tmp_path / "script.py"

@@ -20,6 +20,8 @@ __all__ = ["factory_fallback", "register_backend_kernels"]
 
 _a = torch.ops.aten
 _CPU = torch.device("cpu")
+
+
 def _target_index(device: Any, source_idx: int) -> int:
     if device is None:
         return source_idx

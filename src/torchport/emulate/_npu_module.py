@@ -676,7 +676,7 @@ NOT_EMULATED: dict[str, str] = {
     "npurt": "bindings of the Ascend runtime library",
 }
 
-__all__ += [
+__all__ += [  # noqa: F822 - mstx comes from the module __getattr__
     "set_sync_debug_mode", "get_sync_debug_mode", "set_task_queue_enable", "get_task_queue_enable",
     "set_mm_bmm_format_nd", "get_mm_bmm_format_nd", "set_aoe", "set_op_timeout_ms", "set_deterministic_level",
     "use_compatible_impl", "are_compatible_impl_enabled", "set_autocast_enabled", "set_autocast_dtype",

@@ -25,4 +25,4 @@ for _name in ("npu_format_cast", "npu_format_cast_", "get_npu_format"):
     setattr(torch, _name, getattr(_formats, _name))  # torch_npu registers them as torch.<op> too
 del _name
 
-from . import _C, contrib, optim, profiler  # noqa: E402  (as torch_npu's own __init__ imports them)
+from . import _C, contrib, optim, profiler  # noqa: E402,F401  (as torch_npu's own __init__ imports them)

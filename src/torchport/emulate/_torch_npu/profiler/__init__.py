@@ -14,7 +14,6 @@ import time
 import warnings
 from typing import Any, Callable, Iterable, Optional
 
-import torch
 import torch.profiler as _tp
 
 __torchport_emulated__ = True
