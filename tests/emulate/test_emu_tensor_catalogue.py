@@ -123,3 +123,15 @@ def test_type_identity_difference_is_documented(emulated_npu):
 
     docs = (Path(__file__).resolve().parents[2] / "docs" / "emulator.md").read_text()
     assert "type(t) is torch.Tensor" in docs
+
+
+def test_inference_mode_views_and_results(emulated_npu):
+    """A view of a normal tensor taken inside inference_mode stays a normal tensor (torchvision's
+    accuracy() does ``target[None]`` there); fresh results are inference tensors -- as on cpu."""
+    cpu, npu = _pair()
+    for t in (cpu, npu):
+        with torch.inference_mode():
+            view = t[None]
+            fresh = t * 2
+            eq = (fresh[None] / 2).eq(view)
+        assert not view.is_inference() and fresh.is_inference() and eq.all()

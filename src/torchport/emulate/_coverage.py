@@ -23,7 +23,7 @@ __all__ = ["SOURCE", "npu_ops", "would_fall_back"]
 SOURCE = "torch_npu 2.14.0 wheel op-plugin metadata (npu_native_functions_by_codegen.yaml), extracted 2026-11-30"
 _FILE = Path(__file__).parent / "data" / "torch_npu_2_14_0_npu_ops.txt"
 _ops: list = []
-_BACKEND_FREE = ("CompositeExplicitAutograd", "CompositeExplicitAutogradNonFunctional")
+_BACKEND_FREE = ("CompositeExplicitAutograd", "CompositeExplicitAutogradNonFunctional", "CompositeImplicitAutograd")
 
 
 def npu_ops() -> frozenset:

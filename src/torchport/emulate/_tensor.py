@@ -66,19 +66,27 @@ def wrap(elem: torch.Tensor, index: int) -> "NpuTensor":
     storage = elem.untyped_storage()
     if getattr(storage, "_torchport_npu", None) is None:
         STATE.memory.track(storage, index)
-    out = _make(
-        NpuTensor,
-        elem.size(),
-        strides=elem.stride(),
-        storage_offset=elem.storage_offset(),
-        dtype=elem.dtype,
-        layout=elem.layout,
-        device=_DEVICES[index],
-        requires_grad=False,
-    )
+    if _inference_enabled() and not elem.is_inference():
+        # a view of a normal tensor taken inside inference_mode is a normal tensor, as on any device
+        with _no_inference():
+            out = _new_wrapper(elem, index)
+    else:
+        out = _new_wrapper(elem, index)
     out._elem = elem
     out._idx = index
     return out
+
+
+_inference_enabled = torch.is_inference_mode_enabled
+
+
+def _no_inference():
+    return torch.inference_mode(False)
+
+
+def _new_wrapper(elem: torch.Tensor, index: int) -> "NpuTensor":
+    return _make(NpuTensor, elem.size(), strides=elem.stride(), storage_offset=elem.storage_offset(),
+                 dtype=elem.dtype, layout=elem.layout, device=_DEVICES[index], requires_grad=False)
 
 
 def unwrap(t: Any) -> Any:
