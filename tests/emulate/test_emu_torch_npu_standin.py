@@ -27,6 +27,7 @@ def test_find_spec_and_import_torch_npu_before_torch(tmp_path):
         spec = importlib.util.find_spec("torch_npu")       # how transformers/accelerate detect an NPU
         import torch_npu                                   # before torch
         import torch
+        soc_attr = torch_npu.npu.utils.get_soc_version()   # attribute access, no submodule import
         import torch_npu.npu.utils as utils
         from torch_npu.npu import amp, memory, random, streams
         x = torch.ones(2, 3).npu()
@@ -35,6 +36,7 @@ def test_find_spec_and_import_torch_npu_before_torch(tmp_path):
             "spec": spec is not None and spec.name == "torch_npu", "path": bool(torch_npu.__path__),
             "torch_first_in_modules": "torch" in sys.modules, "npu_is_torch_npu": torch_npu.npu is torch.npu,
             "soc": utils.get_soc_version(), "soc_c": torch_npu._C._npu_get_soc_version(),
+            "soc_attr": soc_attr,
             "utils_alias": torch.npu.utils is utils, "fmt": [torch_npu.get_npu_format(x), torch_npu.get_npu_format(y)],
             "equal": torch.equal(x.cpu(), y.cpu()), "name": torch.npu.get_device_name(0),
             "mem": memory.memory_allocated() > 0, "seed": random.initial_seed(),
@@ -43,7 +45,7 @@ def test_find_spec_and_import_torch_npu_before_torch(tmp_path):
         }))
     """)
     assert out["spec"] and out["path"] and out["torch_first_in_modules"] and out["npu_is_torch_npu"]
-    assert out["soc"] == out["soc_c"] == 223 and out["utils_alias"]
+    assert out["soc"] == out["soc_c"] == out["soc_attr"] == 223 and out["utils_alias"]
     assert out["fmt"] == [2, 29] and out["equal"]
     assert out["name"].startswith("Ascend910B3") and out["mem"] and out["stream"] == "Stream"
     assert out["fused"] == "NpuFusedSGD"

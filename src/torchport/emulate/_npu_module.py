@@ -692,6 +692,10 @@ __all__ += [  # noqa: F822 - mstx comes from the module __getattr__
 def __getattr__(name: str) -> Any:
     if name == "mstx":
         return _mstx()
+    if name in ("utils", "memory", "random", "streams") and STATE.installed:  # torch_npu.npu.<submodule>
+        import importlib
+
+        return importlib.import_module(f"torch_npu.npu.{name}")
     if name == "default_generators":
         return tuple(STATE.default_generators)
     raise AttributeError(f"module 'torch_npu.npu' has no attribute {name!r}")
