@@ -38,6 +38,7 @@ __all__ = [
     "parse_env",
     "set_fallback_ops",
     "clear_fallback_ops",
+    "set_coverage",
     "fallback_stats",
     "set_overflow_mode",
     "set_perturbation",
@@ -106,6 +107,22 @@ def set_fallback_ops(ops: Iterable[Any]) -> None:
     STATE.fallback_ops = frozenset(normalize_op_name(o) for o in ops)
     STATE.fallback_warned.clear()
     STATE.fallback_counts.clear()
+    _reset_op_cache()
+
+
+def set_coverage(enabled: bool) -> None:
+    """Warn (torch_npu's CPU-fallback text, once per op) for operators torch_npu 2.14.0 does not
+    implement for the NPU (on by default; the list comes from the wheel's op-plugin metadata)."""
+    STATE.coverage = bool(enabled)
+    _reset_op_cache()
+
+
+def _reset_op_cache() -> None:
+    import sys
+
+    tensor_mod = sys.modules.get("torchport.emulate._tensor")
+    if tensor_mod is not None:
+        tensor_mod.reset_op_cache()
 
 
 def clear_fallback_ops() -> None:
@@ -186,8 +203,22 @@ def _facts() -> dict[str, Any]:
         "torch_npu": "torchport stand-in (no Ascend runtime)",
         "overflow_mode": STATE.overflow_mode,
         "fallback_ops": sorted(STATE.fallback_ops),
+        "fallback_coverage": _coverage_source() if STATE.coverage else "off",
+        "native_module": str(_native_dir()),
         "perturb": dict(STATE.perturb),
     }
+
+
+def _coverage_source() -> str:
+    from torchport.emulate._coverage import SOURCE
+
+    return SOURCE
+
+
+def _native_dir() -> Any:
+    from torchport.emulate._native import build_dir
+
+    return build_dir()
 
 
 def _register_spec() -> None:
@@ -224,10 +255,12 @@ def _resize(devices: int) -> None:
     import torch
 
     from torchport.emulate import _tensor
-    from torchport.emulate._backend import DEFAULT_SEED
+    from torchport.emulate._backend import prepare, set_generators
 
+    prepare(devices)
     _tensor.set_cxx_device(torch.device("npu", 0), devices)
-    STATE.generators = (STATE.generators + [torch.Generator().manual_seed(DEFAULT_SEED) for _ in range(devices)])[:devices]
+    set_generators(devices)
+    STATE.native.set_available(True, devices)
     STATE.memory.resize(devices)
     STATE.devices = devices
     STATE.current = min(STATE.current, devices - 1)
@@ -277,6 +310,10 @@ def install(
             raise
         _distributed.register()
         _register_spec()
+        import logging
+
+        logging.getLogger("torchport.emulate").info(
+            "torchport: emulated Ascend NPU installed (%d device(s), Ascend910B3, host memory)", devices)
     _configure(devices, fallback_ops, overflow_mode, perturb)
 
 

@@ -10,7 +10,7 @@ device guard + hooks (first time)     permanent; the hook reports "not available
 ``torch.npu`` = emulated module       ``torch.npu`` = a dormant stub: is_available()
                                       False (torch.accelerator needs *a* module)
 ``Tensor.npu`` / ``is_npu`` ...       deleted (re-generated on the next install)
-``sys.modules['torch_npu']`` stub     removed
+``torch_npu`` stand-in import hook     removed, with its loaded modules
 PrivateUse1 / autocast kernels        libraries destroyed
 pin_memory / is_pinned host kernels   stay, but delegate to torch when uninstalled
 ``npu`` checkpoint location tagger    removed; ``_rebuild_tensor`` restored
@@ -29,7 +29,7 @@ from typing import Any
 import torch
 from torch.library import Library
 
-from torchport.emulate import _accelerator, _autocast, _handlers, _npu_module, _serialization
+from torchport.emulate import _accelerator, _autocast, _handlers, _npu_module, _serialization, _standin, _syncbn  # noqa: F401
 from torchport.emulate import _tensor as T
 from torchport.emulate._state import STATE, MemoryCounters
 
@@ -45,22 +45,6 @@ _added_methods: list[tuple[Any, str]] = []
 
 class EmulationError(RuntimeError):
     """The emulator cannot be installed here (the message says why and what to do)."""
-
-
-class _Hooks(torch._C._acc.PrivateUse1Hooks):
-    def is_available(self) -> bool:
-        return STATE.installed
-
-    def has_primary_context(self, device_index: int) -> bool:
-        return STATE.installed
-
-    def is_built(self) -> bool:
-        return True
-
-
-class _Guard(torch._C._acc.DeviceGuard):
-    def type_(self):
-        return torch._C._autograd.DeviceType.PrivateUse1
 
 
 def _dormant_module() -> types.ModuleType:
@@ -136,17 +120,37 @@ def _original_accelerator() -> Any:
         return None
 
 
-def prepare() -> None:
-    """Register the ``npu`` device guard now, before any ``backward()`` runs in this process.
+#: devices the autograd engine gets queues for when the guard is registered (it sizes them once)
+MIN_CAPACITY = 8
 
-    torch's autograd engine sizes its device queues once, at the first ``backward()``;
-    a backend whose guard appears later can never run backward. The guard alone is
-    invisible (no rename, ``torch.accelerator`` unchanged), so the pytest plugin calls
-    this at start-up.
+
+def prepare(devices: int = 1) -> None:
+    """Register the ``npu`` device guard (compiled, see ``_native.py``) before any ``backward()`` runs.
+
+    torch's autograd engine sizes its device queues once, at the first ``backward()``,
+    from the guard's device count; a backend whose guard appears later can never run
+    backward. The guard alone is invisible (no rename, ``torch.accelerator`` unchanged),
+    so the pytest plugin calls this at start-up.
+
+    Raises:
+        EmulationError: the native module cannot be built (no C++ compiler).
     """
-    if "guard" not in _once:
-        torch._C._acc.register_python_privateuseone_device_guard(_Guard())
-        _once["guard"] = True
+    from torchport.emulate import _native
+
+    if STATE.native is None:
+        try:
+            STATE.native = _native.load()
+        except _native.NativeBuildError as exc:
+            raise EmulationError(str(exc)) from None
+    STATE.native.register_guard(max(MIN_CAPACITY, int(devices)))
+    _once["guard"] = True
+
+
+def set_generators(devices: int) -> None:
+    """``STATE`` gets the default generators of ``npu:0..devices-1`` and the host generators drawing for them."""
+    gens = [STATE.native.default_generator(i) for i in range(devices)]
+    STATE.default_generators = gens
+    STATE.generators = [STATE.native.host_generator(g) for g in gens]
 
 
 def check_autograd() -> None:
@@ -173,14 +177,13 @@ def install_backend(devices: int) -> None:
         torch.utils.rename_privateuse1_backend(_NAME)
         _once["renamed"] = True
     _generate_methods()
-    prepare()
-    if "hooks" not in _once:
-        torch._C._acc.register_python_privateuseone_hook(_Hooks())
-        _once["hooks"] = True
+    prepare(devices)
+    STATE.native.register_hooks()
+    STATE.native.set_available(True, devices)
     T.set_cxx_device(torch.device(_NAME, 0), devices)
     STATE.devices = devices
     STATE.current = 0
-    STATE.generators = [torch.Generator().manual_seed(DEFAULT_SEED) for _ in range(devices)]
+    set_generators(devices)
     STATE.perturb_generator = torch.Generator().manual_seed(0)
     STATE.memory = MemoryCounters(devices)
     STATE.overflow_flag = False
@@ -199,7 +202,11 @@ def install_backend(devices: int) -> None:
     setattr(torch, _NAME, _npu_module)
     sys.modules[f"torch.{_NAME}"] = _npu_module
     sys.modules[f"torch.{_NAME}.amp"] = _npu_module.amp
-    _install_torch_npu_stub()
+    _standin.install_finder()
+    import torch.distributed as dist
+
+    if not hasattr(dist, "is_hccl_available"):
+        dist.is_hccl_available = _is_hccl_available
     _serialization.install()
     _accelerator.install()
     import torch.optim.optimizer as _opt
@@ -212,6 +219,7 @@ def install_backend(devices: int) -> None:
 def uninstall_backend() -> None:
     """Undo :func:`install_backend` (see the module docstring for what stays)."""
     STATE.installed = False
+    STATE.native.set_available(False, 0)
     for lib in _libs:
         lib._destroy()
     _libs.clear()
@@ -222,9 +230,11 @@ def uninstall_backend() -> None:
     setattr(torch, _NAME, _dormant_module())
     sys.modules[f"torch.{_NAME}"] = getattr(torch, _NAME)
     sys.modules.pop(f"torch.{_NAME}.amp", None)
-    for key in [k for k in sys.modules if k == "torch_npu" or k.startswith("torch_npu.")]:
-        if getattr(sys.modules[key], "__torchport_emulated__", False):
-            del sys.modules[key]
+    _standin.uninstall_finder()
+    import torch.distributed as dist
+
+    if getattr(dist, "is_hccl_available", None) is _is_hccl_available:
+        del dist.is_hccl_available
     _serialization.uninstall()
     _accelerator.uninstall()
     import torch.optim.optimizer as _opt
@@ -233,17 +243,10 @@ def uninstall_backend() -> None:
         _opt._foreach_supported_types.remove(T.NpuTensor)
     STATE.devices = 0
     STATE.generators = []
+    STATE.default_generators = []
     T.reset_op_cache()
 
 
-def _install_torch_npu_stub() -> None:
-    """A minimal importable ``torch_npu`` (``import torch_npu``; ``torch_npu.npu.*``), marked emulated."""
-    mod = types.ModuleType("torch_npu", "torchport emulated NPU: a stand-in for torch_npu (no Ascend runtime).")
-    mod.__torchport_emulated__ = True
-    mod.__version__ = "2.14.0+torchport.emulated"
-    mod.__file__ = __file__
-    mod.npu = _npu_module
-    mod.__all__ = ["npu"]
-    sys.modules["torch_npu"] = mod
-    sys.modules["torch_npu.npu"] = _npu_module
-    sys.modules["torch_npu.npu.amp"] = _npu_module.amp
+def _is_hccl_available() -> bool:
+    """``torch.distributed.is_hccl_available()`` (torch_npu adds it): True while the emulator is on."""
+    return STATE.installed

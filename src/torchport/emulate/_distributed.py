@@ -35,13 +35,10 @@ def _host(tensors: Any, what: str) -> Any:
     if isinstance(tensors, (list, tuple)):
         return [_host(t, what) for t in tensors]
     if type(tensors) is not T.NpuTensor:
-        raise RuntimeError(
-            f"hccl (emulated): {what} expects tensors on the npu device, got one on {tensors.device}; "
-            "move it with .npu() (HCCL does not handle host tensors), or use a gloo group for CPU tensors"
-        )
+        raise RuntimeError("Tensors must be NPU and dense")  # ProcessGroupHCCL's wording
     inner = tensors._elem
     if not inner.is_contiguous():
-        raise RuntimeError(f"hccl (emulated): {what} expects contiguous tensors")
+        raise RuntimeError("Tensors must be contiguous")
     return inner
 
 
@@ -123,8 +120,10 @@ class EmulatedHcclGroup(torch.distributed.ProcessGroup):
 
     def _allgather_base(self, output: Any, input: Any, opts: Any = None) -> _Completed:
         opts = opts if opts is not None else torch.distributed.AllgatherOptions()
-        return self._run([output], self._gloo._allgather_base(_host(output, "all_gather_into_tensor"),
-                                                              _host(input, "all_gather_into_tensor"), opts))
+        out_h, in_h = _host(output, "all_gather_into_tensor"), _host(input, "all_gather_into_tensor")
+        # any output layout holding W inputs back to back (concatenated, stacked, or (1, W*n) as SyncBatchNorm uses)
+        outs = [c.view(in_h.shape) for c in out_h.view(-1).chunk(self._size)]
+        return self._run([output], self._gloo.allgather([outs], [in_h.contiguous()], opts))
 
     def allgather_into_tensor_coalesced(self, outputs: list, inputs: list, opts: Any = None) -> _Completed:
         opts = opts if opts is not None else torch.distributed.AllgatherOptions()
@@ -171,6 +170,20 @@ class EmulatedHcclGroup(torch.distributed.ProcessGroup):
     def barrier(self, opts: Any = None) -> _Completed:
         opts = opts if opts is not None else torch.distributed.BarrierOptions()
         return self._run(None, self._gloo.barrier(opts))
+
+    # torch 2.14's names for the single-tensor forms (dist.all_gather_into_tensor, SyncBatchNorm, ...)
+    def all_gather_single(self, output: Any, input: Any, opts: Any = None) -> _Completed:
+        return self._allgather_base(output, input, opts)
+
+    def reduce_scatter_single(self, output: Any, input: Any, opts: Any = None) -> _Completed:
+        return self._reduce_scatter_base(output, input, opts)
+
+    def all_to_all_single(self, output: Any, input: Any, output_split_sizes: list, input_split_sizes: list,
+                          opts: Any = None) -> _Completed:
+        return self.alltoall_base(output, input, output_split_sizes, input_split_sizes, opts)
+
+    def all_gather_single_coalesced(self, outputs: list, inputs: list, opts: Any = None) -> _Completed:
+        return self.allgather_into_tensor_coalesced(outputs, inputs, opts)
 
 
 def _create(store: Any, rank: int, size: int, timeout: timedelta) -> EmulatedHcclGroup:

@@ -20,11 +20,10 @@ __all__ = ["factory_fallback", "register_backend_kernels"]
 
 _a = torch.ops.aten
 _CPU = torch.device("cpu")
+
+
 def _target_index(device: Any, source_idx: int) -> int:
-    hint = T.TO_TARGET[0]
-    if hint is not None:
-        return hint
-    if device is None or not device.index:
+    if device is None:
         return source_idx
     return T.logical_index(device)
 
@@ -181,9 +180,9 @@ def factory_fallback(op, *args, **kwargs):
     if kwargs.get("pin_memory"):
         kwargs["pin_memory"] = False
     info = T._OPS.get(op) or T._opinfo(op)
-    if info.has_generator and kwargs.get("generator") is None:
-        kwargs["generator"] = STATE.generators[idx]
-    if info.name in STATE.fallback_ops:
+    if info.has_generator:
+        kwargs["generator"] = T.host_generator(kwargs.get("generator"), idx)
+    if info.falls_back:
         T._warn_fallback(info.name)
     ctx = T._Ctx()
     args = T._unwrap(args, ctx)

@@ -101,7 +101,7 @@ def _get_device_index(device: Any, optional: bool = False, allow_cpu: bool = Fal
 def _checked(device: Any) -> int:
     idx = _get_device_index(device, optional=True)
     if idx < 0 or idx >= device_count():
-        raise AssertionError(f"Invalid device id npu:{idx}: {device_count()} emulated NPU device(s)")
+        raise AssertionError("Invalid device id")
     return idx
 
 
@@ -251,7 +251,7 @@ def set_option(option: dict) -> None:
 
 # ----------------------------------------------------------------------------- RNG
 def _gen(device: Any) -> torch.Generator:
-    return STATE.generators[_checked(device)]
+    return STATE.default_generators[_checked(device)]
 
 
 def manual_seed(seed: int) -> None:
@@ -261,7 +261,7 @@ def manual_seed(seed: int) -> None:
 
 def manual_seed_all(seed: int) -> None:
     """Seed every device's generator (``torch.manual_seed`` calls this too)."""
-    for g in STATE.generators:
+    for g in STATE.default_generators:
         g.manual_seed(int(seed))
 
 
@@ -271,7 +271,7 @@ def seed() -> None:
 
 def seed_all() -> None:
     s = _gen(None).seed()
-    for g in STATE.generators:
+    for g in STATE.default_generators:
         g.manual_seed(s)
 
 
@@ -288,7 +288,7 @@ def set_rng_state(new_state: torch.Tensor, device: Any = "npu") -> None:
 
 
 def get_rng_state_all() -> list:
-    return [g.get_state() for g in STATE.generators]
+    return [g.get_state() for g in STATE.default_generators]
 
 
 def set_rng_state_all(new_states: Any) -> None:
@@ -457,3 +457,245 @@ class StreamContext(contextlib.AbstractContextManager):
 
 def stream(stream: Stream | None) -> StreamContext:
     return StreamContext(stream)
+
+
+# ----------------------------------------------------------------------------- torch_npu 2.14 completeness
+# Every other name of torch_npu.npu.__all__ is either below (real behaviour on the emulator) or in
+# NOT_EMULATED (docs/emulator.md has the same table); tests/emulate/test_emu_conformance.py checks both.
+_settings: dict[str, Any] = {"sync_debug_mode": 0, "task_queue_enable": 1, "mm_bmm_format_nd": True, "aoe": None,
+                             "deterministic_level": 0, "compatible_impl": False, "op_timeout_ms": None}
+_SYNC_MODES = {"default": 0, "warn": 1, "error": 2}
+
+
+def set_sync_debug_mode(debug_mode: Any) -> None:
+    """Accepted and remembered (a documented no-op: the emulator never synchronizes implicitly)."""
+    if isinstance(debug_mode, str):
+        if debug_mode not in _SYNC_MODES:
+            raise RuntimeError("invalid value of debug_mode, expected one of `default`, `warn`, `error`")
+        debug_mode = _SYNC_MODES[debug_mode]
+    _settings["sync_debug_mode"] = int(debug_mode)
+
+
+def get_sync_debug_mode() -> int:
+    return _settings["sync_debug_mode"]
+
+
+def set_task_queue_enable(mode: Any) -> None:
+    _settings["task_queue_enable"] = int(mode)
+
+
+def get_task_queue_enable() -> int:
+    return _settings["task_queue_enable"]
+
+
+def set_mm_bmm_format_nd(is_nd: bool = True) -> None:
+    _settings["mm_bmm_format_nd"] = bool(is_nd)
+
+
+def get_mm_bmm_format_nd() -> bool:
+    return _settings["mm_bmm_format_nd"]
+
+
+def set_aoe(dump_path: Any) -> None:
+    """AOE tuning is a CANN tool: the path is remembered, nothing is tuned."""
+    _settings["aoe"] = str(dump_path)
+
+
+def set_op_timeout_ms(timeout: int) -> None:
+    _settings["op_timeout_ms"] = int(timeout)
+
+
+def set_deterministic_level(level: int) -> None:
+    _settings["deterministic_level"] = int(level)
+
+
+def use_compatible_impl(is_enable: bool) -> None:
+    _settings["compatible_impl"] = bool(is_enable)
+
+
+def are_compatible_impl_enabled() -> bool:
+    return _settings["compatible_impl"]
+
+
+def set_autocast_enabled(enable: bool) -> None:
+    torch.set_autocast_enabled("npu", bool(enable))
+
+
+def set_autocast_dtype(dtype: torch.dtype) -> None:
+    torch.set_autocast_dtype("npu", dtype)
+
+
+def enable_deterministic_with_backward(tensor: torch.Tensor) -> torch.Tensor:
+    """torch_npu turns deterministic kernels on for the backward of ``tensor``; the emulator always is."""
+    return tensor
+
+
+def disable_deterministic_with_backward(tensor: torch.Tensor) -> torch.Tensor:
+    return tensor
+
+
+def is_current_stream_capturing() -> bool:
+    """No graph capture on the emulator: never capturing."""
+    return False
+
+
+def ipc_collect() -> None:
+    """Nothing to collect: no inter-process device memory on the emulator."""
+
+
+def empty_virt_addr_cache() -> None:
+    empty_cache()
+
+
+def host_empty_cache() -> None:
+    """Pinned host memory is ordinary host memory here: nothing is cached."""
+
+
+# -- memory fraction, caching allocator, nested stats, snapshot
+def set_per_process_memory_fraction(fraction: float, device: Any = None) -> None:
+    """Limit this process to ``fraction`` of the device's 64 GiB: larger allocations raise
+    ``torch.OutOfMemoryError`` with torch_npu's message (enforced by the emulator's accounting)."""
+    idx = _checked(device)
+    if not isinstance(fraction, float):
+        raise TypeError("Invalid type for fraction argument, must be `float`")
+    if fraction < 0 or fraction > 1:
+        raise ValueError(f"Invalid fraction value: {fraction}. Allowed range: 0~1")
+    STATE.memory.limit[idx] = int(fraction * TOTAL_MEMORY)
+
+
+def get_per_process_memory_fraction(device: Any = None) -> float:
+    limit = STATE.memory.limit[_checked(device)]
+    return 1.0 if limit is None else limit / TOTAL_MEMORY
+
+
+_blocks: dict[int, torch.Tensor] = {}
+
+
+def caching_allocator_alloc(size: int, device: Any = None, stream: Any = None) -> int:
+    """Allocate ``size`` bytes on the device; returns the address (free with :func:`caching_allocator_delete`)."""
+    idx = _checked(device)
+    t = torch.empty(int(size), dtype=torch.uint8, device=torch.device("npu", idx))
+    ptr = t.data_ptr()
+    _blocks[ptr] = t
+    return ptr
+
+
+def caching_allocator_delete(mem_ptr: int) -> None:
+    _blocks.pop(int(mem_ptr), None)
+
+
+def memory_stats_as_nested_dict(device: Any = None) -> dict:
+    """``memory_stats`` as nested dicts (``{"allocated_bytes": {"all": {"current": ...}}}``), as torch_npu returns."""
+    nested: dict = {}
+    for key, value in memory_stats(device).items():
+        node = nested
+        parts = key.split(".")
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+        node[parts[-1]] = value
+    return nested
+
+
+def memory_snapshot(mempool_id: Any = None) -> list:
+    """One segment per device holding the live bytes (the emulator has no block-level allocator)."""
+    return [{"device": i, "address": 0, "total_size": memory_reserved(i), "allocated_size": memory_allocated(i),
+             "active_size": memory_allocated(i), "requested_size": memory_allocated(i), "stream": 0,
+             "segment_type": "large", "blocks": []} for i in range(device_count())]
+
+
+def get_allocator_backend() -> str:
+    return "native"
+
+
+# -- legacy tensor types: torch.npu.FloatTensor(2, 3) / isinstance(t, torch.npu.FloatTensor)
+class _LegacyTensorMeta(type):
+    def __instancecheck__(cls, instance: Any) -> bool:
+        return (isinstance(instance, torch.Tensor) and instance.device.type == "npu"
+                and instance.dtype == cls.dtype)
+
+
+def _legacy_type(name: str, dtype: torch.dtype) -> type:
+    def __new__(cls, *args: Any, device: Any = None, **kwargs: Any):  # noqa: N807
+        dev = torch.device("npu", _get_device_index(device, optional=True))
+        if len(args) == 1 and not isinstance(args[0], int) and not isinstance(args[0], torch.Size):
+            return torch.tensor(args[0], dtype=dtype, device=dev)
+        return torch.empty(*args, dtype=dtype, device=dev)
+
+    return _LegacyTensorMeta(name, (), {"__new__": __new__, "dtype": dtype, "is_npu": True,
+                                        "__module__": "torch_npu.npu",
+                                        "__doc__": f"Legacy constructor: a {dtype} tensor on the npu."})
+
+
+BoolTensor = _legacy_type("BoolTensor", torch.bool)
+ByteTensor = _legacy_type("ByteTensor", torch.uint8)
+CharTensor = _legacy_type("CharTensor", torch.int8)
+DoubleTensor = _legacy_type("DoubleTensor", torch.float64)
+FloatTensor = _legacy_type("FloatTensor", torch.float32)
+HalfTensor = _legacy_type("HalfTensor", torch.float16)
+IntTensor = _legacy_type("IntTensor", torch.int32)
+LongTensor = _legacy_type("LongTensor", torch.int64)
+ShortTensor = _legacy_type("ShortTensor", torch.int16)
+BFloat16Tensor = _legacy_type("BFloat16Tensor", torch.bfloat16)
+
+
+class SyncLaunchStream(Stream):
+    """A stream whose launches are synchronous (every emulated stream is)."""
+
+
+def _mstx() -> Any:
+    import importlib
+
+    return importlib.import_module("torch_npu.npu.mstx")
+
+
+#: names of torch_npu.npu.__all__ (2.14.0) the emulator does not provide, with the reason
+NOT_EMULATED: dict[str, str] = {
+    **{n: "dump of operator data is a CANN/msprof feature" for n in ("set_dump", "init_dump", "finalize_dump")},
+    **{n: "NPU graph capture (aclgraph) needs the device runtime" for n in (
+        "NPUGraph", "graph", "graph_pool_handle", "make_graphed_callables", "graph_task_group_begin",
+        "graph_task_group_end", "graph_task_update_begin", "graph_task_update_end", "NpuGraphOpHandler",
+        "register_npu_graph_handler", "super_kernel_scope_begin", "super_kernel_scope_end")},
+    **{n: "custom allocators and memory pools plug into the device caching allocator, which the emulator "
+          "does not have" for n in ("MemPool", "use_mem_pool", "NPUPluggableAllocator", "change_current_allocator")},
+    **{n: "typed npu storages: npu data is host storage behind wrapper tensors" for n in (
+        "BoolStorage", "ByteStorage", "ShortStorage", "LongStorage", "IntStorage", "HalfStorage", "CharStorage",
+        "DoubleStorage", "FloatStorage", "BFloat16Storage")},
+    **{n: "hardware fault handling (UCE, device stop/restart, stress self-test)" for n in (
+        "stop_device", "restart_device", "check_uce_in_memory", "stress_detect")},
+    **{n: "AI Core / stream resource limits are a device-runtime setting" for n in (
+        "set_device_limit", "get_device_limit", "set_stream_limit", "reset_stream_limit", "get_stream_limit")},
+    **{n: "model obfuscation needs the Ascend crypto runtime" for n in (
+        "obfuscation_initialize", "obfuscation_finalize", "obfuscation_calculate")},
+    **{n: "host (pinned) memory statistics of the device allocator" for n in (
+        "host_memory_stats", "host_memory_stats_as_nested_dict", "reset_accumulated_host_memory_stats",
+        "reset_peak_host_memory_stats")},
+    "ExternalStream": "wraps a raw aclrtStream handle",
+    "ExternalEvent": "wraps a raw aclrtEvent handle",
+    "current_blas_handle": "returns a raw aclBLAS handle",
+    "CubeMathType": "cube-unit math modes of the real chip",
+    "npurt": "bindings of the Ascend runtime library",
+}
+
+__all__ += [  # noqa: F822 - mstx comes from the module __getattr__
+    "set_sync_debug_mode", "get_sync_debug_mode", "set_task_queue_enable", "get_task_queue_enable",
+    "set_mm_bmm_format_nd", "get_mm_bmm_format_nd", "set_aoe", "set_op_timeout_ms", "set_deterministic_level",
+    "use_compatible_impl", "are_compatible_impl_enabled", "set_autocast_enabled", "set_autocast_dtype",
+    "is_autocast_enabled", "get_autocast_dtype", "enable_deterministic_with_backward",
+    "disable_deterministic_with_backward", "is_current_stream_capturing", "ipc_collect", "empty_virt_addr_cache",
+    "host_empty_cache", "set_per_process_memory_fraction", "get_per_process_memory_fraction",
+    "caching_allocator_alloc", "caching_allocator_delete", "memory_stats_as_nested_dict", "memory_snapshot",
+    "get_allocator_backend", "BoolTensor", "ByteTensor", "CharTensor", "DoubleTensor", "FloatTensor",
+    "HalfTensor", "IntTensor", "LongTensor", "ShortTensor", "BFloat16Tensor", "SyncLaunchStream", "mstx",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "mstx":
+        return _mstx()
+    if name in ("utils", "memory", "random", "streams") and STATE.installed:  # torch_npu.npu.<submodule>
+        import importlib
+
+        return importlib.import_module(f"torch_npu.npu.{name}")
+    if name == "default_generators":
+        return tuple(STATE.default_generators)
+    raise AttributeError(f"module 'torch_npu.npu' has no attribute {name!r}")

@@ -7,13 +7,10 @@ How one operator runs on the emulated device::
         -> NpuTensor.__torch_dispatch__: unwrap to CPU tensors, check placement,
            inject the device RNG, run the CPU kernel, apply fault injection, re-wrap
 
-Two device indices exist for every tensor. The *logical* index (``npu:1``) is what
-Python sees (``t.device``, placement checks, ``torch.save``). The index C++ sees is
-always 0: torch's autograd engine sizes its per-device queues with the device
-guard's ``deviceCount()``, which is hard-wired to 1 for Python-registered backends
-in torch 2.14, so a tensor reporting ``npu:1`` to C++ would crash ``backward()``.
-C++ code that allocates "like this tensor" (autograd zero-filling, DDP buckets)
-therefore gets the *current* device (``torch.npu.set_device``).
+Every tensor reports its real device (``npu:k``) to C++ too: the compiled device guard
+(``_native.py``) gives torch real device indices, a per-thread current device and a
+device count, so the autograd engine, DDP's reducer and ``foreach`` grouping see the
+same device as Python.
 """
 
 from __future__ import annotations
@@ -25,6 +22,7 @@ from typing import Any
 
 import torch
 
+from torchport.emulate import _coverage
 from torchport.emulate._state import SATURATE, STATE
 
 __all__ = ["NpuTensor", "wrap", "unwrap", "logical_index", "EmulatorNotInstalled", "set_cxx_device"]
@@ -32,11 +30,9 @@ __all__ = ["NpuTensor", "wrap", "unwrap", "logical_index", "EmulatorNotInstalled
 _make = torch.Tensor._make_wrapper_subclass
 _TensorBase = torch._C.TensorBase
 _CXX: list = [None]  # torch.device("npu", 0) once the backend is renamed
-_DEVICES: list[torch.device] = []  # logical device objects, by index
+_DEVICES: list[torch.device] = []  # device objects, by index
 _FP16_MAX = 65504.0
 _CPU = torch.device("cpu")
-#: logical index requested by NpuTensor.to("npu:k"): C++ cannot tell "npu:0" from "same device"
-TO_TARGET: list = [None]
 
 
 class EmulatorNotInstalled(RuntimeError):
@@ -44,30 +40,24 @@ class EmulatorNotInstalled(RuntimeError):
 
 
 def set_cxx_device(device: torch.device, count: int) -> None:
-    """Record the C++-visible device and build the logical device objects (install time)."""
+    """Record the device type and build the device objects ``npu:0..count-1`` (install time)."""
     _CXX[0] = device
     # never shrink: tensors created before a reconfiguration keep a valid .device
     _DEVICES[:] = [torch.device(device.type, i) for i in range(max(count, 1, len(_DEVICES)))]
 
 
 def logical_index(device: Any) -> int:
-    """Map a requested ``npu`` device (None, index-less or ``npu:k``) to a logical index.
-
-    Index 0 from C++ is ambiguous (every tensor reports 0 to C++), so it means the
-    current device, like an allocation "on the current device" in CUDA code.
-    """
+    """Map a requested ``npu`` device (None, index-less or ``npu:k``) to a device index
+    (index-less means the calling thread's current device, as in CUDA and torch_npu)."""
     if device is None:
         return STATE.current
     if not isinstance(device, torch.device):
         device = torch.device(device)
     index = device.index
-    if not index:
+    if index is None:
         return STATE.current
-    if index >= STATE.devices:
-        raise RuntimeError(
-            f"emulated NPU device npu:{index} does not exist: {STATE.devices} emulated device(s) "
-            "(install with torchport.emulate.install(devices=N) or TORCHPORT_EMULATE=npu:N)"
-        )
+    if index >= STATE.devices or index < 0:
+        raise RuntimeError(f"Invalid device ordinal: {index}, device count: {STATE.devices}")
     return index
 
 
@@ -76,19 +66,27 @@ def wrap(elem: torch.Tensor, index: int) -> "NpuTensor":
     storage = elem.untyped_storage()
     if getattr(storage, "_torchport_npu", None) is None:
         STATE.memory.track(storage, index)
-    out = _make(
-        NpuTensor,
-        elem.size(),
-        strides=elem.stride(),
-        storage_offset=elem.storage_offset(),
-        dtype=elem.dtype,
-        layout=elem.layout,
-        device=_CXX[0],
-        requires_grad=False,
-    )
+    if _inference_enabled() and not elem.is_inference():
+        # a view of a normal tensor taken inside inference_mode is a normal tensor, as on any device
+        with _no_inference():
+            out = _new_wrapper(elem, index)
+    else:
+        out = _new_wrapper(elem, index)
     out._elem = elem
     out._idx = index
     return out
+
+
+_inference_enabled = torch.is_inference_mode_enabled
+
+
+def _no_inference():
+    return torch.inference_mode(False)
+
+
+def _new_wrapper(elem: torch.Tensor, index: int) -> "NpuTensor":
+    return _make(NpuTensor, elem.size(), strides=elem.stride(), storage_offset=elem.storage_offset(),
+                 dtype=elem.dtype, layout=elem.layout, device=_DEVICES[index], requires_grad=False)
 
 
 def unwrap(t: Any) -> Any:
@@ -99,7 +97,7 @@ def unwrap(t: Any) -> Any:
 def _placement_error(func: Any, a: str, b: str) -> RuntimeError:
     return RuntimeError(
         f"Expected all tensors to be on the same device, but found at least two devices, {a} and {b}! "
-        f"(when checking arguments for {func}) [torchport emulated NPU]"
+        f"(when checking arguments for {func})"
     )
 
 
@@ -173,14 +171,6 @@ class NpuTensor(torch.Tensor):
     __torch_function__ = torch._C._disabled_torch_function_impl
 
     @property
-    def device(self) -> torch.device:  # type: ignore[override]
-        """The logical device (``npu:k``)."""
-        return _DEVICES[self._idx]
-
-    def get_device(self) -> int:  # type: ignore[override]
-        return self._idx
-
-    @property
     def data(self):  # type: ignore[override]
         return _TensorBase.data.__get__(self)
 
@@ -190,27 +180,11 @@ class NpuTensor(torch.Tensor):
         self._elem = new._elem
         self._idx = new._idx
 
-    def to(self, *args, **kwargs):  # type: ignore[override]
-        """``Tensor.to`` that honours an explicit ``npu:k`` (including ``npu:0``) across devices."""
-        other = args[0] if args and isinstance(args[0], torch.Tensor) else kwargs.pop("other", None)
-        if other is not None:
-            args = (other.device, other.dtype) + tuple(args[1:])
-        copy_ = bool(kwargs.pop("copy", False))
-        device, dtype, non_blocking, memory_format = torch._C._nn._parse_to(*args, **kwargs)
-        if device is not None and device.type == self.device.type:
-            idx = STATE.current if device.index is None else device.index
-            if idx != self._idx:
-                TO_TARGET[0] = logical_index(torch.device(device.type, idx)) if idx else 0
-                try:
-                    return torch.ops.aten._to_copy.default(
-                        self, dtype=dtype or self.dtype, device=_CXX[0],
-                        memory_format=memory_format or torch.preserve_format,
-                    )
-                finally:
-                    TO_TARGET[0] = None
-            device = None
-        return _TensorBase.to(self, device=device, dtype=dtype, non_blocking=non_blocking, copy=copy_,
-                              memory_format=memory_format or torch.preserve_format)
+    def __format__(self, format_spec: str) -> str:
+        """Format like a plain tensor: a 0-dim tensor formats as its Python number (``f"{loss:.3f}"``)."""
+        if self.dim() == 0:
+            return self.item().__format__(format_spec)
+        return object.__format__(self, format_spec)
 
     def tolist(self):  # type: ignore[override]
         """Copy to the host and convert, as ``tolist()`` does for any device tensor."""
@@ -233,6 +207,11 @@ class NpuTensor(torch.Tensor):
         return self._elem.untyped_storage()
 
     def __repr__(self, *, tensor_contents=None) -> str:
+        if getattr(self, "_is_param", False):  # nn.Parameter of a tensor subclass is the subclass, flagged
+            return "Parameter containing:\n" + self._repr_body()
+        return self._repr_body()
+
+    def _repr_body(self) -> str:
         inner = repr(self._elem)
         if inner.endswith(")"):
             body = inner[:-1]
@@ -286,17 +265,21 @@ class NpuTensor(torch.Tensor):
 
 
 class _OpInfo:
-    __slots__ = ("name", "handler", "has_generator", "has_device", "allow_cpu", "upcast", "is_view")
+    __slots__ = ("name", "handler", "has_generator", "has_device", "allow_cpu", "upcast", "is_view", "falls_back")
 
     def __init__(self, func: Any) -> None:
         schema = func._schema
         self.name = schema.name  # "aten::convolution"
         self.handler = _HANDLERS.get(func) or _HANDLERS.get(func.overloadpacket)
+        if self.handler is None and self.name.startswith("c10d::"):
+            self.handler = _collective
         self.has_generator = any(a.name == "generator" and a.kwarg_only for a in schema.arguments)
         self.has_device = any(a.name == "device" and a.kwarg_only for a in schema.arguments)
         self.allow_cpu = func.overloadpacket in _ALLOW_CPU
         self.upcast = func.overloadpacket in _UPCAST
         self.is_view = bool(getattr(func, "is_view", False))
+        #: injected (set_fallback_ops) or, with coverage on, not implemented by torch_npu 2.14.0 for the NPU
+        self.falls_back = self.name in STATE.fallback_ops or (STATE.coverage and _coverage.would_fall_back(func))
 
 
 _OPS: dict = {}
@@ -316,6 +299,15 @@ def _opinfo(func: Any) -> _OpInfo:
     info = _OpInfo(func)
     _OPS[func] = info
     return info
+
+
+_PU1 = torch._C.DispatchKeySet(torch._C.DispatchKey.PrivateUse1)
+
+
+def _collective(func: Any, args: tuple, kwargs: dict) -> Any:
+    """c10d ops keep the npu tensors: their PrivateUse1 kernel hands them to the process group's
+    npu backend (the emulated hccl), which works on the host tensors behind them."""
+    return func.redispatch(_PU1, *args, **kwargs)
 
 
 def reset_op_cache() -> None:
@@ -338,12 +330,12 @@ def run(func: Any, info: _OpInfo, args: tuple, kwargs: dict) -> Any:
             if device.type == "cpu":  # e.g. torch.empty_like(x, device="cpu"): a host result
                 return func(*uargs, **ukwargs)
             if device.type == _CXX[0].type:
-                if device.index:  # explicit npu:k; index 0 is C++'s "same device" (see module doc)
+                if device.index is not None:
                     idx = logical_index(device)
                 ukwargs["device"] = _CPU
-    if info.has_generator and ukwargs.get("generator") is None:
-        ukwargs["generator"] = STATE.generators[idx]
-    if info.name in STATE.fallback_ops:
+    if info.has_generator:
+        ukwargs["generator"] = host_generator(ukwargs.get("generator"), idx)
+    if info.falls_back:
         _warn_fallback(info.name)
     if info.upcast:
         out = _run_upcast(func, uargs, ukwargs)
@@ -352,6 +344,15 @@ def run(func: Any, info: _OpInfo, args: tuple, kwargs: dict) -> Any:
     if (STATE.overflow_mode == SATURATE or STATE.perturb) and not info.is_view:
         _post(info, out)
     return _rewrap(out, idx, ctx.seen)
+
+
+def host_generator(gen: Any, idx: int) -> Any:
+    """The host generator that draws for ``gen`` (an npu ``torch.Generator``, or None: device ``idx``'s default)."""
+    if gen is None:
+        return STATE.generators[idx]
+    if gen.device.type == "cpu":
+        return gen
+    return STATE.native.host_generator(gen)
 
 
 def _check_placement(func: Any, info: _OpInfo, ctx: _Ctx) -> None:
@@ -386,7 +387,7 @@ def _warn_fallback(name: str) -> None:
     STATE.fallback_warned.add(name)
     warnings.warn(
         f"CAUTION: The operator '{name}' is not currently supported on the NPU backend and will fall back "
-        "to run on the CPU. This may have performance implications. [torchport emulated NPU]",
+        "to run on the CPU. This may have performance implications.",
         UserWarning,
         stacklevel=4,
     )

@@ -1,0 +1,28 @@
+"""torch_npu, as provided by torchport's emulated NPU (no Ascend runtime; tensors live in host memory).
+
+Loaded under the name ``torch_npu`` by the stand-in import hook (``torchport/emulate/_standin.py``)
+only while the emulator is installed. ``torch_npu.npu`` is ``torch.npu``.
+"""
+
+import torch
+
+if not getattr(getattr(torch, "npu", None), "__torchport_emulated__", False) or not torch.npu.is_available():
+    raise ImportError(
+        "torch_npu (torchport stand-in): the emulated NPU is not installed; set TORCHPORT_EMULATE=npu "
+        "or call torchport.emulate.install()")
+
+from torchport.emulate import _formats
+
+__torchport_emulated__ = True
+__version__ = "2.14.0+torchport.emulated"
+__all__ = ["npu", "npu_format_cast", "npu_format_cast_", "get_npu_format", "profiler", "optim", "contrib"]
+
+npu = torch.npu
+npu_format_cast = _formats.npu_format_cast
+npu_format_cast_ = _formats.npu_format_cast_
+get_npu_format = _formats.get_npu_format
+for _name in ("npu_format_cast", "npu_format_cast_", "get_npu_format"):
+    setattr(torch, _name, getattr(_formats, _name))  # torch_npu registers them as torch.<op> too
+del _name
+
+from . import _C, contrib, optim, profiler  # noqa: E402,F401  (as torch_npu's own __init__ imports them)
