@@ -65,7 +65,7 @@ class TrainConfig:
                             "stop with an error.", choices=("skip", "error"))
     workers: Optional[int] = _field(None, "DataLoader worker processes per rank (default: the loader's own).")
     loader: str = _field("auto", "fast: torchport.data (libjpeg-turbo, shards); simple: a plain DataLoader (Pillow + "
-                         "torchvision ops); auto: fast when the data has a val/ split or is sharded.", choices=("auto", "fast", "simple"))
+                         "torchvision ops); auto: fast (holds out --val-fraction when there is no val/ split).", choices=("auto", "fast", "simple"))
     # -- model ----------------------------------------------------------------------------------------
     model: str = _field("tinycnn", "torchvision classification model name (resnet18/34/50, mobilenet_v3_small, "
                         "efficientnet_b0, ...) or torchport's 'tinycnn' (4 conv blocks, fast on a CPU).")
