@@ -47,6 +47,11 @@ def test_unwritable_file_is_one_line_and_the_rest_is_fixed(tmp_path, monkeypatch
     errors = [ln for ln in res.output.splitlines() if "b.py" in ln and "could not write" in ln]
     assert len(errors) == 1, res.output
     assert "Permission denied" in errors[0]
+    from bad_inputs import bad_input
+
+    bad_input("fix-write-unwritable-file", "fix --write on a file that cannot be replaced",
+              "torchport fix pkg --write", res.exit_code, res.output, expect_code=ExitCode.IO, tmp=tmp_path,
+              contains="could not write")
     assert "of 3 scanned" in res.output and "1 file(s) could not" in res.output, res.output   # the summary
 
 

@@ -124,6 +124,12 @@ def pack_cmd(
                            progress=lambda d, t: bar.update(task, completed=d, total=t))
         except (SourceError, FileExistsError) as e:
             _fail(str(e))
+        except OSError as e:       # an unwritable / missing destination: one line, exit IO (6)
+            from torchport.cli._common import fail
+            from torchport.errors import ExitCode
+
+            fail("data pack", f"cannot write {str(s_dst)!r}: {e.strerror or e} ({e.filename or s_dst}); "
+                 "choose a writable destination", ExitCode.IO)
         reports[name or "all"] = rep
         console.print(f"{name or 'packed'}: {rep['written']} written, {rep['skipped']} skipped, {rep['reencoded']} re-encoded, "
                       f"{rep['shards']} shard(s), {rep['bytes'] / 2**20:.1f} MiB in {rep['seconds']:.1f}s -> {s_dst}")

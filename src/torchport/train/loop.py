@@ -76,13 +76,16 @@ def train(cfg: TrainConfig) -> TrainResult:
     from torchport.runtime.seed import seed_everything
     from torchport.train.inputs import build_inputs
     from torchport.train.metrics import MetricsLogger, ProgressDisplay
-    from torchport.train.models import build_model
+    from torchport.train.models import build_model, check_model_name
     from torchport.train.optim import LrSchedule, build_optimizer
     from torchport.train.rundir import prepare_run_dir
 
     t_start = time.time()
     # Test hook: a pause after every optimizer step lets tests SIGKILL the process mid-epoch.
     step_delay = float(os.environ.get("TORCHPORT_TRAIN_TEST_STEP_DELAY_S") or 0)
+
+    # A misspelt model name is reported before anything slow or data-dependent happens.
+    check_model_name(cfg.model)
 
     # ---- 1. Where we run -------------------------------------------------------------------------
     # One process per device. Under torchrun this joins the process group (nccl / hccl / gloo, chosen
