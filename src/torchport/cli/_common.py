@@ -63,4 +63,5 @@ def guarded(name: str, callback):
         with (contextlib.nullcontext() if name == "run" else plain_warnings()), guard(name):
             return callback(*args, **kwargs)
 
+    verb.torchport_guard = name
     return verb
