@@ -68,7 +68,7 @@ def test_bench_data_json(tmp_path, train_folder):
 def test_photos_are_imagenet_like(tmp_path):
     import pytest
 
-    pytest.importorskip("skimage")
+    import skimage  # noqa: F401 - a dev dependency: missing it fails, it does not skip
     import simplejpeg
 
     r = runner.invoke(app, ["data", "photos", str(tmp_path / "ph"), "--count", "8"])
