@@ -52,7 +52,7 @@ def _config_params() -> list[inspect.Parameter]:
 
 def run_train(config: Optional[str], json_out: Optional[str], print_config: bool, flags: dict[str, Any]) -> int:
     """Build the config, train, report; returns the exit code."""
-    from torchport.runtime.distributed import destroy
+    from torchport.runtime.distributed import collective_failure, destroy
     from torchport.train.config import TrainConfig
     from torchport.data.errors import DataError  # base of the trainer's and torchport.data's errors
     from torchport.train.loop import train
@@ -69,6 +69,11 @@ def run_train(config: Optional[str], json_out: Optional[str], print_config: bool
     except DataError as exc:
         # DataLoader workers wrap errors with a traceback; the user needs the final message only
         raise DataError(_last_line(exc)) from None
+    except RuntimeError as exc:
+        failure = collective_failure(exc)      # another rank died or went silent: one line, exit 8
+        if failure is None:
+            raise
+        raise failure from None
     finally:
         destroy()   # leave the process group cleanly (torchrun); a no-op in a single process
     if json_out:
