@@ -138,3 +138,28 @@ def test_every_verb_runs_inside_the_error_guard():
     callbacks = list(walk(root))
     assert len(callbacks) >= 10
     assert all(getattr(cb, "torchport_guard", None) for cb in callbacks), [cb.__qualname__ for cb in callbacks]
+
+
+def test_zero_byte_image_and_png_named_jpg(cache, small_folder):
+    """A zero-byte .jpg is named as empty (exit 3 under --bad-files error); a PNG named .jpg trains fine."""
+    import io
+
+    from PIL import Image
+
+    data = cache / "imgs"
+    shutil.copytree(small_folder, data)
+    victim = sorted((data / "train").glob("*/*.jpg"))[0]
+    png = sorted((data / "train").glob("*/*.jpg"))[-1]
+    buf = io.BytesIO()
+    Image.open(png).save(buf, format="PNG")
+    png.write_bytes(buf.getvalue())
+    common = ["train", "--data", str(data), "--device", "cpu", "--batch-size", "2", "--epochs", "1",
+              "--image-size", "16", "--model", "tinycnn", "--workers", "0"]
+    ok = invoke(common + ["--run-dir", str(cache / "ok")])
+    assert ok.exit_code == 0, ok.output
+    victim.write_bytes(b"")
+    res = invoke(common + ["--run-dir", str(cache / "bad"), "--bad-files", "error"])
+    bad_input("train-zero-byte-image", "a zero-byte .jpg with --bad-files error", "torchport train --bad-files error",
+              res.exit_code, res.output, expect_code=ExitCode.DATA, tmp=cache, contains="empty file")
+    skip = invoke(common + ["--run-dir", str(cache / "skip")])
+    assert skip.exit_code == 0 and "empty file (0 bytes)" in skip.output and "BytesIO" not in skip.output, skip.output
