@@ -108,8 +108,10 @@ _command.__doc__ = ("Train an image classifier on any backend (CPU, GPU, Ascend 
 
 
 def register(app: typer.Typer) -> None:
-    """Attach this verb to the torchport app."""
-    app.command("train")(_command)
+    """Attach this verb to the torchport app (inside the error guard, whichever app it is)."""
+    from torchport.cli._common import guarded
+
+    app.command("train")(guarded("train", _command))
 
 
 def main() -> None:
