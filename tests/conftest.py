@@ -38,6 +38,8 @@ ALLOWLIST = os.path.join(os.path.dirname(__file__), "skip_allowlist.txt")
 def load_skip_allowlist(path: str = ALLOWLIST) -> list[tuple[str, str, str]]:
     """``(node id glob, reason substring, why)`` rows of tests/skip_allowlist.txt."""
     rows = []
+    if not os.path.exists(path):      # no allow-list: every skip is "not allowed"
+        return rows
     with open(path, encoding="utf-8") as fh:
         for n, line in enumerate(fh, 1):
             line = line.strip()

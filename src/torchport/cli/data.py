@@ -8,7 +8,8 @@ Sub-commands::
     torchport data inspect DST [--json FILE]                            # what is in a shard directory
     torchport data verify DST [--json FILE]                             # checksums + every sample; exit 1 on damage
 
-Exit codes: 0 ok, 1 verification failed / nothing packed, 2 bad input (unreadable source, bad option).
+Exit codes (:class:`torchport.errors.ExitCode`, docs/cli.md): 0 ok, 1 verification failed / nothing
+packed, 2 bad option or existing destination, 3 unreadable source data, 6 unwritable destination.
 """
 
 from __future__ import annotations
@@ -39,8 +40,10 @@ def _console():
 
 
 def _fail(msg: str, code: int = 2) -> None:
-    typer.echo(f"error: {msg}", err=True)
-    raise typer.Exit(code)
+    """One error line (``torchport data: error: ...``) and an exit code of :class:`torchport.errors.ExitCode`."""
+    from torchport.cli._common import fail
+
+    fail("data", msg, code)
 
 
 def _progress(description: str):
@@ -122,7 +125,9 @@ def pack_cmd(
                 task = bar.add_task("pack", total=None)
                 rep = pack(s_src, s_dst, config=cfg, overwrite=overwrite,
                            progress=lambda d, t: bar.update(task, completed=d, total=t))
-        except (SourceError, FileExistsError) as e:
+        except SourceError as e:         # the source folder is missing or unreadable: bad input data (3)
+            _fail(str(e), int(e.exit_code))
+        except FileExistsError as e:
             _fail(str(e))
         except OSError as e:       # an unwritable / missing destination: one line, exit IO (6)
             from torchport.cli._common import fail

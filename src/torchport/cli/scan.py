@@ -27,8 +27,9 @@ def _tokens(values: Optional[List[str]]) -> tuple[str, ...]:
 
 
 def _fail(verb: str, exc: Exception) -> None:
-    typer.secho(f"torchport {verb}: {exc}", fg=typer.colors.RED, err=True)
-    raise typer.Exit(2)
+    from torchport.cli._common import fail
+
+    fail(verb, str(exc))     # one line, ExitCode.USAGE
 
 
 def _exit(report, findings, *, exit_zero: bool = False) -> None:
