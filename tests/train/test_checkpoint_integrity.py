@@ -156,7 +156,18 @@ def test_hostile_pickle_is_refused_through_every_load_path(tmp_path, monkeypatch
         # 3. `torchport check`'s checkpoint inspection
         out = inspect_checkpoint(path)
         assert out["weights_only"] != "ok"
-        # 4. the trainer's `--resume PATH`
+        # 4. a parity reference's trace sidecar (`torchport check --reference ref.json`)
+        from torchport.checks.trace import FORMAT as TRACE_FORMAT, Trace
+
+        ref = tmp_path / f"ref-{kind}.json"
+        ref.write_text(json.dumps({"format": TRACE_FORMAT, "platform": "cpu", "precision": "fp32", "steps": 1,
+                                   "seed": 0, "batch_size": 1, "loss": [1.0], "grad_norm": [1.0], "lr": [0.1],
+                                   "scale": [1.0], "stepped": [True], "batch_hashes": [], "files": {"trace": path.name},
+                                   "modules": {"order": [], "step0": {}}}))
+        with pytest.raises(ckpt.CheckpointError) as info:
+            Trace.load(ref)
+        _assert_refusal(str(info.value))
+        # 5. the trainer's `--resume PATH`
         monkeypatch.chdir(tmp_path)
         res = CliRunner().invoke(__import__("torchport.cli.main", fromlist=["app"]).app,
                                  ["train", "--resume", str(path), "--run-dir", str(tmp_path / f"run-{kind}"),
