@@ -122,7 +122,7 @@ class DistributedError(TorchportError, RuntimeError):
 
 #: Fragments of the errors gloo / nccl / hccl / the store raise when a peer is gone or silent.
 _PEER_GONE = ("Connection closed by peer", "Connection reset by peer", "Broken pipe", "DistBackendError",
-              "timed out", "Timed out", "Timeout", "NCCL communicator was aborted", "Socket", "Connection refused")
+              "timed out", "Timed out", "Timeout", "communicator was aborted", "Socket", "Connection refused")
 
 
 def collective_failure(exc: BaseException) -> "DistributedError | None":
