@@ -123,8 +123,7 @@ def test_bench_bad_settings_exit_2(app, args, message):
 def test_bench_data_subcommand_is_attached_when_present(app):
     import importlib.util
 
-    if importlib.util.find_spec("torchport.bench.data_bench") is None:
-        pytest.skip("torchport.bench.data_bench not built yet")
+    assert importlib.util.find_spec("torchport.bench.data_bench") is not None
     r = CliRunner().invoke(app, ["bench", "data", "--help"])
     assert r.exit_code == 0, r.output
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import signal
@@ -13,9 +12,6 @@ import pytest
 
 from torchport.bench.amp_bench import BenchConfig, run_bench
 from torchport.bench.workload import from_preset
-
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("torchport.emulate._npu_module") is None,
-                                reason="the emulated npu (torchport.emulate) is not built yet")
 
 
 def _tiny(**kw):

@@ -39,3 +39,24 @@ def test_two_ranks_on_emulated_npu_use_hccl(emulated_npu):
     assert r.status is Status.PASS, r.summary + "\n" + "\n".join(f"{e.what} {e.measured} {e.detail}" for e in r.evidence)
     assert {e.measured for e in r.evidence if e.what == "process group backend"} == {"hccl"}
     assert {e.where for e in r.evidence if e.what == "process group backend"} == {"rank 0 on npu:0", "rank 1 on npu:1"}
+
+
+def test_launcher_exit_codes_are_parsed():
+    from torchport.checks.distributed import launcher_exit_codes
+
+    text = ("E1130 api.py:1002] failed (exitcode: 3) local_rank: 1 (pid: 16379) of binary: python\n"
+            "Failures:\n[0]:\n  time      : 2026\n  host      : h\n  rank      : 0 (local_rank: 0)\n"
+            "  exitcode  : -15 (pid: 16378)\n")
+    assert launcher_exit_codes(text) == {1: 3, 0: -15}
+
+
+@pytest.mark.slow
+def test_dead_rank_is_reported_with_its_exit_code(cpu):
+    """Issue 16 #9: a rank that exits is 'exited with code 3', not 'never left all_reduce'."""
+    t0 = time.perf_counter()
+    r = distributed_smoke(healthy(), device=cpu, nproc=2, timeout=90, barrier_timeout=5, fault="exit:1")
+    assert time.perf_counter() - t0 < 90
+    assert r.status is Status.FAIL
+    dead = [e for e in r.evidence if e.what == "rank did not finish" and e.where == "rank 1"]
+    assert dead and dead[0].measured.startswith("exited with code 3"), [(e.where, e.measured) for e in r.evidence]
+    assert "rank 1" in r.summary and "exited with code 3" in r.summary

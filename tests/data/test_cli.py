@@ -37,7 +37,7 @@ def test_synth_pack_inspect_verify(tmp_path):
 
 def test_pack_bad_source_exit_code(tmp_path):
     r = runner.invoke(app, ["data", "pack", str(tmp_path / "missing"), str(tmp_path / "out")])
-    assert r.exit_code == 2 and "does not exist" in r.output
+    assert r.exit_code == 3 and "does not exist" in r.output       # ExitCode.DATA: the source is bad input data
 
 
 def test_bench_data_json(tmp_path, train_folder):
@@ -68,7 +68,7 @@ def test_bench_data_json(tmp_path, train_folder):
 def test_photos_are_imagenet_like(tmp_path):
     import pytest
 
-    pytest.importorskip("skimage")
+    import skimage  # noqa: F401 - a dev dependency: missing it fails, it does not skip
     import simplejpeg
 
     r = runner.invoke(app, ["data", "photos", str(tmp_path / "ph"), "--count", "8"])

@@ -123,6 +123,21 @@ def test_truncated_shard_is_reported_with_shard_and_offset(pd_copy):
         s.pixels(35)
 
 
+def test_truncated_shard_error_names_the_split(pd_copy, tmp_path):
+    """Issue 16 #9: with train/ and val/ shard dirs, the message says which one is damaged."""
+    root = tmp_path / "packed"
+    shutil.copytree(pd_copy, root / "train")
+    shutil.copytree(pd_copy, root / "val")
+    shard = root / "val" / "shard-00000.tps"
+    with open(shard, "r+b") as f:
+        f.truncate(shard.stat().st_size - 1000)
+    ShardSet.open(root / "train", verify="quick")
+    with pytest.raises(ShardCorruptError, match=r"shard-00000\.tps of \S*packed/val\b.*truncated"):
+        ShardSet.open(root / "val", verify="quick")
+    with pytest.raises(ShardCorruptError, match=r"\(sample 35\) of \S*packed/val\b"):
+        ShardSet.open(root / "val", verify="none").pixels(35)
+
+
 def test_shard_checksum_mismatch_is_detected_before_training(pd_copy):
     shard = pd_copy / "shard-00000.tps"
     with open(shard, "r+b") as f:
@@ -131,7 +146,7 @@ def test_shard_checksum_mismatch_is_detected_before_training(pd_copy):
         f.seek(5000)
         f.write(bytes([b[0] ^ 0xFF]))
     ShardSet.open(pd_copy, verify="quick")  # same size, header intact: quick cannot see it
-    with pytest.raises(ChecksumMismatchError, match=r"shard-00000\.tps: sha256"):
+    with pytest.raises(ChecksumMismatchError, match=r"shard-00000\.tps of \S+: sha256"):
         ShardSet.open(pd_copy, verify="full")
     from torchport.data.loader import make_loader
     from torchport.runtime.device import select_device
@@ -153,3 +168,27 @@ def test_index_tampering_and_bad_manifest(pd_copy, tmp_path):
     (tmp_path / "index.json").write_text(json.dumps({"format": "torchport-shards", "version": 99, "mode": "jpeg"}))
     with pytest.raises(ShardFormatError, match="version 99"):
         ShardSet.open(tmp_path)
+
+
+def test_zero_byte_and_png_named_jpg_images(tmp_path):
+    """A zero-byte file is reported as empty (no BytesIO address); a PNG named .jpg decodes."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    from torchport.data.decode import decode_any
+
+    with pytest.raises(ValueError, match=r"empty file \(0 bytes\)"):
+        decode_any(b"")
+    with pytest.raises(ValueError) as info:
+        decode_any(b"\x89PNG\r\n\x1a\n" + b"\0" * 40)
+    assert "BytesIO" not in str(info.value) and "0x" not in str(info.value)
+    with pytest.raises(ValueError) as info:
+        decode_any(b"definitely not an image")
+    assert "BytesIO" not in str(info.value) and "0x" not in str(info.value)
+    img = (np.arange(8 * 6 * 3) % 251).astype(np.uint8).reshape(8, 6, 3)
+    buf = io.BytesIO()
+    Image.fromarray(img).save(buf, format="PNG")
+    (tmp_path / "photo.jpg").write_bytes(buf.getvalue())          # PNG bytes, .jpg name
+    assert np.array_equal(decode_any((tmp_path / "photo.jpg").read_bytes()), img)

@@ -3,7 +3,8 @@
 The wheel comes from tools/fetch_torch_npu_wheel.sh (``.ci/run`` calls it once, caching in
 ``$TORCHPORT_TORCH_NPU_WHEEL_DIR``, default ``~/.cache/torchport/wheels``); point
 ``TORCHPORT_TORCH_NPU_WHEEL`` at a wheel file or a directory holding one to use another.
-The test skips, saying why, when no wheel is available.
+Without a wheel the tests FAIL, saying how to get one; a developer may opt out explicitly with
+``TORCHPORT_SKIP_CONFORMANCE=1`` (CI never does).
 """
 
 from __future__ import annotations
@@ -35,11 +36,17 @@ def _find_wheel() -> Path | None:
 
 
 WHEEL = _find_wheel()
-pytestmark = pytest.mark.skipif(
-    WHEEL is None,
-    reason=f"torch-npu wheel not available (set TORCHPORT_TORCH_NPU_WHEEL or run tools/fetch_torch_npu_wheel.sh "
-    f"to fill {DEFAULT_CACHE})",
-)
+#: A developer without the wheel may opt out explicitly; CI (.ci/run) never does, and downloads the wheel.
+OPT_OUT = os.environ.get("TORCHPORT_SKIP_CONFORMANCE") == "1"
+pytestmark = pytest.mark.skipif(OPT_OUT, reason="TORCHPORT_SKIP_CONFORMANCE=1: conformance with the real "
+                                "torch-npu wheel opted out (local only; .ci/run never sets it)")
+
+
+@pytest.fixture(autouse=True)
+def _wheel_required():
+    if WHEEL is None:
+        pytest.fail(f"torch-npu wheel not available: run tools/fetch_torch_npu_wheel.sh (fills {DEFAULT_CACHE}) or "
+                    "set TORCHPORT_TORCH_NPU_WHEEL; to skip these tests locally set TORCHPORT_SKIP_CONFORMANCE=1")
 
 
 class RealTorchNpu:
@@ -175,8 +182,7 @@ def test_fallback_warning_text_matches_torch_npu():
     """The CAUTION message the emulator emits is torch_npu's own wording."""
     with zipfile.ZipFile(WHEEL) as z:
         lib = next((n for n in z.namelist() if n.endswith("lib/libtorch_npu.so")), None)
-        if lib is None:
-            pytest.skip("wheel has no libtorch_npu.so")
+        assert lib is not None, f"{WHEEL.name} has no lib/libtorch_npu.so"
         data = z.read(lib)
     assert b"is not currently supported on the NPU backend and will fall back to run on the CPU." in data
     assert b"CAUTION: The operator '" in data

@@ -17,10 +17,33 @@ def test_portable_device_runs_a_step(portable_device):
         assert target.module is torch.npu
 
 
-def test_portable_device_npu_is_uninstalled_afterwards():
-    import torchport.emulate as emulate
+INNER = """
+import torch
+import torchport.emulate as emulate
 
-    assert not emulate.is_installed() or emulate.parse_env(__import__("os").environ.get("TORCHPORT_EMULATE"))
+def test_a_uses_npu(portable_device):
+    assert emulate.is_installed() == (portable_device.type == "npu")
+
+def test_b_afterwards():
+    assert not emulate.is_installed(), "portable_device[npu] left the emulator installed"
+    assert not hasattr(torch, "npu") or not getattr(torch, "npu").is_available()
+"""
+
+
+def test_portable_device_npu_is_uninstalled_afterwards(tmp_path):
+    """The fixture's own teardown uninstalls the emulator (run in a fresh session: this directory's autouse
+    fixture would otherwise uninstall it and hide a broken teardown)."""
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "test_inner.py").write_text(INNER)
+    env = {k: v for k, v in os.environ.items() if k != "TORCHPORT_EMULATE"}
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
+                           "test_inner.py"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "3 passed" in proc.stdout, proc.stdout[-2000:]          # a[cpu], a[npu], then b
 
 
 @pytest.mark.emulated_npu(devices=2)

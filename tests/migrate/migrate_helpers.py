@@ -1,9 +1,10 @@
 """Helpers shared by the migrate tests.
 
 Golden files (``case.expected``, ``case.out.py`` under ``tests/fixtures/migrate/<CODE>/``)
-are rewritten instead of compared when ``TORCHPORT_UPDATE_GOLDEN=1`` is set::
+are rewritten instead of compared when pytest runs with ``--update-golden`` (tests/conftest.py
+clears a ``TORCHPORT_UPDATE_GOLDEN`` left in the environment and sets it only for that option)::
 
-    TORCHPORT_UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/migrate -q
+    .venv/bin/python -m pytest tests/migrate -q --update-golden
 """
 
 from __future__ import annotations
@@ -29,6 +30,6 @@ def check_golden(path: Path, actual: str) -> None:
         path.write_text(actual, encoding="utf-8")
         return
     if not path.exists():
-        pytest.fail(f"golden file {path} is missing; create it with TORCHPORT_UPDATE_GOLDEN=1")
+        pytest.fail(f"golden file {path} is missing; create it with pytest --update-golden")
     expected = path.read_text(encoding="utf-8")
-    assert actual == expected, f"{path} differs from the output (TORCHPORT_UPDATE_GOLDEN=1 rewrites it)"
+    assert actual == expected, f"{path} differs from the output (pytest --update-golden rewrites it)"

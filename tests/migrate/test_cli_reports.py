@@ -67,9 +67,35 @@ def test_scan_exit_codes_and_text(tree):
     assert invoke("scan", "missing.py").exit_code == 2
 
 
+def test_scan_separates_findings_from_files_it_could_not_read(tree):
+    """Issue 16 #6: findings exit 1; an unreadable/unparsable file exits 6 (IO), and --exit-zero hides only findings."""
+    assert invoke("scan", "pkg/train.py").exit_code == 1
+    assert invoke("scan", "pkg/broken.py").exit_code == 6
+    assert invoke("scan", "pkg/broken.py", "--exit-zero").exit_code == 6
+    assert invoke("scan", "pkg/train.py", "pkg/broken.py", "--exit-zero").exit_code == 6
+    Path("pkg/latin.py").write_bytes(b"x = '\xe9'\n")          # not UTF-8, no coding cookie
+    res = invoke("scan", "pkg/latin.py")
+    assert res.exit_code == 6 and "pkg/latin.py" in res.output
+    assert invoke("fix", "pkg/broken.py").exit_code == 6
+
+
+def test_exclude_applies_to_a_path_outside_the_current_directory(tree, tmp_path_factory, monkeypatch):
+    """Issue 16 #7: `scan /elsewhere --exclude X` (relative X and absolute X) skips X."""
+    elsewhere = tmp_path_factory.mktemp("cwd")
+    monkeypatch.chdir(elsewhere)
+    files = {p.name for p in iter_python_files([str(tree / "pkg")], exclude=["train.py"])}
+    assert files == {"clean.py", "broken.py"}
+    files = {p.name for p in iter_python_files([str(tree)], exclude=["vendor", "pkg/broken.py"])}
+    assert files == {"train.py", "clean.py"}
+    files = {p.name for p in iter_python_files([str(tree)], exclude=[str(tree / "vendor")])}
+    assert "third.py" not in files
+    res = invoke("scan", str(tree / "pkg" / "train.py"), "--exclude", "train.py")
+    assert res.exit_code == 0, res.output
+
+
 def test_json_report_shape(tree):
     res = invoke("scan", ".", "--exclude", "vendor", "--format", "json", "--output", "out.json", "--jobs", "1")
-    assert res.exit_code == 1
+    assert res.exit_code == 6          # pkg/broken.py could not be parsed (IO beats findings)
     data = json.loads(Path("out.json").read_text())
     assert data["files"] == 3 and data["errors"][0]["file"] == "pkg/broken.py"
     codes = [f["code"] for f in data["findings"]]

@@ -13,14 +13,21 @@ FIXTURE_SCRIPT = ROOT / "tests" / "fixtures" / "cuda_train_script.py"
 
 
 def emulator_reason() -> str | None:
-    """None when torchport.emulate can install an emulated npu here, else why not."""
-    try:
-        emulate = importlib.import_module("torchport.emulate")
-    except Exception as exc:  # pragma: no cover - broken package
-        return f"torchport.emulate does not import: {exc}"
+    """None when torchport.emulate can install an emulated npu here, else why not (a test FAILS with
+    it: the emulator ships with torchport, so an import error is a regression, never a skip)."""
+    emulate = importlib.import_module("torchport.emulate")     # an import error fails the caller
     if not callable(getattr(emulate, "install", None)):
-        return "torchport.emulate.install() is not available yet (the emulated npu has not landed)"
+        return "torchport.emulate.install() is missing"
     return None
+
+
+def require_emulator() -> None:
+    """Fail the calling test when the emulator cannot be installed here."""
+    import pytest
+
+    reason = emulator_reason()
+    if reason is not None:
+        pytest.fail(reason)
 
 
 def run_cli(args: list[str], *, env: dict[str, str] | None = None, timeout: float = 120,

@@ -1,6 +1,6 @@
 """The shim on the emulated Ascend npu: the accelerator path, exercised without hardware.
 
-Skipped (with the reason) while ``torchport.emulate`` cannot install an emulated npu.
+Fails (never skips) when ``torchport.emulate`` cannot install an emulated npu: it ships with torchport.
 """
 
 from __future__ import annotations
@@ -10,11 +10,14 @@ import re
 
 import pytest
 import torch
-from shim_helpers import FIXTURE_SCRIPT, emulator_reason, fixture_line, run_cli
+from shim_helpers import FIXTURE_SCRIPT, require_emulator, fixture_line, run_cli
 
 import torchport.shim as shim
 
-pytestmark = pytest.mark.skipif(emulator_reason() is not None, reason=str(emulator_reason()))
+
+@pytest.fixture(autouse=True)
+def _emulator_required():
+    require_emulator()
 
 
 def test_idiom_and_moves_land_on_npu(emulated_npu):

@@ -90,11 +90,11 @@ def test_printed_report_and_data_parallel():
 @pytest.mark.skipif(not _no_accelerator_here(), reason="checks the no-accelerator path")
 def test_require_accelerator_fails_clearly(monkeypatch):
     result = _invoke(["run", "--require-accelerator", str(FIXTURE_SCRIPT), "--steps", "1"])
-    assert result.exit_code == 3
+    assert result.exit_code == 7  # ExitCode.NO_ACCELERATOR, as in every verb
     assert "require-accelerator" in result.stderr and "torchport doctor" in result.stderr
     assert "step 0" not in result.stdout  # the script never ran
     monkeypatch.setenv("TORCHPORT_REQUIRE_ACCELERATOR", "1")
-    assert _invoke(["run", str(FIXTURE_SCRIPT), "--steps", "1"]).exit_code == 3
+    assert _invoke(["run", str(FIXTURE_SCRIPT), "--steps", "1"]).exit_code == 7
     assert _invoke(["run", "--allow-cpu", "--report", "none", str(FIXTURE_SCRIPT), "--steps", "1"]).exit_code == 0
 
 

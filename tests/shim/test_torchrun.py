@@ -13,7 +13,7 @@ import subprocess
 import sys
 
 import pytest
-from shim_helpers import FIXTURE_SCRIPT, ROOT, emulator_reason
+from shim_helpers import FIXTURE_SCRIPT, ROOT, require_emulator
 
 
 def torchrun_fixture(tmp_path, env_extra: dict[str, str], device_args: list[str]) -> tuple[subprocess.CompletedProcess, list[dict]]:
@@ -54,7 +54,12 @@ def test_ddp_gloo_on_cpu(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(emulator_reason() is not None, reason=str(emulator_reason()))
+@pytest.mark.usefixtures("_emulator_required")
 def test_ddp_hccl_on_two_emulated_npus(tmp_path):
     proc, docs = torchrun_fixture(tmp_path, {"TORCHPORT_EMULATE": "npu:2"}, [])
     _check(proc, docs, "hccl", "npu")
+
+
+@pytest.fixture
+def _emulator_required():
+    require_emulator()

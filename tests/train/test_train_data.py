@@ -118,7 +118,8 @@ def test_ranks_split_the_epoch(tiny_data):
 
 
 @pytest.mark.parametrize("loader, has_val, expect", [
-    ("auto", True, "fast"), ("auto", False, "simple"), ("simple", True, "simple"), ("fast", True, "fast"),
+    ("auto", True, "fast"), ("auto", False, "fast"), ("simple", True, "simple"), ("simple", False, "simple"),
+    ("fast", True, "fast"),
 ])
 def test_build_inputs_picks_the_loader(data, loader, has_val, expect):
     if not has_val:
@@ -137,6 +138,37 @@ def test_build_inputs_errors(data, tmp_path):
         build_inputs(TrainConfig(data=str(tmp_path / "nope")), cpu, rank=0, world_size=1)
     with pytest.raises(DataError, match="fewer than one optimizer step"):
         build_inputs(TrainConfig(data=str(data), batch_size=64, accum_steps=2), cpu, rank=0, world_size=1)
-    shutil.rmtree(data / "val")
-    with pytest.raises(DataError, match="fast loader needs a val/"):
-        build_inputs(TrainConfig(data=str(data), loader="fast"), cpu, rank=0, world_size=1)
+
+
+def _fast_ids(loader):
+    """The full-dataset indices a fast loader draws from (all of them when it holds nothing out)."""
+    ds = loader.dataset
+    return set(int(i) for i in getattr(ds, "ids", range(len(ds))))
+
+
+@pytest.mark.parametrize("layout", ["flat", "train-only", "shards", "shards-train-only"])
+@pytest.mark.parametrize("loader", ["auto", "fast"])
+def test_fast_loader_holds_out_validation_without_a_val_split(data, tmp_path, layout, loader):
+    """Issue 16 #1: class folders directly under --data (or one shard dir) must not validate on the training images."""
+    if layout == "flat":                      # DIR/<class>/*.jpg
+        root = data / "train"
+    elif layout == "train-only":              # DIR/train/<class>/*.jpg, no val/
+        shutil.rmtree(data / "val")
+        root = data
+    else:
+        from torchport.data.pack import pack
+        shutil.rmtree(data / "val")
+        out = tmp_path / "packed"
+        pack(data / "train", out / "train" if layout == "shards-train-only" else out)
+        root = out
+    cfg = TrainConfig(data=str(root), loader=loader, image_size=16, batch_size=8, workers=0, val_fraction=0.25)
+    inputs = build_inputs(cfg, select_device("cpu", warn=False), rank=0, world_size=1)
+    assert inputs.kind == "fast"
+    train_ids, val_ids = _fast_ids(inputs.train_loader), _fast_ids(inputs.val_loader)
+    assert not train_ids & val_ids, "validation images are also training images"
+    assert (inputs.num_train, inputs.num_val) == (72, 24) and len(train_ids | val_ids) == 96
+    assert any("holding out 25%" in n for n in inputs.notes)
+    again = build_inputs(cfg, select_device("cpu", warn=False), rank=0, world_size=1)
+    assert _fast_ids(again.val_loader) == val_ids                 # same split for the same seed
+    inputs.val_loader.set_epoch(0)
+    assert sum(len(y) for _, y in inputs.val_loader) == 24

@@ -28,17 +28,30 @@ def emulator_usable() -> str | None:
         try:
             out = subprocess.run([PY, "-c", code], env={**os.environ, "TORCHPORT_EMULATE": "npu"},
                                  capture_output=True, text=True, timeout=180)
+        except subprocess.TimeoutExpired:
+            emulator_usable._cached = "emulated npu did not answer within 180 s (a hang is a failure, not a skip)"
+        else:
             emulator_usable._cached = None if out.returncode == 0 and out.stdout.strip() == "4.0" else (
                 "emulated npu unusable: " + (out.stderr.strip().splitlines() or ["no output"])[-1])
-        except Exception as exc:  # pragma: no cover
-            emulator_usable._cached = f"emulated npu unusable: {exc}"
     return emulator_usable._cached
 
 
 def needs_emulator():
-    """Skip marker for tests that need the emulated npu in a subprocess."""
-    reason = emulator_usable()
-    return pytest.mark.skipif(reason is not None, reason=reason or "")
+    """Mark a test that needs the emulated npu in a subprocess: it FAILS (never skips) when the emulator
+    does not work -- the emulator ships with torchport, so a broken one is a regression to see."""
+    import functools
+
+    def deco(fn):
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            reason = emulator_usable()
+            if reason is not None:
+                pytest.fail(reason)
+            return fn(*args, **kwargs)
+
+        return wrapper
+
+    return deco
 
 
 def train_cmd(*args: str, module: str = "torchport.train") -> list[str]:

@@ -78,12 +78,27 @@ def _launch(args: list[str], env: dict[str, str], timeout: float) -> tuple[int |
                     continue
             rc = proc.returncode
         log.seek(0)
-        tail = "\n".join(log.read().strip().splitlines()[-6:])
+        text = log.read()
+        tail = "\n".join(text.strip().splitlines()[-6:])
+    _launch.last_exits = launcher_exit_codes(text)
     return rc, tail, timed_out
 
 
+def launcher_exit_codes(text: str) -> dict[int, int]:
+    """``{local rank: exit code}`` of the ranks torchrun reports as failed (``failed (exitcode: 3)
+    local_rank: 1`` and its ``Failures`` table), so a dead rank is named with its code."""
+    import re
+
+    out: dict[int, int] = {}
+    for m in re.finditer(r"failed \(exitcode: (-?\d+)\) local_rank: (\d+)", text):
+        out[int(m.group(2))] = int(m.group(1))
+    for m in re.finditer(r"rank\s*:\s*(\d+) \(local_rank: \d+\)\s*\n\s*exitcode\s*:\s*(-?\d+)", text):
+        out.setdefault(int(m.group(1)), int(m.group(2)))
+    return out
+
+
 def _evidence(logs: dict[int, list[dict[str, Any]]], nproc: int, *, timed_out: bool, timeout: float,
-              barrier_timeout: float) -> list[Evidence]:
+              barrier_timeout: float, exits: dict[int, int] | None = None) -> list[Evidence]:
     ev: list[Evidence] = []
     hashes: dict[int, str] = {}
     disagree = False  # a rank's MIN/MAX all-reduce of the weight hash saw different values
@@ -116,7 +131,11 @@ def _evidence(logs: dict[int, list[dict[str, Any]]], nproc: int, *, timed_out: b
         if not done and not errors:
             stage = recs[-1]["stage"] if recs else None
             state = recs[-1]["status"] if recs else None
-            if stage is None:
+            code = (exits or {}).get(r)
+            if code is not None and code != 0:   # the launcher saw this rank die: say so, with its code
+                measured = (f"exited with code {code}" if code > 0 else f"killed by signal {-code}") + (
+                    f" during '{stage}'" if stage is not None else "")
+            elif stage is None:
                 measured = "never started"
             elif state == "begin":
                 measured = f"entered '{stage}' at {recs[-1]['t']} s and never left it"
@@ -190,7 +209,8 @@ def distributed_smoke(target: Any = None, *, nproc: int = 2, timeout: float = 12
                    + (" (killed)" if timed_out else ""), threshold="exit 0 within the timeout",
                    status=Status.PASS if rc == 0 and not timed_out else Status.FAIL,
                    detail=None if rc == 0 else tail[-600:] or None)]
-    ev += _evidence(logs, nproc, timed_out=timed_out, timeout=timeout, barrier_timeout=barrier_timeout)
+    ev += _evidence(logs, nproc, timed_out=timed_out, timeout=timeout, barrier_timeout=barrier_timeout,
+                    exits=getattr(_launch, "last_exits", {}))
     result = CheckResult.from_evidence(NAME, ev, ok=f"{nproc} ranks on {dev.backend.label}: init, all-reduce, barrier, "
                                        "identical initial weights", platform=str(dev), started=started)
     located = [e for e in result.problems if e.where and e.where.startswith("rank")]

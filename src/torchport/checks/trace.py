@@ -103,7 +103,10 @@ class Trace:
                 stats0=doc["modules"]["step0"], environment=doc.get("environment", {}), target=doc.get("target", ""))
         tf = path.parent / doc.get("files", {}).get("trace", sidecar(path, "trace").name)
         if tf.is_file():
-            blob = torch.load(tf, map_location="cpu", weights_only=True)
+            from torchport.runtime.checkpoint import load as load_checkpoint
+
+            # the checkpoint loader: weights_only, a refused pickle named (never run), one-line errors
+            blob = load_checkpoint(tf)
             t.samples = {k: list(v.unbind(0)) for k, v in blob.get("samples", {}).items()}
             t.grads = {k: list(v.unbind(0)) for k, v in blob.get("grads", {}).items()}
             t.full0 = dict(blob.get("full0", {}))

@@ -8,13 +8,14 @@ Verbs call :func:`fail` for a usage problem they detect themselves, and wrap the
 from __future__ import annotations
 
 import contextlib
+import functools
 from typing import Iterator, NoReturn
 
 import typer
 
 from torchport.errors import ExitCode, exit_code_for
 
-__all__ = ["ExitCode", "fail", "guard", "error_line"]
+__all__ = ["ExitCode", "fail", "guard", "guarded", "error_line"]
 
 
 def error_line(verb: str, message: str) -> None:
@@ -49,3 +50,18 @@ def guard(verb: str) -> Iterator[None]:
             raise
         error_line(verb, _first_line(exc))
         raise typer.Exit(int(code)) from None
+
+
+def guarded(name: str, callback):
+    """``callback`` (a verb) run inside :func:`guard` and, except for ``run`` (whose warnings belong to the
+    user's script), with warnings printed as one plain line (:mod:`torchport.cli._warnings`)."""
+
+    @functools.wraps(callback)
+    def verb(*args, **kwargs):
+        from torchport.cli._warnings import plain_warnings
+
+        with (contextlib.nullcontext() if name == "run" else plain_warnings()), guard(name):
+            return callback(*args, **kwargs)
+
+    verb.torchport_guard = name
+    return verb

@@ -80,8 +80,10 @@ def register(app: typer.Typer) -> None:
             )
             report = run_bench(cfg, progress=None if quiet else (lambda m: console.print(m, style="dim")))
         except (ConfigError, BackendUnavailable, UnknownBackendError) as exc:
-            typer.secho(f"torchport bench: {exc}", fg=typer.colors.RED, err=True)
-            raise typer.Exit(2) from None
+            from torchport.cli._common import fail
+            from torchport.errors import ExitCode, exit_code_for
+
+            fail("bench", str(exc), exit_code_for(exc) or ExitCode.USAGE)
 
         from torchport.bench.report import print_bench, write_json, write_png
 

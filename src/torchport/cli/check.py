@@ -22,7 +22,9 @@ from typing import List, Optional
 
 import typer
 
-EXIT_FAILED, EXIT_USAGE = 1, 2
+from torchport.errors import ExitCode
+
+EXIT_FAILED, EXIT_USAGE = int(ExitCode.FAILED), int(ExitCode.USAGE)
 
 
 def register(app: typer.Typer) -> None:

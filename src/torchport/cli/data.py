@@ -8,7 +8,8 @@ Sub-commands::
     torchport data inspect DST [--json FILE]                            # what is in a shard directory
     torchport data verify DST [--json FILE]                             # checksums + every sample; exit 1 on damage
 
-Exit codes: 0 ok, 1 verification failed / nothing packed, 2 bad input (unreadable source, bad option).
+Exit codes (:class:`torchport.errors.ExitCode`, docs/cli.md): 0 ok, 1 verification failed / nothing
+packed, 2 bad option or existing destination, 3 unreadable source data, 6 unwritable destination.
 """
 
 from __future__ import annotations
@@ -39,8 +40,10 @@ def _console():
 
 
 def _fail(msg: str, code: int = 2) -> None:
-    typer.echo(f"error: {msg}", err=True)
-    raise typer.Exit(code)
+    """One error line (``torchport data: error: ...``) and an exit code of :class:`torchport.errors.ExitCode`."""
+    from torchport.cli._common import fail
+
+    fail("data", msg, code)
 
 
 def _progress(description: str):
@@ -123,10 +126,18 @@ def pack_cmd(
                 task = bar.add_task("pack", total=None)
                 rep = pack(s_src, s_dst, config=cfg, overwrite=overwrite,
                            progress=lambda d, t: bar.update(task, completed=d, total=t))
-        except (SourceError, FileExistsError) as e:
+        except SourceError as e:         # the source folder is missing or unreadable: bad input data (3)
+            _fail(str(e), int(e.exit_code))
+        except FileExistsError as e:
             _fail(str(e))
         except StorageError as e:
             _fail(str(e), int(StorageError.exit_code))
+        except OSError as e:       # an unwritable / missing destination: one line, exit IO (6)
+            from torchport.cli._common import fail
+            from torchport.errors import ExitCode
+
+            fail("data pack", f"cannot write {str(s_dst)!r}: {e.strerror or e} ({e.filename or s_dst}); "
+                 "choose a writable destination", ExitCode.IO)
         reports[name or "all"] = rep
         console.print(f"{name or 'packed'}: {rep['written']} written, {rep['skipped']} skipped, {rep['reencoded']} re-encoded, "
                       f"{rep['shards']} shard(s), {rep['bytes'] / 2**20:.1f} MiB in {rep['seconds']:.1f}s -> {s_dst}")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import typer
 
 from torchport.cli import bench, check, data, doctor, profile, run, scan, train
+from torchport.cli._common import guarded
 
 app = typer.Typer(
     name="torchport",
@@ -20,6 +21,23 @@ app = typer.Typer(
 
 for _verb in (doctor, scan, run, train, data, profile, bench, check):
     _verb.register(app)
+
+
+def _guard_all(typer_app: typer.Typer, prefix: str = "") -> None:
+    for info in typer_app.registered_commands:
+        name = (prefix + " " + (info.name or info.callback.__name__)).strip()
+        if not getattr(info.callback, "torchport_guard", None):
+            info.callback = guarded(name, info.callback)
+    for group in typer_app.registered_groups:
+        _guard_all(group.typer_instance, (prefix + " " + (group.name or "")).strip())
+        if group.typer_instance.registered_callback is not None:
+            cb = group.typer_instance.registered_callback
+            if not getattr(cb.callback, "torchport_guard", None):
+                cb.callback = guarded((prefix + " " + (group.name or "")).strip(), cb.callback)
+
+
+# Every verb (and sub-verb) speaks the one error vocabulary, whatever its module does itself.
+_guard_all(app)
 
 
 def main() -> None:

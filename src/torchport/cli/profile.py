@@ -64,8 +64,10 @@ def register(app: typer.Typer) -> None:
             with console.status(f"profiling {cfg.warmup} warm-up + {cfg.steps} steps ..."):
                 result = run_profile(cfg)
         except (ConfigError, BackendUnavailable, UnknownBackendError, FileNotFoundError) as exc:
-            typer.secho(f"torchport profile: {exc}", fg=typer.colors.RED, err=True)
-            raise typer.Exit(2) from None
+            from torchport.cli._common import fail
+            from torchport.errors import ExitCode, exit_code_for
+
+            fail("profile", str(exc), exit_code_for(exc) or ExitCode.USAGE)
 
         from torchport.profile.report import print_profile, write_json, write_png
 

@@ -5,7 +5,7 @@ Examples::
     torchport run train.py --epochs 1                 # report printed at exit
     torchport run -m mypkg.train --lr 0.1
     torchport run --report json --report-file redirects.json train.py
-    torchport run --require-accelerator train.py      # exit 3 instead of a CPU run
+    torchport run --require-accelerator train.py      # exit 7 instead of a CPU run
     torchrun --nproc-per-node 2 -m torchport run train.py --ddp
 
 Options go *before* the script; everything after the script (or module) name is passed
@@ -35,7 +35,7 @@ def register(app: typer.Typer) -> None:
             None, "--device", help="auto | npu | cuda | xpu | mps | cpu, optionally :INDEX (default TORCHPORT_DEVICE or auto)."),
         require_accelerator: Optional[bool] = typer.Option(
             None, "--require-accelerator/--allow-cpu",
-            help="Fail (exit 3) instead of running on CPU when no accelerator is found "
+            help="Fail (exit 7) instead of running on CPU when no accelerator is found "
                  "(default TORCHPORT_REQUIRE_ACCELERATOR)."),
         report: str = typer.Option("text", "--report", help="text (printed at exit) | json | none."),
         report_file: Optional[Path] = typer.Option(None, "--report-file", help="Write the JSON report here "
@@ -47,9 +47,9 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Run SCRIPT (or -m MODULE) with CUDA calls redirected to the selected device; print what was redirected.
 
-        Exit codes: the script's own; 2 bad arguments (script/module not found, unknown device);
-        3 no accelerator with --require-accelerator, requested backend unavailable, or
-        a foreign CUDA shim (transfer_to_npu) already active.
+        Exit codes: the script's own; 2 bad arguments (script/module not found, unknown or unavailable
+        device, a foreign CUDA shim such as transfer_to_npu already active); 7 no accelerator with
+        --require-accelerator.
         """
         from torchport.shim.runner import RunConfig
         from torchport.shim.runner import run as run_target

@@ -2,9 +2,11 @@
 
 Exit codes (CI can use them):
 
-* ``scan``: 0 nothing found; 1 findings, or files that could not be analysed; 2 bad usage.
+* ``scan``: 0 nothing found; 1 findings (0 with ``--exit-zero``); 6 a file could not be read or
+  parsed (also with ``--exit-zero``: it never hides a file that was not analysed); 2 bad usage.
 * ``fix``: with ``--diff`` (default) 1 when anything is found (nothing is written);
-  with ``--write`` 1 when findings remain after the rewrite; 2 bad usage.
+  with ``--write`` 1 when findings remain after the rewrite; 6 a file could not be read, parsed
+  or written (the others are still fixed, the summary still printed); 2 bad usage.
 * ``rules`` / ``explain``: 0; ``explain`` 2 for an unknown rule.
 """
 
@@ -25,8 +27,20 @@ def _tokens(values: Optional[List[str]]) -> tuple[str, ...]:
 
 
 def _fail(verb: str, exc: Exception) -> None:
-    typer.secho(f"torchport {verb}: {exc}", fg=typer.colors.RED, err=True)
-    raise typer.Exit(2)
+    from torchport.cli._common import fail
+
+    fail(verb, str(exc))     # one line, ExitCode.USAGE
+
+
+def _exit(report, findings, *, exit_zero: bool = False) -> None:
+    """Files that could not be read, parsed or written: IO (6), even with ``--exit-zero``;
+    else findings: FAILED (1) unless ``--exit-zero``; else 0."""
+    from torchport.errors import ExitCode
+
+    if report.errors:
+        raise typer.Exit(int(ExitCode.IO))
+    if findings and not exit_zero:
+        raise typer.Exit(int(ExitCode.FAILED))
 
 
 def _check_format(verb: str, fmt: str) -> None:
@@ -89,7 +103,7 @@ def register(app: typer.Typer) -> None:
         fmt: str = _FORMAT,
         output: Optional[Path] = _OUTPUT,
         json_out: Optional[Path] = _JSON,
-        exit_zero: bool = typer.Option(False, "--exit-zero", help="Exit 0 even when something is found."),
+        exit_zero: bool = typer.Option(False, "--exit-zero", help="Exit 0 even when something is found (files that could not be read still exit 6)."),
     ) -> None:
         """Find code that only runs on one device type (CUDA), with a rule code per construct.
 
@@ -98,8 +112,7 @@ def register(app: typer.Typer) -> None:
         _check_format("scan", fmt)
         report = _run(paths, select, ignore, exclude, no_gitignore, jobs)
         _emit(report, fmt, output, json_out)
-        if not exit_zero and (report.remaining or report.errors):
-            raise typer.Exit(1)
+        _exit(report, report.remaining, exit_zero=exit_zero)
 
     @app.command("fix")
     def fix(
@@ -132,9 +145,7 @@ def register(app: typer.Typer) -> None:
                 if res.fixed_source is not None and res.source is not None:
                     sys.stdout.write(unified_diff(res.path, res.source, res.fixed_source))
         _emit(report, fmt, output, json_out, stream=sys.stderr if not write else None)
-        left = report.findings if not write else report.remaining
-        if left or report.errors:
-            raise typer.Exit(1)
+        _exit(report, report.findings if not write else report.remaining)
 
     @app.command("rules")
     def rules(

@@ -4,8 +4,10 @@ Every :class:`~torchport.train.config.TrainConfig` field is a ``--kebab-case`` f
 from the dataclass, so the flags, the YAML/TOML keys and the Python API cannot drift apart).
 Precedence: defaults < ``--config FILE`` < flags.
 
-Exit codes: 0 trained; 2 bad configuration; 3 bad data; 4 training diverged (non-finite loss);
-5 checkpoint read/write failure.
+Exit codes (:class:`torchport.errors.ExitCode`, table in docs/cli.md): 0 trained; 2 bad configuration,
+unknown or unavailable ``--device``; 3 bad data; 4 training diverged (non-finite loss); 5 checkpoint
+read/write/verify failure; 6 run directory not writable; 7 accelerator required but none present;
+8 a rank died or a collective timed out.
 
 Examples::
 
@@ -50,43 +52,31 @@ def _config_params() -> list[inspect.Parameter]:
 
 def run_train(config: Optional[str], json_out: Optional[str], print_config: bool, flags: dict[str, Any]) -> int:
     """Build the config, train, report; returns the exit code."""
-    from rich.console import Console
-
     from torchport.errors import StorageError
-    from torchport.runtime.checkpoint import CheckpointError
-    from torchport.runtime.distributed import destroy
-    from torchport.runtime.device import ConfigError
+    from torchport.runtime.distributed import collective_failure, destroy
     from torchport.train.config import TrainConfig
     from torchport.data.errors import DataError  # base of the trainer's and torchport.data's errors
-    from torchport.train.loop import NonFiniteLossError, train
+    from torchport.train.loop import train
 
-    err = Console(stderr=True)
     given = {k: v for k, v in flags.items() if v is not None}
-    try:
-        cfg = TrainConfig.from_file(config, **given) if config else TrainConfig.from_dict(given, source="flags")
-    except ConfigError as exc:
-        err.print(f"[red]torchport train: {exc}[/red]", highlight=False, soft_wrap=True)
-        return EXIT_CONFIG
+    cfg = TrainConfig.from_file(config, **given) if config else TrainConfig.from_dict(given, source="flags")
     if print_config:
         sys.stdout.write(cfg.to_yaml())
         return 0
     try:
+        # Known errors (bad config, unavailable/unknown device, no accelerator, checkpoint, divergence,
+        # a dead rank) carry their exit code and become one line in the guard around every verb.
         result = train(cfg)
-    except ConfigError as exc:
-        err.print(f"[red]torchport train: {exc}[/red]", highlight=False, soft_wrap=True)
-        return EXIT_CONFIG
     except DataError as exc:
-        err.print(f"[red]torchport train: {_last_line(exc)}[/red]", highlight=False, soft_wrap=True)
-        return EXIT_DATA
-    except NonFiniteLossError as exc:
-        err.print(f"[red]torchport train: {exc}[/red]", highlight=False, soft_wrap=True)
-        return EXIT_DIVERGED
-    except CheckpointError as exc:
-        err.print(f"[red]torchport train: {exc}[/red]", highlight=False, soft_wrap=True)
-        return EXIT_CHECKPOINT
-    except StorageError as exc:  # object store: missing / denied / unreachable (retries exhausted)
-        err.print(f"torchport train: {_last_line(exc)}", highlight=False, soft_wrap=True, markup=False)
-        return int(StorageError.exit_code)
+        # DataLoader workers wrap errors with a traceback; the user needs the final message only
+        raise DataError(_last_line(exc)) from None
+    except StorageError as exc:  # object store: missing / denied / unreachable (retries exhausted), maybe from a worker
+        raise StorageError(_last_line(exc)) from None
+    except RuntimeError as exc:
+        failure = collective_failure(exc)      # another rank died or went silent: one line, exit 8
+        if failure is None:
+            raise
+        raise failure from None
     finally:
         destroy()   # leave the process group cleanly (torchrun); a no-op in a single process
     if json_out:
@@ -121,12 +111,16 @@ _command.__doc__ = ("Train an image classifier on any backend (CPU, GPU, Ascend 
 
 
 def register(app: typer.Typer) -> None:
-    """Attach this verb to the torchport app."""
-    app.command("train")(_command)
+    """Attach this verb to the torchport app (inside the error guard, whichever app it is)."""
+    from torchport.cli._common import guarded
+
+    app.command("train")(guarded("train", _command))
 
 
 def main() -> None:
     """Standalone entry (``python -m torchport.train``)."""
+    from torchport.cli._common import guarded
+
     app = typer.Typer(add_completion=False, pretty_exceptions_show_locals=False)
-    app.command()(_command)
+    app.command()(guarded("train", _command))
     app()

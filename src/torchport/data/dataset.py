@@ -349,3 +349,29 @@ class ImageFolderDataset(BatchDataset):
 
     def describe(self, i: int) -> str:
         return f"file {self.paths[i]} (sample {i})"
+
+
+class SubsetDataset(BatchDataset):
+    """A view of ``base`` restricted to the sample indices ``ids`` (a train / held-out validation split).
+
+    Index ``j`` here is sample ``ids[j]`` of ``base``; augmentation is seeded from ``j``. ``base`` keeps
+    decoding; this view only maps indices, so shards and ImageFolders split the same way.
+    """
+
+    def __init__(self, base: BatchDataset, ids: Any, *, aug: AugmentConfig | None = None) -> None:
+        super().__init__(aug or base.aug)
+        self.base = base
+        self.ids = np.asarray(ids, dtype=np.int64)
+        self.labels = base.labels[self.ids]
+        self.mode = base.mode
+        self.classes = getattr(base, "classes", [])
+        self.root = getattr(base, "root", None)
+
+    def _sizes(self, indices):
+        return self.base._sizes(self.ids[np.asarray(indices, dtype=np.int64)])
+
+    def _fetch(self, i):
+        return self.base._fetch(int(self.ids[i]))
+
+    def describe(self, i: int) -> str:
+        return self.base.describe(int(self.ids[i]))

@@ -31,6 +31,7 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import io
+import re
 import math
 import os
 import subprocess
@@ -304,11 +305,17 @@ def decode_any(data) -> np.ndarray:
             return simplejpeg.decode_jpeg(data, colorspace="RGB")
         except ValueError:
             pass  # e.g. CMYK or a recoverable warning: let Pillow try
-    from PIL import Image
+    from PIL import Image, UnidentifiedImageError
 
+    if not len(data):
+        raise ValueError("empty file (0 bytes)")
     try:
         with Image.open(io.BytesIO(bytes(data))) as im:
             im.load()
             return np.asarray(im.convert("RGB"))
+    except UnidentifiedImageError:
+        raise ValueError(f"not a decodable image (no image format recognised in its {len(data)} bytes)") from None
     except Exception as e:  # Pillow raises many types for bad data
-        raise ValueError(f"not a decodable image ({type(e).__name__}: {e})") from None
+        # Pillow names the in-memory stream (``<_io.BytesIO object at 0x...>``): useless to a user
+        reason = re.sub(r"<_io\.BytesIO object at 0x[0-9a-f]+>", "the file", str(e))
+        raise ValueError(f"not a decodable image ({type(e).__name__}: {reason})") from None

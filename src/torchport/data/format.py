@@ -372,12 +372,12 @@ class ShardSet:
             else:
                 path = self.root / sh["file"]
                 if not path.is_file():
-                    problems.append(f"shard {sh['file']}: file is missing")
+                    problems.append(f"shard {sh['file']} of {self.root}: file is missing")
                     continue
                 size = path.stat().st_size
             if size != sh["bytes"]:
                 problems.append(
-                    f"shard {sh['file']}: size {size} bytes, manifest says {sh['bytes']} "
+                    f"shard {sh['file']} of {self.root}: size {size} bytes, manifest says {sh['bytes']} "
                     f"({'truncated' if size < sh['bytes'] else 'extra data'} at offset {min(size, sh['bytes'])})"
                 )
                 continue
@@ -389,16 +389,16 @@ class ShardSet:
             try:
                 magic, version, mode, count, data_bytes, hsid = _HEADER.unpack(raw)
             except struct.error:
-                problems.append(f"shard {sh['file']}: header is unreadable at offset 0")
+                problems.append(f"shard {sh['file']} of {self.root}: header is unreadable at offset 0")
                 continue
             if magic != MAGIC or version != FORMAT_VERSION or MODES[mode] != self.mode or count != sh["samples"] or hsid != sid:
-                problems.append(f"shard {sh['file']}: bad header at offset 0 (magic/version/mode/count do not match the manifest)")
+                problems.append(f"shard {sh['file']} of {self.root}: bad header at offset 0 (magic/version/mode/count do not match the manifest)")
                 continue
             if full:
                 digest = self.remote.sha256(sid) if self.remote is not None else sha256_file(path)
                 if digest != sh["sha256"]:
                     problems.append(
-                        f"shard {sh['file']}: sha256 {digest[:16]}... does not match the manifest ({sh['sha256'][:16]}...)"
+                        f"shard {sh['file']} of {self.root}: sha256 {digest[:16]}... does not match the manifest ({sh['sha256'][:16]}...)"
                     )
         if full:
             checked.append("shard sha256")
@@ -426,9 +426,11 @@ class ShardSet:
         return int(sum(s["bytes"] for s in self.manifest["shards"]))
 
     def describe(self, i: int) -> str:
-        """Human location of sample ``i``: ``shard shard-00001.tps offset 4096 (sample 17)``."""
+        """Human location of sample ``i``: ``shard shard-00001.tps offset 4096 (sample 17) of /data/packed/train``
+        (the shard directory names the split)."""
         row = self.index[i]
-        return f"shard {self.manifest['shards'][int(row['shard'])]['file']} offset {int(row['offset'])} (sample {i})"
+        return (f"shard {self.manifest['shards'][int(row['shard'])]['file']} offset {int(row['offset'])} (sample {i}) "
+                f"of {self.root}")
 
     def _map(self, sid: int) -> np.ndarray:
         if self._pid != os.getpid():  # forked into a DataLoader worker: re-open there
@@ -444,7 +446,7 @@ class ShardSet:
                     # over it slices faster than np.memmap and torch accepts it without a warning
                     mm = np.frombuffer(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY), dtype=np.uint8)
             except (OSError, ValueError) as e:
-                raise ShardCorruptError(f"shard {path.name}: cannot open ({e}); re-run `torchport data pack`") from None
+                raise ShardCorruptError(f"shard {path.name} of {self.root}: cannot open ({e}); re-run `torchport data pack`") from None
             self._maps[sid] = mm
         return mm
 

@@ -335,6 +335,23 @@ class Loader:
         self.sampler.start = 0
         self._consumed = 0
 
+    def close(self) -> None:
+        """Stop the worker processes now (they persist between epochs) and wait for them to exit.
+
+        Call it when done (the trainer does, before leaving the process group): left to the garbage
+        collector at interpreter exit, workers and their queue feeder threads can be torn down in the
+        wrong order and print ``QueueFeederThread`` tracebacks. Safe to call twice; the loader can be
+        iterated again afterwards (with fresh workers).
+        """
+        dl, self._dl = self._dl, None
+        iterator = getattr(dl, "_iterator", None) if dl is not None else None
+        if iterator is not None and hasattr(iterator, "_shutdown_workers"):
+            iterator._shutdown_workers()
+        if dl is not None:
+            dl._iterator = None
+        self.dataset.slots = None
+        self._slots = None
+
     def _deliver(self, item):
         self._consumed += 1
         self.sampler.start = self._consumed

@@ -3,7 +3,8 @@
 Patterns follow gitignore syntax (``*.py``, ``build/``, ``/docs``, ``**/gen_*.py``,
 ``!keep.py``); each ``.gitignore`` applies below its own directory, the last matching
 pattern wins, and an ignored directory is not entered. ``--exclude`` patterns use the
-same syntax, relative to the current directory. Files named explicitly on the command
+same syntax, relative to the current directory (for a path outside it: relative to
+that path). Files named explicitly on the command
 line are scanned even when ignored (as ruff and flake8 do), unless ``--exclude`` matches.
 
 Example::
@@ -149,6 +150,17 @@ def _relative_pattern(pattern: str, base: Path) -> str:
     return pattern
 
 
+def _exclude_rules(exclude: Sequence[str], base: Path, full: Path) -> IgnoreRules | None:
+    """``--exclude`` patterns for one scanned path: relative to ``base`` (the current directory),
+    or, for a path outside it, relative to that path's directory (else they could never match)."""
+    if not exclude:
+        return None
+    anchor = base
+    if base != full and base not in full.parents:
+        anchor = full if full.is_dir() else full.parent
+    return IgnoreRules(anchor, [_relative_pattern(p, anchor) for p in exclude])
+
+
 def iter_python_files(paths: Sequence[str | os.PathLike], *, exclude: Sequence[str] = (),
                       respect_gitignore: bool = True, cwd: str | os.PathLike | None = None) -> Iterator[Path]:
     """Yield ``.py`` files under ``paths`` (files are yielded as given), sorted per directory.
@@ -164,12 +176,12 @@ def iter_python_files(paths: Sequence[str | os.PathLike], *, exclude: Sequence[s
         FileNotFoundError: a path does not exist (the message names it).
     """
     base = Path(cwd or os.getcwd()).resolve()
-    excl = IgnoreRules(base, [_relative_pattern(p, base) for p in exclude]) if exclude else None
     for given in paths:
         p = Path(given)
         full = (base / p).resolve() if not p.is_absolute() else p.resolve()
         if not full.exists():
             raise FileNotFoundError(f"no such file or directory: {given}")
+        excl = _exclude_rules(exclude, base, full)
         if excl is not None and _ignored([excl], full, full.is_dir()):
             continue
         if full.is_file():

@@ -10,6 +10,7 @@ Example::
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import dataclasses
 import difflib
 import io
@@ -111,12 +112,36 @@ def process_file(path: str, options: Options | None = None) -> FileResult:
     except Exception as exc:  # a scanner bug must not stop the other files; it is reported
         return FileResult(path=path, error=FileError(path=path, message=f"internal error: {type(exc).__name__}: {exc}"))
     if result.fixed_source is not None and options.write:
-        tmp = f"{path}.torchport-tmp"
-        with open(tmp, "w", encoding=encoding, newline="") as fh:
-            fh.write(result.fixed_source)
-        shutil.copymode(path, tmp)  # an executable script stays executable
-        os.replace(tmp, path)
+        problem = write_back(path, result.fixed_source, encoding)
+        if problem is not None:
+            # nothing was written: report the findings as they stand in the file, plus the error
+            result = analyze(text, path, ruleset, fix=False)
+            result.error = FileError(path=path, message=problem)
     return result
+
+
+def write_back(path: str, text: str, encoding: str) -> str | None:
+    """Atomically replace the file at ``path`` (its symlink target, when it is a link) with ``text``.
+
+    Returns None on success, or a one-line reason (``could not write: ...``) when the file could
+    not be replaced -- then the file is untouched and no temporary file is left behind.
+    """
+    real = os.path.realpath(path)      # fix the target; the link stays a link
+    tmp = f"{real}.torchport-tmp"
+    try:
+        if not os.access(real, os.W_OK):
+            raise PermissionError(13, "Permission denied (the file is read-only)", real)
+        with open(tmp, "w", encoding=encoding, newline="") as fh:
+            fh.write(text)
+        shutil.copymode(real, tmp)  # an executable script stays executable
+        os.replace(tmp, real)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        reason = exc.strerror or type(exc).__name__
+        where = f" (link target {real})" if real != os.path.abspath(path) else ""
+        return f"could not write: {reason}{where}; nothing was changed in this file"
+    return None
 
 
 def _mp_context():

@@ -54,6 +54,14 @@ __all__ = [
     "to_cpu",
     "unwrap_model",
     "versions",
+    "CheckpointIntegrityError",
+    "CheckpointRefusedError",
+    "state_digest",
+    "with_integrity",
+    "verify",
+    "verify_file",
+    "newest_verified",
+    "describe_refusal",
 ]
 
 #: Format tag stored in every checkpoint (bump on incompatible layout changes).
@@ -71,6 +79,14 @@ class CheckpointError(RuntimeError):
 
 class CheckpointWriteError(CheckpointError):
     """Writing failed (disk full, permissions...); the previous checkpoint is untouched."""
+
+
+class CheckpointRefusedError(CheckpointError):
+    """The file holds objects that could run code when unpickled; refused on purpose."""
+
+
+class CheckpointIntegrityError(CheckpointError):
+    """The checkpoint reads but its content differs from what was saved (checksum mismatch)."""
 
 
 # -- tensors ------------------------------------------------------------------------------------------
@@ -260,8 +276,9 @@ def save(state: Mapping[str, Any], path: str | os.PathLike, *, fsync: bool = Tru
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = final.with_name(f".{final.name}{_TMP_MARK}{os.getpid()}")
     try:
+        payload = with_integrity(to_cpu(dict(state)))
         with open(tmp, "wb") as fh:
-            torch.save(to_cpu(dict(state)), fh)
+            torch.save(payload, fh)
             fh.flush()
             if fsync:
                 os.fsync(fh.fileno())
@@ -309,16 +326,17 @@ def load(path: str | os.PathLike, *, map_location: Any = "cpu", weights_only: bo
     try:
         state = torch.load(p, map_location=map_location, weights_only=weights_only)
     except Exception as exc:
+        refused = describe_refusal(exc, p)
+        if refused is not None:
+            raise CheckpointRefusedError(f"checkpoint {str(p)!r} was refused on purpose: it {refused}, which could run "
+                                  "code on this machine; torchport loads only tensors and plain data") from None
         text = str(exc)
-        refused = next((ln.strip() for ln in text.splitlines() if "Unsupported global" in ln), None)
-        if refused:
-            raise CheckpointError(f"checkpoint {str(p)!r} holds an object weights_only=True refuses ({refused}); "
-                                  "if you trust the file, load it with weights_only=False") from None
-        first = text.splitlines()[0] if text else ""
+        first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
         raise CheckpointError(f"checkpoint {str(p)!r} could not be read ({type(exc).__name__}: {first}); "
                               "is it a complete torch.save file?") from None
     if not isinstance(state, dict):
         raise CheckpointError(f"checkpoint {str(p)!r} holds a {type(state).__name__}, not a dict")
+    verify(state, p)
     return state
 
 
@@ -428,15 +446,14 @@ class CheckpointManager:
         return [p for _, p in sorted(found)]
 
     def latest(self) -> Path | None:
-        """The newest checkpoint that is a structurally complete file (truncated ones are skipped
-        with a warning), or None. In an object store: the one the ``latest.json`` pointer names."""
+        """The newest checkpoint that reads and verifies (:func:`verify_file`), or None.
+
+        Newer ones that fail (truncated, damaged, checksum mismatch, refused content) are skipped with a
+        warning that names each one and the checkpoint used instead. In an object store: the one the
+        ``latest.json`` pointer names (the pointer moves only after the object is complete)."""
         if self.remote:
             return self._remote_latest()
-        for p in reversed(self.checkpoints()):
-            if zipfile.is_zipfile(p):
-                return p
-            warnings.warn(f"skipping incomplete checkpoint {p}", RuntimeWarning, stacklevel=2)
-        return None
+        return newest_verified(self.checkpoints())
 
     def resolve(self, resume: str | os.PathLike | None) -> Path | None:
         """``None`` -> None; ``"auto"`` -> :meth:`latest` (None on a fresh run); a path -> that path."""
@@ -527,3 +544,148 @@ class CheckpointManager:
     def _step_of(self, url: str) -> int:
         m = self._pattern.match(url.rsplit("/", 1)[-1])
         return int(m.group(1)) if m else -1
+
+# -- integrity ------------------------------------------------------------------------------------------
+# Every checkpoint carries ``state["integrity"] = {"algorithm": "sha256", "digest": HEX}``: a digest of the
+# payload (every key, plain value and tensor -- dtype, shape and bytes -- in order), computed before
+# ``torch.save`` and checked after ``torch.load``. It is plain strings, so the file stays a portable
+# ``weights_only`` checkpoint that any torch reads. A flipped byte in a tensor, a changed value or a
+# truncated list fails the check; damage to the zip structure already fails the load.
+_INTEGRITY_KEY = "integrity"
+
+
+def _feed(h, obj: Any) -> None:
+    import torch
+
+    if isinstance(obj, torch.Tensor):
+        t = obj.detach().cpu().contiguous()
+        h.update(f"T{t.dtype}{tuple(t.shape)}".encode())
+        if t.numel():
+            h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
+    elif isinstance(obj, Mapping):
+        h.update(f"D{len(obj)}".encode())
+        for k, v in obj.items():
+            _feed(h, k)
+            _feed(h, v)
+    elif isinstance(obj, (list, tuple)):
+        h.update(f"{'L' if isinstance(obj, list) else 'U'}{len(obj)}".encode())
+        for v in obj:
+            _feed(h, v)
+    elif isinstance(obj, (bytes, bytearray)):
+        h.update(b"B%d" % len(obj))
+        h.update(bytes(obj))
+    else:  # str, int, float, bool, None, torch.dtype / torch.Size / device ...: repr is exact and stable
+        text = repr(obj).encode()
+        h.update(f"{type(obj).__name__}:{len(text)}:".encode())
+        h.update(text)
+
+
+def state_digest(state: Mapping[str, Any]) -> str:
+    """sha256 (hex) of a checkpoint payload, the ``integrity`` record itself excluded."""
+    import hashlib
+
+    h = hashlib.sha256()
+    _feed(h, {k: v for k, v in state.items() if k != _INTEGRITY_KEY})
+    return h.hexdigest()
+
+
+def with_integrity(state: Mapping[str, Any]) -> dict[str, Any]:
+    """``state`` plus its integrity record (what :func:`save` writes)."""
+    out = {k: v for k, v in state.items() if k != _INTEGRITY_KEY}
+    out[_INTEGRITY_KEY] = {"algorithm": "sha256", "digest": state_digest(out)}
+    return out
+
+
+def verify(state: Mapping[str, Any], path: str | os.PathLike = "<checkpoint>") -> bool:
+    """Check a loaded payload against its integrity record.
+
+    Returns:
+        True when verified, False when the checkpoint has no record (written before torchport stored one).
+
+    Raises:
+        CheckpointIntegrityError: the digest differs: the file was damaged or edited after it was written.
+    """
+    record = state.get(_INTEGRITY_KEY)
+    if record is None:
+        return False
+    want = record.get("digest") if isinstance(record, Mapping) else None
+    if not want or record.get("algorithm") != "sha256" or state_digest(state) != want:
+        raise CheckpointIntegrityError(
+            f"checkpoint {str(path)!r} fails its checksum: its content changed after it was written "
+            "(disk or copy damage, or an edit); use an earlier checkpoint (--resume auto picks the newest good one)")
+    return True
+
+
+def verify_file(path: str | os.PathLike) -> None:
+    """Load and verify the checkpoint at ``path``; raises :class:`CheckpointError` (with the reason) when it fails."""
+    try:
+        load(path)
+    except (CheckpointIntegrityError, CheckpointRefusedError):
+        raise
+    except CheckpointError:
+        if zipfile.is_zipfile(path):
+            raise
+        raise CheckpointError(f"checkpoint {str(path)!r} is incomplete (not a complete torch.save archive)") from None
+
+
+def newest_verified(paths: list[Path]) -> Path | None:
+    """The last of ``paths`` (oldest first) that passes :func:`verify_file`; each newer one that fails is
+    named in a warning, with the reason and the checkpoint used instead."""
+    failed: list[str] = []
+    for p in reversed(paths):
+        try:
+            verify_file(p)
+        except CheckpointError as exc:
+            failed.append(f"{p.name}: {exc}")
+            continue
+        if failed:
+            warnings.warn(f"falling back to checkpoint {p} (the newest that verifies); skipped "
+                          + "; ".join(failed), RuntimeWarning, stacklevel=3)
+        return p
+    if failed:
+        warnings.warn("no checkpoint verifies; skipped " + "; ".join(failed), RuntimeWarning, stacklevel=3)
+    return None
+
+
+def describe_refusal(exc: BaseException, path: str | os.PathLike | None = None) -> str | None:
+    """What ``torch.load(weights_only=True)`` refused, in words (``holds the blocked global posix.system``),
+    or None when ``exc`` is not such a refusal. torch's own text hides the name under advice to retry
+    with ``weights_only=False``, which a hostile file must never get. For a legacy (non-zip) pickle,
+    whose error names no global, the pickle's opcodes are listed (never executed) to find it."""
+    text = str(exc)
+    m = re.search(r"GLOBAL ([\w.]+)", text)
+    if m:
+        return f"holds the blocked global {m.group(1)}"
+    m = re.search(r"([Uu]nsupported class [\w.]+|Trying to call reduce for unrecognized function [^\s]+)", text)
+    if m:
+        return f"holds an object torchport does not load ({m.group(1)})"
+    if path is not None and "Weights only load failed" in text:
+        names = [n for n in _pickle_globals(path) if not n.startswith(("torch.", "collections.OrderedDict"))]
+        if names:
+            return f"holds the blocked global {names[0]}"
+    return None
+
+
+def _pickle_globals(path: str | os.PathLike, limit: int = 1 << 20) -> list[str]:
+    """``module.name`` of every global a raw pickle file imports (read with pickletools: nothing runs)."""
+    import pickletools
+
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(limit)
+    except OSError:
+        return []
+    names: list[str] = []
+    strings: list[str] = []
+    try:
+        for op, arg, _pos in pickletools.genops(data):
+            if op.name in ("SHORT_BINUNICODE", "BINUNICODE", "UNICODE", "BINUNICODE8", "SHORT_BINSTRING",
+                           "BINSTRING", "STRING"):
+                strings.append(str(arg))
+            elif op.name == "GLOBAL" and isinstance(arg, str):
+                names.append(arg.replace(" ", "."))
+            elif op.name == "STACK_GLOBAL" and len(strings) >= 2:
+                names.append(f"{strings[-2]}.{strings[-1]}")
+    except Exception:  # noqa: BLE001 - truncated or not a pickle: report what was found so far
+        pass
+    return names

@@ -14,7 +14,12 @@ import datetime as _dt
 import os
 from typing import Any
 
+from torchport.errors import ExitCode, TorchportError
+
 __all__ = [
+    "DistributedError",
+    "collective_failure",
+    "collective_timeout",
     "init_distributed",
     "wrap_ddp",
     "data_parallel",
@@ -86,11 +91,63 @@ def dist_backend(target: Any = None) -> str:
     return t.backend.dist_backend
 
 
+#: Seconds a collective may wait for the other ranks (``TORCHPORT_COLLECTIVE_TIMEOUT_S``; default 600).
+COLLECTIVE_TIMEOUT_ENV = "TORCHPORT_COLLECTIVE_TIMEOUT_S"
+
+
+def collective_timeout() -> _dt.timedelta:
+    """The collective timeout: ``$TORCHPORT_COLLECTIVE_TIMEOUT_S`` seconds, else 10 minutes.
+
+    Raises:
+        ConfigError: the variable is not a positive number."""
+    from torchport.errors import ConfigError
+
+    raw = os.environ.get(COLLECTIVE_TIMEOUT_ENV, "").strip()
+    if not raw:
+        return _dt.timedelta(minutes=10)
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = -1.0
+    if not seconds > 0:
+        raise ConfigError(f"{COLLECTIVE_TIMEOUT_ENV}={raw!r} is not a positive number of seconds")
+    return _dt.timedelta(seconds=seconds)
+
+
+class DistributedError(TorchportError, RuntimeError):
+    """A collective failed: another rank stopped (exited, was killed) or did not answer in time."""
+
+    exit_code = ExitCode.DISTRIBUTED
+
+
+#: Fragments of the errors gloo / nccl / hccl / the store raise when a peer is gone or silent.
+_PEER_GONE = ("Connection closed by peer", "Connection reset by peer", "Broken pipe", "DistBackendError",
+              "timed out", "Timed out", "Timeout", "communicator was aborted", "Socket", "Connection refused")
+
+
+def collective_failure(exc: BaseException) -> "DistributedError | None":
+    """A :class:`DistributedError` explaining ``exc`` when it is a collective failing because a peer
+    rank is gone or silent (only in a distributed run), else None."""
+    if world_size() <= 1 or not isinstance(exc, RuntimeError) or isinstance(exc, TorchportError):
+        return None
+    text = f"{type(exc).__name__}: {exc}"
+    if not any(frag in text for frag in _PEER_GONE):
+        return None
+    import re
+
+    first = next((ln.strip() for ln in str(exc).splitlines() if ln.strip()), type(exc).__name__)
+    first = re.sub(r"^\[[^\]]*\]\s*", "", first)          # gloo's "[/path/to/pair.cc:545] " prefix
+    seconds = collective_timeout().total_seconds()
+    return DistributedError(
+        f"rank {rank()}: a collective failed because another rank stopped (exited or was killed; the launcher "
+        f"names it and its exit code) or did not answer within {seconds:g} s ({COLLECTIVE_TIMEOUT_ENV}): {first[:200]}")
+
+
 def init_distributed(
     device: str | None = None,
     *,
     backend: str | None = None,
-    timeout: _dt.timedelta = _dt.timedelta(minutes=10),
+    timeout: _dt.timedelta | None = None,
 ):
     """Initialise the process group from torchrun's environment and select this rank's device.
 
@@ -100,7 +157,9 @@ def init_distributed(
     Args:
         device: device name as for :func:`~torchport.select_device` (default auto / env).
         backend: override the collective backend.
-        timeout: collective timeout.
+        timeout: collective timeout (default :func:`collective_timeout`: ``$TORCHPORT_COLLECTIVE_TIMEOUT_S``
+            or 10 minutes). A rank that dies makes the others fail at their next collective
+            (:func:`collective_failure` turns that into a :class:`DistributedError`, exit code 8).
 
     Returns:
         The selected :class:`~torchport.runtime.device.Target`.
@@ -113,7 +172,7 @@ def init_distributed(
     if target.is_accelerator:
         target.module.set_device(target.index)
     be = backend or dist_backend(target)
-    kwargs: dict[str, Any] = {"backend": be, "timeout": timeout}
+    kwargs: dict[str, Any] = {"backend": be, "timeout": timeout if timeout is not None else collective_timeout()}
     if target.is_accelerator and "device_id" in _dist().init_process_group.__code__.co_varnames:
         kwargs["device_id"] = target.device
     try:

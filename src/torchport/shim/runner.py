@@ -17,12 +17,16 @@ import traceback
 import warnings
 from typing import Sequence
 
+from torchport.errors import ExitCode, exit_code_for
+
 __all__ = ["RunConfig", "run", "report_path_for_rank", "EXIT_USAGE", "EXIT_NO_ACCELERATOR"]
 
-#: Bad arguments: script or module not found, unknown device, malformed setting.
-EXIT_USAGE = 2
-#: Require-accelerator mode and no accelerator, the named backend is unavailable, or a foreign shim is active.
-EXIT_NO_ACCELERATOR = 3
+#: Bad arguments: script or module not found, unknown or unavailable device, malformed setting, a foreign
+#: shim is active (:attr:`torchport.errors.ExitCode.USAGE`).
+EXIT_USAGE = int(ExitCode.USAGE)
+#: Require-accelerator mode and no accelerator (:attr:`torchport.errors.ExitCode.NO_ACCELERATOR`, the
+#: same code every verb uses).
+EXIT_NO_ACCELERATOR = int(ExitCode.NO_ACCELERATOR)
 
 REPORT_FORMATS = ("text", "json", "none")
 
@@ -143,12 +147,9 @@ def _run(config: RunConfig, user_paths: list) -> int:
     try:
         shim = install(config.device, require_accelerator=config.require_accelerator, user_paths=user_paths,
                        warn=False)
-    except (NoAcceleratorError, BackendUnavailable, ShimError) as exc:
+    except (NoAcceleratorError, BackendUnavailable, ShimError, UnknownBackendError, ConfigError) as exc:
         _err(str(exc))
-        return EXIT_NO_ACCELERATOR
-    except (UnknownBackendError, ConfigError) as exc:
-        _err(str(exc))
-        return EXIT_USAGE
+        return int(exit_code_for(exc) or ExitCode.USAGE)
     _previous = shim
     if shim.cpu_fallback:  # the one loud warning, attributed to the command rather than to this file
         warnings.warn_explicit(CPU_FALLBACK_MESSAGE, CPUFallbackWarning, "torchport run", 0)

@@ -68,7 +68,7 @@ class TrainConfig:
                              "of shards: disjoint bytes per rank); auto: shards for s3:// / obs:// data, else global.",
                              choices=("auto", "global", "shards"))
     loader: str = _field("auto", "fast: torchport.data (libjpeg-turbo, shards); simple: a plain DataLoader (Pillow + "
-                         "torchvision ops); auto: fast when the data has a val/ split or is sharded.", choices=("auto", "fast", "simple"))
+                         "torchvision ops); auto: fast (holds out --val-fraction when there is no val/ split).", choices=("auto", "fast", "simple"))
     # -- model ----------------------------------------------------------------------------------------
     model: str = _field("tinycnn", "torchvision classification model name (resnet18/34/50, mobilenet_v3_small, "
                         "efficientnet_b0, ...) or torchport's 'tinycnn' (4 conv blocks, fast on a CPU).")

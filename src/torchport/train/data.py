@@ -39,6 +39,7 @@ __all__ = [
     "collate",
     "FolderLoader",
     "IMAGE_EXTENSIONS",
+    "holdout_ids",
 ]
 
 #: Extensions indexed as images (the same list as torchport.data, so both loaders see the same files).
@@ -119,8 +120,6 @@ def scan_folder(root: str | os.PathLike, *, policy: str = "skip", classes: Seque
 def find_splits(data: str | os.PathLike, *, val_fraction: float, seed: int, policy: str) -> Splits:
     """``data/train`` + ``data/val`` when present; else class folders directly under ``data``
     with a deterministic ``val_fraction`` hold-out (same split for every seed-sharing run)."""
-    import torch
-
     root = Path(data)
     if not root.is_dir():
         raise DataError(f"data directory {str(root)!r} does not exist")
@@ -132,16 +131,26 @@ def find_splits(data: str | os.PathLike, *, val_fraction: float, seed: int, poli
             return Splits(train=train, val=val, classes=train.classes)
         full, note = train, f"{root}/train has no val/ next to it: holding out {val_fraction:.0%} for validation"
     else:
-        full, note = scan_folder(root, policy=policy), ""
-    order = torch.randperm(len(full.samples), generator=torch.Generator().manual_seed(seed)).tolist()
-    n_val = max(1, int(round(len(order) * val_fraction)))
-    pick = lambda ids: [full.samples[i] for i in sorted(ids)]  # noqa: E731
+        full = scan_folder(root, policy=policy)
+        note = f"{root} has class folders and no val/ split: holding out {val_fraction:.0%} for validation"
+    train_ids, val_ids = holdout_ids(len(full.samples), val_fraction=val_fraction, seed=seed)
+    pick = lambda ids: [full.samples[i] for i in ids]  # noqa: E731
     return Splits(
-        train=FolderIndex(full.root, full.classes, pick(order[n_val:]), full.skipped),
-        val=FolderIndex(full.root, full.classes, pick(order[:n_val]), []),
+        train=FolderIndex(full.root, full.classes, pick(train_ids), full.skipped),
+        val=FolderIndex(full.root, full.classes, pick(val_ids), []),
         classes=full.classes,
         note=note,
     )
+
+
+def holdout_ids(n: int, *, val_fraction: float, seed: int) -> tuple[list[int], list[int]]:
+    """Split sample indices ``0..n-1`` into sorted ``(train, val)`` lists: ``round(n * val_fraction)``
+    (at least one) held out, chosen by ``seed`` alone -- both loaders and every rank get the same split."""
+    import torch
+
+    order = torch.randperm(n, generator=torch.Generator().manual_seed(seed)).tolist()
+    n_val = min(n - 1, max(1, int(round(n * val_fraction)))) if n > 1 else 0
+    return sorted(order[n_val:]), sorted(order[:n_val])
 
 
 def _sample_seed(seed: int, epoch: int, index: int) -> int:

@@ -4,11 +4,12 @@ Two loaders share one interface (iterate for normalised device batches, ``set_ep
 ``state_dict`` / ``load_state_dict``, ``stats.skipped``):
 
 * ``fast`` -- :func:`torchport.data.make_loader`: libjpeg-turbo decode with DCT scaling, batched
-  workers, torchport shards as well as ImageFolders. Needs a ``val/`` split (or shards).
+  workers, torchport shards as well as ImageFolders. Without a ``val/`` split it holds out
+  ``val_fraction`` of the training samples (seeded), exactly as the simple loader does.
 * ``simple`` -- :class:`torchport.train.data.FolderLoader`: a plain DataLoader with torchvision
   decoding, readable in one sitting; also holds out a validation fraction when there is no ``val/``.
 
-``loader="auto"`` takes ``fast`` when it can and ``simple`` otherwise. Either way the ImageFolder is
+``loader="auto"`` takes ``fast``. Either way the ImageFolder is
 indexed by :func:`~torchport.train.data.find_splits` first, which turns layout mistakes (missing or
 empty directory, a class without images, train/val class mismatch) into errors that name the folder
 and counts non-image files.
@@ -25,7 +26,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from torchport.train.data import DataError, FolderDataset, FolderLoader, find_splits
+from torchport.train.data import DataError, FolderDataset, FolderLoader, find_splits, holdout_ids
 
 __all__ = ["Inputs", "build_inputs", "default_data_root"]
 
@@ -91,10 +92,7 @@ def build_inputs(cfg, target, *, rank: int, world_size: int) -> Inputs:
 
     splits = find_splits(root, val_fraction=cfg.val_fraction, seed=cfg.seed, policy=cfg.bad_files)
     skipped = splits.train.skipped + splits.val.skipped
-    has_val = not splits.note            # a real val/ folder (no hold-out needed)
-    if cfg.loader == "fast" and not has_val:
-        raise DataError(f"{root}: the fast loader needs a val/ split next to train/; add one or use --loader simple")
-    if cfg.loader == "fast" or (cfg.loader == "auto" and has_val):
+    if cfg.loader in ("fast", "auto"):
         return _fast(cfg, target, root, rank, world_size, classes=splits.classes,
                      num_classes_hint=len(splits.classes), skipped=skipped, notes=notes)
 
@@ -112,14 +110,37 @@ def build_inputs(cfg, target, *, rank: int, world_size: int) -> Inputs:
 
 
 def _fast(cfg, target, root: Path, rank, world_size, *, classes, num_classes_hint, skipped, notes) -> Inputs:
-    """torchport.data's loader, with the trainer's augmentation ranges applied to its datasets."""
+    """torchport.data's loader, with the trainer's augmentation ranges applied to its datasets.
+
+    Without a ``val`` split (class folders or shards directly under ``root``, or only ``train/``),
+    the same seeded ``val_fraction`` hold-out as the simple loader's is cut from the training data:
+    never validate on the images the model trains on.
+    """
     from torchport.data import make_loader
+    from torchport.data.dataset import SubsetDataset
+    from torchport.data.loader import Loader
+    from torchport.data.pack import split_dirs
 
     common = dict(batch_size=cfg.batch_size, image_size=cfg.image_size, seed=cfg.seed, num_workers=cfg.workers,
                   rank=rank, world_size=world_size, target=target, corrupt=cfg.bad_files,
                   channels_last=cfg.channels_last, order=cfg.data_order)
-    train_loader = make_loader(root, train=True, **common)
-    val_loader = make_loader(root, train=False, **common)
+    if isinstance(root, str):  # an object-store URL: a packed shard set with its own train/ and val/ splits
+        train_loader = make_loader(root, train=True, **common)
+        val_loader = make_loader(root, train=False, **common)
+    else:
+        splits = split_dirs(root)
+        val_dir = next((root / n for n in ("val", "validation") if (root / n).is_dir()), None) if "train" in splits else None
+        if val_dir is not None:
+            train_loader = make_loader(root / "train", train=True, **common)
+            val_loader = make_loader(val_dir, train=False, **common)
+        else:
+            src = root / "train" if "train" in splits else root
+            train_loader = make_loader(src, train=True, **common)
+            val_loader = make_loader(src, train=False, **common)
+            train_ids, val_ids = holdout_ids(len(train_loader.dataset), val_fraction=cfg.val_fraction, seed=cfg.seed)
+            train_loader = Loader(SubsetDataset(train_loader.dataset, train_ids), train_loader.cfg, target)
+            val_loader = Loader(SubsetDataset(val_loader.dataset, val_ids), val_loader.cfg, target)
+            notes.append(f"{src} has no val/ split: holding out {cfg.val_fraction:.0%} for validation")
     # Crop ranges are the trainer's knobs (small synthetic images need a larger minimum crop area
     # than ImageNet's 0.08); AugmentConfig is a frozen dataclass, so swap in an updated copy.
     train_loader.dataset.aug = dataclasses.replace(train_loader.dataset.aug, scale=(cfg.min_crop_scale, 1.0))

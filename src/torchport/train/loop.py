@@ -76,13 +76,19 @@ def train(cfg: TrainConfig) -> TrainResult:
     from torchport.runtime.seed import seed_everything
     from torchport.train.inputs import build_inputs
     from torchport.train.metrics import MetricsLogger, ProgressDisplay
-    from torchport.train.models import build_model
+    from torchport.train.models import build_model, check_model_name
     from torchport.train.optim import LrSchedule, build_optimizer
     from torchport.train.rundir import checkpoint_dir_for, prepare_run_dir
 
     t_start = time.time()
     # Test hook: a pause after every optimizer step lets tests SIGKILL the process mid-epoch.
     step_delay = float(os.environ.get("TORCHPORT_TRAIN_TEST_STEP_DELAY_S") or 0)
+    # Test hook: "RANK:STEP" makes that rank exit with status 3 right after that optimizer step.
+    exit_at = tuple(int(v) for v in os.environ["TORCHPORT_TRAIN_TEST_EXIT"].split(":")) \
+        if os.environ.get("TORCHPORT_TRAIN_TEST_EXIT") else None
+
+    # A misspelt model name is reported before anything slow or data-dependent happens.
+    check_model_name(cfg.model)
 
     # ---- 1. Where we run -------------------------------------------------------------------------
     # One process per device. Under torchrun this joins the process group (nccl / hccl / gloo, chosen
@@ -213,6 +219,8 @@ def train(cfg: TrainConfig) -> TrainResult:
             ui.tick(step_in_epoch)
             if step_delay:
                 time.sleep(step_delay)
+            if exit_at is not None and exit_at == (rank, step):
+                os._exit(3)          # test hook: this rank dies after this step (the others must not hang)
 
             if step % cfg.log_every == 0 or step == total_steps or step_in_epoch == steps_per_epoch:
                 # Sync point: .item() waits for the device; the mean over ranks is one more all-reduce.

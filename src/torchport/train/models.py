@@ -44,6 +44,24 @@ def model_names() -> list[str]:
     return sorted(LOCAL_MODELS) + sorted(torchvision.models.list_models(module=torchvision.models))
 
 
+def check_model_name(name: str) -> None:
+    """Raise :class:`ConfigError` (with the closest matches) unless ``name`` is a model :func:`build_model` knows.
+
+    Cheap (no model is built): the trainer calls it before it looks at the data."""
+    if name in LOCAL_MODELS:
+        return
+    import torchvision
+
+    known = torchvision.models.list_models(module=torchvision.models)
+    if name not in known:
+        close = difflib.get_close_matches(name, sorted(LOCAL_MODELS) + known, n=4)
+        raise ConfigError(
+            f"model {name!r} is not a torchvision classification model"
+            + (f"; did you mean: {', '.join(close)}?" if close else "")
+            + " (list them with torchvision.models.list_models(module=torchvision.models))"
+        )
+
+
 def build_model(name: str, *, num_classes: int, image_size: int):
     """Build an untrained classifier by name.
 
@@ -63,14 +81,7 @@ def build_model(name: str, *, num_classes: int, image_size: int):
         return LOCAL_MODELS[name](num_classes, image_size)
     import torchvision
 
-    known = torchvision.models.list_models(module=torchvision.models)
-    if name not in known:
-        close = difflib.get_close_matches(name, sorted(LOCAL_MODELS) + known, n=4)
-        raise ConfigError(
-            f"model {name!r} is not a torchvision classification model"
-            + (f"; did you mean: {', '.join(close)}?" if close else "")
-            + " (list them with torchvision.models.list_models(module=torchvision.models))"
-        )
+    check_model_name(name)
     kwargs = {"weights": None, "num_classes": num_classes}
     if name.startswith("vit_"):
         kwargs["image_size"] = image_size

@@ -21,10 +21,26 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from torchport.errors import ExitCode, TorchportError
 from torchport.runtime.checkpoint import CheckpointManager
 from torchport.runtime.device import ConfigError
 
-__all__ = ["prepare_run_dir", "checkpoint_dir_for"]
+__all__ = ["prepare_run_dir", "checkpoint_dir_for", "RunDirError"]
+
+
+class RunDirError(TorchportError, OSError):
+    """The run directory cannot be created or written (the message names it and the OS reason)."""
+
+    exit_code = ExitCode.IO
+
+
+def _create(run_dir: Path, config_name: str, text: str) -> None:
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / config_name).write_text(text)
+    except OSError as exc:
+        raise RunDirError(f"cannot write the run directory {str(run_dir)!r}: {exc.strerror or exc}; "
+                          "pass --run-dir (or --runs-root) to a writable directory") from None
 
 
 def _newest_run_with_checkpoint(root: Path) -> Path | None:
@@ -87,6 +103,7 @@ def prepare_run_dir(cfg, *, main: bool, device=None) -> tuple[Path, Path | None]
     Raises:
         ConfigError: ``run_dir`` holds checkpoints but no ``--resume`` was given.
         CheckpointError: an explicit ``--resume PATH`` does not exist.
+        RunDirError: the run directory cannot be created or written (exit code IO).
     """
     import torch.distributed as tdist
 
@@ -95,6 +112,8 @@ def prepare_run_dir(cfg, *, main: bool, device=None) -> tuple[Path, Path | None]
     if main:
         try:
             decision[0] = _decide(cfg)
+            run_dir, resume_path = decision[0]
+            _create(run_dir, "config.resumed.yaml" if resume_path else "config.yaml", cfg.to_yaml())
         except Exception as exc:  # shared so every rank stops with the same message
             error = exc
             decision[0] = exc
@@ -105,9 +124,6 @@ def prepare_run_dir(cfg, *, main: bool, device=None) -> tuple[Path, Path | None]
     if isinstance(decision[0], Exception):
         raise decision[0]
     run_dir, resume_path = decision[0]
-    if main:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        (run_dir / ("config.resumed.yaml" if resume_path else "config.yaml")).write_text(cfg.to_yaml())
     if resume_path and not _is_url(resume_path):
         resume_path = Path(resume_path)
     return Path(run_dir), (resume_path or None)
