@@ -370,7 +370,7 @@ def _save_remote(state: Mapping[str, Any], url: str) -> str:
     tmp = _staging_file(store.basename(url))
     try:
         with open(tmp, "wb") as fh:
-            torch.save(to_cpu(dict(state)), fh)
+            torch.save(with_integrity(to_cpu(dict(state))), fh)  # the same checksum as a local save
         store.put_file(tmp, url)
     except (OSError, RuntimeError, StorageError) as exc:
         raise CheckpointWriteError(f"writing checkpoint {url} failed ({exc}); the latest pointer was not moved, "
