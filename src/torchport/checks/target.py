@@ -184,18 +184,13 @@ def load_target(spec: str | CheckTarget | None = None) -> CheckTarget:
 
 
 def default_target() -> CheckTarget:
-    """The reference trainer's target (:func:`torchport.checks.reference.trainer_target`); the built-in
-    tiny CNN (:func:`torchport.checks.builtin.tiny_target`) when the trainer or its data pipeline cannot load."""
-    try:
-        from torchport.checks.reference import trainer_target
+    """The reference trainer's target (:func:`torchport.checks.reference.trainer_target`).
 
-        importlib.import_module("torchport.train.optim")
-        importlib.import_module("torchport.data.loader")
-        return trainer_target()
-    except ImportError:
-        from torchport.checks.builtin import tiny_target
+    An import error inside torchport is a bug and propagates; the built-in tiny CNN stays available
+    explicitly as ``--target torchport.checks.builtin:tiny_target``."""
+    from torchport.checks.reference import trainer_target
 
-        return tiny_target()
+    return trainer_target()
 
 
 def describe(target: CheckTarget) -> str:

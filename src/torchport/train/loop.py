@@ -55,6 +55,7 @@ class TrainResult:
     bad_files: int
     resumed_from: str | None
     last_checkpoint: str | None
+    best_val_top1: float | None = None    # over every epoch of the run dir (resumed runs included)
 
 
 def train(cfg: TrainConfig) -> TrainResult:
@@ -271,8 +272,15 @@ def train(cfg: TrainConfig) -> TrainResult:
     if main:
         import json
 
+        from torchport.train.metrics import epoch_records, summary_line, write_curves
+
+        records = epoch_records(run_dir)            # metrics.jsonl is line-buffered: this run's epochs are in
+        tops = [r["val_top1"] for r in records if isinstance(r.get("val_top1"), (int, float))]
+        result.best_val_top1 = max(tops) if tops else None
+        write_curves(run_dir, records)
         (run_dir / "summary.json").write_text(json.dumps(dataclasses.asdict(result), indent=2) + "\n")
         log.write("run", **dataclasses.asdict(result))
+        ui.print(summary_line(result, result.best_val_top1))
     log.close()
     # Stop the loaders' persistent worker processes now rather than whenever the garbage collector
     # finds them (matters when train() is called several times in one process, e.g. from tests).
@@ -375,7 +383,7 @@ def _report_bad(ui, log, epoch, paths, count, skipped) -> None:
 
 def _announce(ui, log, cfg, target, amp, world, inputs, num_classes, steps_per_epoch, total_steps,
               run_dir, resume_path, step) -> None:
-    for note in inputs.notes:
+    for note in inputs.notes + ([log.tb_note] if log.tb_note else []):
         ui.print(note)
     ui.print(f"device {target} ({target.reason}), precision {amp.precision}, world size {world}, "
              f"model {cfg.model} ({num_classes} classes, {cfg.image_size}px)")
