@@ -329,18 +329,14 @@ def amp_precision(label: str, target: Any) -> str:
     Raises:
         ConfigError: unknown label, or ``"amp"`` on a backend without any low precision.
     """
-    from torchport.runtime.amp import PRECISIONS
+    from torchport.backends.spec import PRECISIONS
 
     label = label.strip().lower()
-    if label in PRECISIONS:
-        return label
+    if label not in PRECISIONS:
+        raise ConfigError(f"precision {label!r} is not one of {', '.join(PRECISIONS)}")
     if label != "amp":
-        raise ConfigError(f"precision {label!r} is not one of amp, {', '.join(PRECISIONS)}")
-    policy = target.backend.amp
-    auto = policy.resolve_auto()
-    if auto != "fp32":
-        return auto
-    low = next((p for p in policy.low_precision if policy.usable(p)), None)
+        return label
+    low = target.backend.amp.low()
     if low is None:
         raise ConfigError(f"backend {target.backend.label!r} has no usable low precision; AMP cannot run here")
     return low

@@ -9,6 +9,7 @@ from __future__ import annotations
 import typer
 
 from torchport.cli import bench, check, data, doctor, profile, run, scan, train
+from torchport.cli._options import MARKUP, normalise_help
 
 app = typer.Typer(
     name="torchport",
@@ -16,15 +17,21 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_show_locals=False,
+    rich_markup_mode=MARKUP,
 )
 
 for _verb in (doctor, scan, run, train, data, profile, bench, check):
     _verb.register(app)
 
 
+def command():
+    """The click command behind the app, with help rendering made independent of the typer version."""
+    return normalise_help(typer.main.get_command(app))
+
+
 def main() -> None:
     """Console-script entry point."""
-    app()
+    command()(prog_name="torchport")
 
 
 if __name__ == "__main__":

@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import json
 import sys
 import typing
 from typing import Any, Optional
 
 import typer
+
+from torchport.cli._options import MARKUP, device_help, normalise_help, write_json
 
 EXIT_CONFIG, EXIT_DATA, EXIT_DIVERGED, EXIT_CHECKPOINT = 2, 3, 4, 5
 
@@ -41,8 +42,10 @@ def _config_params() -> list[inspect.Parameter]:
         flag = "--" + f.name.replace("_", "-")
         decl = f"{flag}/--no-{flag[2:]}" if base is bool else flag
         choices = f.metadata.get("choices")
-        help_text = f.metadata.get("help", "") + (f" [{'|'.join(choices)}]" if choices else "")
-        help_text += f" (default: {f.default})"
+        help_text = device_help() if f.name == "device" else f.metadata.get("help", "")
+        help_text += f" One of: {' | '.join(choices)}." if choices else ""
+        if f.default is not None and "default" not in help_text.lower():   # the default once, when there is one
+            help_text += f" (default: {str(f.default).lower() if isinstance(f.default, bool) else f.default})"
         params.append(inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, annotation=Optional[base],
                                         default=typer.Option(None, decl, help=help_text, show_default=False)))
     return params
@@ -85,9 +88,7 @@ def run_train(config: Optional[str], json_out: Optional[str], print_config: bool
         return EXIT_CHECKPOINT
     finally:
         destroy()   # leave the process group cleanly (torchrun); a no-op in a single process
-    if json_out:
-        with open(json_out, "w") as fh:
-            json.dump(dataclasses.asdict(result), fh, indent=2)
+    write_json(json_out, dataclasses.asdict(result))
     return 0
 
 
@@ -107,7 +108,8 @@ _command.__signature__ = inspect.Signature([
     inspect.Parameter("config", inspect.Parameter.KEYWORD_ONLY, annotation=Optional[str],
                       default=typer.Option(None, "--config", help="YAML or TOML file of config keys (flags override it).")),
     inspect.Parameter("json_out", inspect.Parameter.KEYWORD_ONLY, annotation=Optional[str],
-                      default=typer.Option(None, "--json", help="Write the run summary (metrics, paths) as JSON here.")),
+                      default=typer.Option(None, "--json", metavar="FILE",
+                                           help="Write the run summary (metrics, paths) as JSON to FILE ('-' for stdout).")),
     inspect.Parameter("print_config", inspect.Parameter.KEYWORD_ONLY, annotation=bool,
                       default=typer.Option(False, "--print-config", help="Print the resolved config as YAML and exit.")),
     *_config_params(),
@@ -123,6 +125,6 @@ def register(app: typer.Typer) -> None:
 
 def main() -> None:
     """Standalone entry (``python -m torchport.train``)."""
-    app = typer.Typer(add_completion=False, pretty_exceptions_show_locals=False)
+    app = typer.Typer(add_completion=False, pretty_exceptions_show_locals=False, rich_markup_mode=MARKUP)
     app.command()(_command)
-    app()
+    normalise_help(typer.main.get_command(app))(prog_name="torchport train")

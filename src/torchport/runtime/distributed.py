@@ -91,6 +91,7 @@ def init_distributed(
     *,
     backend: str | None = None,
     timeout: _dt.timedelta = _dt.timedelta(minutes=10),
+    require_accelerator: bool | None = None,
 ):
     """Initialise the process group from torchrun's environment and select this rank's device.
 
@@ -101,13 +102,14 @@ def init_distributed(
         device: device name as for :func:`~torchport.select_device` (default auto / env).
         backend: override the collective backend.
         timeout: collective timeout.
+        require_accelerator: as for :func:`~torchport.select_device` (default TORCHPORT_REQUIRE_ACCELERATOR).
 
     Returns:
         The selected :class:`~torchport.runtime.device.Target`.
     """
     from torchport.runtime.device import select_device
 
-    target = select_device(device)
+    target = select_device(device, require_accelerator=require_accelerator)
     if world_size() <= 1 or _initialized():
         return target
     if target.is_accelerator:

@@ -88,7 +88,7 @@ def train(cfg: TrainConfig) -> TrainResult:
     # ---- 1. Where we run -------------------------------------------------------------------------
     # One process per device. Under torchrun this joins the process group (nccl / hccl / gloo, chosen
     # by the backend record) and picks the device from LOCAL_RANK; alone it just selects the device.
-    target = dist.init_distributed(cfg.device)
+    target = dist.init_distributed(cfg.device, require_accelerator=cfg.require_accelerator)
     rank, world = dist.rank(), dist.world_size()
     main = dist.is_main_process()
     # Same seed on every rank: identical initial weights (DDP also broadcasts rank 0's at wrap time).
