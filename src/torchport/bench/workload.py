@@ -4,7 +4,7 @@ A :class:`Workload` names a model (any torchvision classification model, or the
 built-in ``tinycnn``), the batch, the image size and the data source: ``"synthetic"``
 (random images made once, so data costs nothing) or an ImageFolder directory (the
 real input pipeline, decoded by a DataLoader). Presets size it for the machine:
-``tiny`` and ``small`` run on a CPU in seconds, ``seed`` is the reference setup
+``tiny`` and ``small`` run on a CPU in seconds, ``resnet50-224`` is the reference setup
 (ResNet-50, batch 64, 224x224) the issue's Ascend numbers come from.
 
 Example::
@@ -111,7 +111,7 @@ class Preset:
     note: str = ""
 
 
-#: ``tiny``/``small`` run on a 2-core CPU in seconds; ``seed`` is the issue's reference setup.
+#: ``tiny``/``small`` run on a 2-core CPU in seconds; ``resnet50-224`` is the reference setup (ResNet-50, 224²).
 PRESETS: dict[str, Preset] = {
     "tiny": Preset(workload=dict(model="squeezenet1_1", batch=16, size=64, num_classes=10),
                    windows=3, steps_per_window=2, warmup=1, profile_steps=4,
@@ -119,16 +119,35 @@ PRESETS: dict[str, Preset] = {
     "small": Preset(workload=dict(model="resnet18", batch=32, size=112, num_classes=100),
                     windows=5, steps_per_window=3, warmup=2, profile_steps=8,
                     note="ResNet-18, 32 x 112x112: about a minute on a laptop CPU"),
-    "seed": Preset(workload=dict(model="resnet50", batch=64, size=224, num_classes=1000),
+    "resnet50-224": Preset(workload=dict(model="resnet50", batch=64, size=224, num_classes=1000),
                    windows=5, steps_per_window=20, warmup=10, profile_steps=20,
                    note="ResNet-50, 64 x 224x224: the reference (Ascend 910B3: 545 -> 1254 img/s)"),
 }
 
 
+#: Old preset names, still accepted with a FutureWarning.
+PRESET_ALIASES = {"seed": "resnet50-224"}
+
+#: The preset used when none is named (the reference workload).
+DEFAULT_PRESET = "resnet50-224"
+
+
+def preset_name(name: str | None) -> str:
+    """The canonical preset name (``None`` = :data:`DEFAULT_PRESET`; an old name warns and maps)."""
+    if name is None:
+        return DEFAULT_PRESET
+    if name in PRESET_ALIASES:
+        import warnings
+
+        warnings.warn(f"preset {name!r} is deprecated; use {PRESET_ALIASES[name]!r}", FutureWarning, stacklevel=3)
+        return PRESET_ALIASES[name]
+    return name
+
+
 def preset(name: str) -> Preset:
     """Look up a preset by name; the error lists the known ones."""
     try:
-        return PRESETS[name]
+        return PRESETS[preset_name(name)]
     except KeyError:
         raise ConfigError(f"unknown preset {name!r}; known presets: {', '.join(PRESETS)}") from None
 
@@ -346,13 +365,13 @@ def from_preset(name: str | None, **overrides: Any) -> tuple[Workload, Preset]:
     """The preset's workload with ``overrides`` (None values ignored) applied on top.
 
     Args:
-        name: preset name; None means ``"seed"`` (ResNet-50, batch 64, 224x224).
+        name: preset name; None means ``"resnet50-224"`` (ResNet-50, batch 64, 224x224).
         overrides: :class:`Workload` fields set explicitly (CLI flags, config file).
 
     Raises:
         ConfigError: unknown preset or unknown workload field.
     """
-    p = preset(name or "seed")
+    p = preset(preset_name(name))
     fields = {f.name for f in dataclasses.fields(Workload)}
     unknown = sorted(k for k in overrides if k not in fields)
     if unknown:

@@ -169,12 +169,17 @@ def run_profile(config: ProfileConfig) -> ProfileResult:
                         free_steps=config.free_steps, settings=settings)
 
 
+#: Flag spellings (``--batch-size`` -> ``batch_size``) of the settings whose field names differ.
+KEY_ALIASES = {"batch_size": "batch", "image_size": "size", "trace": "trace_dir"}
+
+
 def config_from_mapping(mapping: dict[str, Any] | None = None, **overrides: Any) -> ProfileConfig:
     """Build a :class:`ProfileConfig` from a flat mapping (a config file) plus overrides (CLI flags).
 
-    Keys: ``preset`` (tiny / small / seed), any :class:`~torchport.bench.workload.Workload`
-    field (``model``, ``batch``, ``size``, ``data`` ...) and any ProfileConfig field
-    (``precision``, ``steps``, ``warmup``, ``device`` ...). ``None`` overrides are ignored.
+    Keys are the ``torchport profile`` flags with underscores (``preset``, ``model``, ``batch_size``,
+    ``image_size``, ``num_classes``, ``precision``, ``data``, ``steps``, ``warmup``, ``device``, ``trace``
+    ...); the :class:`~torchport.bench.workload.Workload` field names (``batch``, ``size``) and
+    ``trace_dir`` are accepted too. ``None`` overrides are ignored.
     Without ``steps``/``warmup`` the preset's profile schedule is used.
 
     Raises:
@@ -186,13 +191,15 @@ def config_from_mapping(mapping: dict[str, Any] | None = None, **overrides: Any)
     """
     from torchport.bench.workload import from_preset
 
-    merged = {**(mapping or {}), **{k: v for k, v in overrides.items() if v is not None}}
+    merged = {KEY_ALIASES.get(k, k): v for k, v in (mapping or {}).items()}
+    merged.update({KEY_ALIASES.get(k, k): v for k, v in overrides.items() if v is not None})
     wl_keys = {f.name for f in dataclasses.fields(Workload)}
     cfg_keys = {f.name for f in dataclasses.fields(ProfileConfig)} - {"workload"}
     unknown = sorted(set(merged) - wl_keys - cfg_keys - {"preset"})
     if unknown:
-        raise ConfigError(f"unknown profile setting(s) {', '.join(unknown)}; known: preset, "
-                          f"{', '.join(sorted(wl_keys | cfg_keys))}")
+        flags = {k for k, v in KEY_ALIASES.items()}
+        known = sorted((wl_keys | cfg_keys | flags) - set(KEY_ALIASES.values()))
+        raise ConfigError(f"unknown profile setting(s) {', '.join(unknown)}; known: preset, {', '.join(known)}")
     workload, preset = from_preset(merged.get("preset"), **{k: v for k, v in merged.items() if k in wl_keys})
     cfg = {k: v for k, v in merged.items() if k in cfg_keys}
     cfg.setdefault("steps", preset.profile_steps)
