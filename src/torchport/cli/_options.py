@@ -78,7 +78,8 @@ def parse_precision(verb: str, value: Optional[str], *, many: bool = False) -> A
     items = [v.strip().lower() for v in value.split(",")] if many else [value.strip().lower()]
     bad = [v for v in items if v not in PRECISIONS]
     if bad or not items:
-        fail(verb, f"--precision {value!r}: use {'a comma-separated list of ' if many else ''}{' | '.join(PRECISIONS)}")
+        fail(verb, f"--precision {value!r}: {bad[0] if bad else value!r} is not one of {' | '.join(PRECISIONS)}"
+                   + (" (a comma-separated list, baseline first)" if many else ""))
     return tuple(items) if many else items[0]
 
 

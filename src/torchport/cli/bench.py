@@ -27,7 +27,7 @@ def _attach_data_bench(bench_app: typer.Typer) -> None:
         return
     from torchport.bench.data_bench import register_bench_data
 
-    register_bench_data(bench_app)
+    register_bench_data(bench_app, "data", deprecated_as="bench data")   # home: `torchport data bench`
 
 
 def _preset_name(verb: str, name: Optional[str]) -> Optional[str]:
@@ -52,7 +52,8 @@ def register(app: typer.Typer) -> None:
     """Attach this verb (a sub-app) to the torchport app."""
     bench_app = typer.Typer(
         name="bench",
-        help="Benchmarks: the model in FP32 vs AMP (default), `compare` two runs, `data` for the input pipeline.",
+        help="Benchmarks: the model in FP32 vs AMP (default); `compare` two runs. The input-pipeline benchmark is "
+             "`torchport data bench`.",
         invoke_without_command=True,
         no_args_is_help=False,
         rich_markup_mode=MARKUP,

@@ -19,7 +19,6 @@ Example::
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import platform
 import statistics
@@ -59,7 +58,7 @@ class BenchConfig:
     predecoded_size: int = 256
     train_step: bool = True
     step_batches: int = 16
-    device: str = "cpu"
+    device: str | None = "cpu"
 
     def __post_init__(self) -> None:
         bad = [m for m in self.modes if m not in MODES]
@@ -343,39 +342,46 @@ def render_png(result: dict[str, Any], path: str | os.PathLike) -> None:
     plt.close(fig)
 
 
-def register_bench_data(bench_app) -> None:
-    """Add the ``data`` sub-command to the ``torchport bench`` typer app."""
+def register_bench_data(bench_app, name: str = "data", *, deprecated_as: str | None = None) -> None:
+    """Add this benchmark as sub-command ``name`` of a typer app (``torchport data bench``; the old spelling
+    ``torchport bench data`` is registered hidden with ``deprecated_as``, and warns)."""
     import typer
 
-    @bench_app.command("data")
+    from torchport.cli._options import alias, device_arg, device_option, json_option, renamed, warn_deprecated, write_json
+
+    @bench_app.command(name, hidden=deprecated_as is not None)
     def bench_data(
         count: int = typer.Option(1024, help="photos in the generated benchmark set"),
         root: str = typer.Option(None, help="use this ImageFolder of JPEGs instead of the generated set"),
         workers: int = typer.Option(2, help="DataLoader workers, the same for every pipeline"),
         batch_size: int = typer.Option(64, "--batch-size"),
-        size: int = typer.Option(224, help="output image side"),
+        image_size: int = typer.Option(224, "--image-size", help="output image side"),
         seconds: float = typer.Option(4.0, help="measuring time per pipeline per round"),
         rounds: int = typer.Option(3, help="interleaved rounds; the median is reported"),
         modes: str = typer.Option(",".join(MODES), help="comma-separated torchport modes"),
         train_step: bool = typer.Option(True, "--train-step/--no-train-step", help="also time training steps"),
-        device: str = typer.Option("cpu", help="device for the training-step experiment (cpu, npu, auto ...)"),
-        json_out: Path = typer.Option(None, "--json", help="write the result as JSON"),
+        device: str = device_option(),
+        json_out: Path = json_option("the result"),
         png: Path = typer.Option(None, help="write a bar chart PNG"),
         check: bool = typer.Option(False, help="exit 1 when a throughput target is missed"),
+        size: int = alias("--size"),
     ) -> None:
         """Images/s of the PIL baseline vs torchport's jpeg / predecoded / folder pipelines."""
         from rich.console import Console
 
-        console = Console(stderr=False)
+        if deprecated_as:
+            warn_deprecated(deprecated_as, f"torchport {deprecated_as}", "torchport data bench")
+        size = renamed("data bench", "--image-size", image_size, "--size", size, default=224)
+        console = Console(stderr=json_out is not None and str(json_out) == "-")
         cfg = BenchConfig(
             count=count, root=root, workers=workers, batch_size=batch_size, size=size, seconds=seconds, rounds=rounds,
-            modes=tuple(m.strip() for m in modes.split(",") if m.strip()), train_step=train_step, device=device,
+            modes=tuple(m.strip() for m in modes.split(",") if m.strip()), train_step=train_step,
+            device=device_arg(device),
         )
         result = run_bench(cfg, log=lambda s: console.print(f"[dim]{s}[/]"))
         for table in render_table(result):
             console.print(table)
-        if json_out:
-            Path(json_out).write_text(json.dumps(result, indent=2) + "\n")
+        if write_json(json_out, result):
             console.print(f"wrote {json_out}")
         if png:
             render_png(result, png)
