@@ -17,6 +17,7 @@ Examples::
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import inspect
 import sys
@@ -40,7 +41,7 @@ def _config_params() -> list[inspect.Parameter]:
         base = typing.get_args(hints[f.name])
         base = next((a for a in base if a is not type(None)), hints[f.name]) if base else hints[f.name]
         flag = "--" + f.name.replace("_", "-")
-        decl = f"{flag}/--no-{flag[2:]}" if base is bool else flag
+        decl = f.metadata.get("flag") or (f"{flag}/--no-{flag[2:]}" if base is bool else flag)
         choices = f.metadata.get("choices")
         help_text = device_help() if f.name == "device" else f.metadata.get("help", "")
         help_text += f" One of: {' | '.join(choices)}." if choices else ""
@@ -73,7 +74,9 @@ def run_train(config: Optional[str], json_out: Optional[str], print_config: bool
         sys.stdout.write(cfg.to_yaml())
         return 0
     try:
-        result = train(cfg)
+        # `--json -`: stdout carries only the summary JSON; progress lines go to stderr
+        with contextlib.redirect_stdout(sys.stderr) if json_out == "-" else contextlib.nullcontext():
+            result = train(cfg)
     except ConfigError as exc:
         err.print(f"[red]torchport train: {exc}[/red]", highlight=False, soft_wrap=True)
         return EXIT_CONFIG

@@ -92,7 +92,8 @@ class TrainConfig:
     # -- where and how ---------------------------------------------------------------------------------
     device: Optional[str] = _field(None, "auto, a backend name or name:index (default: TORCHPORT_DEVICE or auto).")
     require_accelerator: Optional[bool] = _field(None, "Fail instead of running on CPU when no accelerator is found "
-                                                 "(default: TORCHPORT_REQUIRE_ACCELERATOR).")
+                                                 "(default: TORCHPORT_REQUIRE_ACCELERATOR).",
+                                                 flag="--require-accelerator/--allow-cpu")
     seed: int = _field(0, "Seed for init, shuffling and augmentation.")
     deterministic: bool = _field(False, "Ask torch for deterministic algorithms (slower).")
     # -- outputs, checkpoints ----------------------------------------------------------------------------
