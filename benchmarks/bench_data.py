@@ -3,7 +3,7 @@
 Runs with no arguments: builds a realistic photo set (scikit-image's photographs, ~500x375, q90)
 in the torchport cache dir, packs it, then measures images/s end to end through the DataLoader for
 every pipeline with the same worker count, in interleaved rounds, and the training-step experiment.
-Same options as ``torchport bench data`` (``--json FILE``, ``--png FILE``, ``--check`` ...).
+Same options as ``torchport data bench`` (``--json FILE``, ``--png FILE``, ``--check`` ...).
 
     python benchmarks/bench_data.py --json data_bench.json --png data_bench.png
 
@@ -31,5 +31,5 @@ if __name__ == "__main__":
     import sys
 
     if sys.argv[1:2] != ["data"]:
-        sys.argv.insert(1, "data")  # `python benchmarks/bench_data.py [options]` == `torchport bench data [options]`
+        sys.argv.insert(1, "data")  # `python benchmarks/bench_data.py [options]` == `torchport data bench [options]`
     app()

@@ -1,6 +1,6 @@
 """Device selection: which backend and which device index this process runs on.
 
-Auto order follows backend priority (npu > cuda > xpu > mps > cpu). Environment:
+Auto order follows backend priority (``torchport.backends.names()``, highest first). Environment:
 
 * ``TORCHPORT_DEVICE`` -- ``auto`` (default), a backend name, or ``name:index``.
 * ``TORCHPORT_REQUIRE_ACCELERATOR`` -- ``1``/``true`` turns "no accelerator, running
@@ -129,7 +129,7 @@ def _parse(spec: str, source: str) -> tuple[str, int | None]:
         try:
             return name.lower(), int(idx)
         except ValueError:
-            raise ConfigError(f"{source}={spec!r}: device index {idx!r} is not an integer (expected NAME:INDEX, e.g. 'xpu:1')") from None
+            raise ConfigError(f"{source}={spec!r}: device index {idx!r} is not an integer (expected NAME:INDEX, e.g. '{name.lower()}:1')") from None
     return name.lower(), None
 
 

@@ -96,7 +96,7 @@ def init_distributed(
     """Initialise the process group from torchrun's environment and select this rank's device.
 
     Without ``WORLD_SIZE`` > 1 this only selects the device. With it, ``LOCAL_RANK`` picks
-    the device index and the collective backend follows the device (nccl / hccl / xccl / gloo).
+    the device index and the collective backend follows the device (its record's ``dist_backend``).
 
     Args:
         device: device name as for :func:`~torchport.select_device` (default auto / env).
@@ -171,7 +171,7 @@ def barrier(timeout: _dt.timedelta | float = 60.0) -> None:
     dist = _dist()
     if not isinstance(timeout, _dt.timedelta):
         timeout = _dt.timedelta(seconds=float(timeout))
-    if dist.get_backend() == "gloo":
+    if dist.get_backend() == dist.Backend.GLOO:   # torch implements monitored_barrier for this one only
         dist.monitored_barrier(timeout=timeout)
         return
     work = dist.barrier(async_op=True)

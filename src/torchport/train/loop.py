@@ -86,7 +86,7 @@ def train(cfg: TrainConfig) -> TrainResult:
     step_delay = float(os.environ.get("TORCHPORT_TRAIN_TEST_STEP_DELAY_S") or 0)
 
     # ---- 1. Where we run -------------------------------------------------------------------------
-    # One process per device. Under torchrun this joins the process group (nccl / hccl / gloo, chosen
+    # One process per device. Under torchrun this joins the process group (the collective backend is chosen
     # by the backend record) and picks the device from LOCAL_RANK; alone it just selects the device.
     target = dist.init_distributed(cfg.device, require_accelerator=cfg.require_accelerator)
     rank, world = dist.rank(), dist.world_size()
