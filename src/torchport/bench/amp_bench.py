@@ -30,7 +30,7 @@ import time
 from typing import Any, Callable
 
 from torchport.bench.workload import Workload, amp_precision, build_model, cycle, describe, host_batches, make_loader
-from torchport.runtime.device import ConfigError
+from torchport.errors import ConfigError
 
 __all__ = ["BenchConfig", "PrecisionResult", "BenchReport", "run_bench", "SCHEMA"]
 

@@ -23,7 +23,7 @@ import os
 import time
 from typing import Any, Iterator
 
-from torchport.runtime.device import ConfigError
+from torchport.errors import ConfigError
 
 __all__ = [
     "Workload",

@@ -91,7 +91,8 @@ def register(app: typer.Typer) -> None:
 
         from torchport.backends.registry import UnknownBackendError
         from torchport.backends.spec import BackendUnavailable
-        from torchport.runtime.device import ConfigError, NoAcceleratorError
+        from torchport.errors import ConfigError
+        from torchport.runtime.device import NoAcceleratorError
 
         batch_size = renamed("bench", "--batch-size", batch_size, "--batch", batch)
         image_size = renamed("bench", "--image-size", image_size, "--size", size)

@@ -58,7 +58,7 @@ def run_train(config: Optional[str], json_out: Optional[str], print_config: bool
 
     from torchport.runtime.checkpoint import CheckpointError
     from torchport.runtime.distributed import destroy
-    from torchport.runtime.device import ConfigError
+    from torchport.errors import ConfigError
     from torchport.train.config import TrainConfig
     from torchport.data.errors import DataError  # base of the trainer's and torchport.data's errors
     from torchport.train.loop import NonFiniteLossError, train

@@ -23,7 +23,7 @@ from typing import Any, Callable
 
 from torchport.bench.workload import Workload, amp_precision, build_model, describe, make_loader
 from torchport.profile.profiler import ProfileResult, StepProfiler
-from torchport.runtime.device import ConfigError
+from torchport.errors import ConfigError
 
 __all__ = ["ProfileConfig", "profile_loop", "run_profile", "config_from_mapping", "load_config_file"]
 

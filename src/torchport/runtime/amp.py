@@ -83,7 +83,8 @@ class Amp:
     ) -> None:
         import torch
 
-        from torchport.runtime.device import ConfigError, current
+        from torchport.errors import ConfigError
+        from torchport.runtime.device import current
 
         if precision not in PRECISIONS:
             raise ConfigError(f"precision={precision!r} is not one of {', '.join(PRECISIONS)}")

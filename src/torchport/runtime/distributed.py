@@ -47,21 +47,21 @@ def _initialized() -> bool:
 
 def rank() -> int:
     """Global rank (0 when not distributed)."""
-    from torchport.runtime.device import env_int
+    from torchport.env import env_int
 
     return _dist().get_rank() if _initialized() else (env_int("RANK", 0) or 0)
 
 
 def world_size() -> int:
     """Number of processes (1 when not distributed)."""
-    from torchport.runtime.device import env_int
+    from torchport.env import env_int
 
     return _dist().get_world_size() if _initialized() else (env_int("WORLD_SIZE", 1) or 1)
 
 
 def local_rank() -> int:
     """Rank within this node (torchrun's ``LOCAL_RANK``; 0 when unset)."""
-    from torchport.runtime.device import env_int
+    from torchport.env import env_int
 
     return env_int("LOCAL_RANK", 0) or 0
 

@@ -33,7 +33,7 @@ import typing
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
-from torchport.runtime.device import ConfigError
+from torchport.errors import ConfigError
 
 __all__ = ["TrainConfig", "ConfigError", "load_config_file"]
 

@@ -22,7 +22,7 @@ import time
 from typing import Any
 
 from torchport.runtime import checkpoint as ckpt
-from torchport.runtime.device import ConfigError
+from torchport.errors import ConfigError
 from torchport.train.config import TrainConfig
 
 __all__ = ["train", "TrainResult", "NonFiniteLossError"]

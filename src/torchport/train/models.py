@@ -11,7 +11,7 @@ from __future__ import annotations
 import difflib
 from typing import Callable
 
-from torchport.runtime.device import ConfigError
+from torchport.errors import ConfigError
 
 __all__ = ["build_model", "model_names", "LOCAL_MODELS"]
 

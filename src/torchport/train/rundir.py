@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from torchport.runtime.checkpoint import CheckpointManager
-from torchport.runtime.device import ConfigError
+from torchport.errors import ConfigError
 
 __all__ = ["prepare_run_dir"]
 
