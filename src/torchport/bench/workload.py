@@ -48,7 +48,7 @@ class Workload:
 
     Args:
         model: torchvision model name (``resnet50``, ``resnet18``, ``mobilenet_v3_small``...)
-            or ``tinycnn`` (two convolutions; for tests and overhead measurements).
+            or one of :mod:`torchport.models` (``tinycnn``, ``twoconv``, ``patchnet``).
         batch: images per step.
         size: square image side in pixels.
         num_classes: classifier outputs (an ImageFolder's class count wins when larger).
@@ -152,17 +152,7 @@ def preset(name: str) -> Preset:
         raise ConfigError(f"unknown preset {name!r}; known presets: {', '.join(PRESETS)}") from None
 
 
-# -- models ------------------------------------------------------------------------------
-def _tinycnn(num_classes: int):
-    import torch.nn as nn
-
-    return nn.Sequential(
-        nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(inplace=True),
-        nn.Conv2d(16, 32, 3, padding=1, stride=2), nn.BatchNorm2d(32), nn.ReLU(inplace=True),
-        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(32, num_classes),
-    )
-
-
+# -- models: torchport.models (tinycnn, twoconv, patchnet) or torchvision ----------------------
 def build_model(workload: Workload, num_classes: int | None = None):
     """Build the workload's model on the host, initialised from ``workload.seed``.
 
@@ -178,18 +168,10 @@ def build_model(workload: Workload, num_classes: int | None = None):
     """
     import torch
 
-    classes = num_classes or workload.num_classes
-    torch.manual_seed(workload.seed)
-    if workload.model == "tinycnn":
-        model = _tinycnn(classes)
-    else:
-        import torchvision
+    from torchport.models import build_model as build_named
 
-        try:
-            model = torchvision.models.get_model(workload.model, weights=None, num_classes=classes)
-        except ValueError:
-            known = ", ".join(["tinycnn"] + sorted(torchvision.models.list_models(torchvision.models))[:12])
-            raise ConfigError(f"unknown model {workload.model!r}; try one of: {known}, ...") from None
+    torch.manual_seed(workload.seed)
+    model = build_named(workload.model, num_classes=num_classes or workload.num_classes, image_size=workload.size)
     if workload.channels_last:
         model = model.to(memory_format=torch.channels_last)
     return model.train()

@@ -159,20 +159,6 @@ def _measure(loader, seconds: float, warmup: int = 3) -> tuple[float, float | No
         gen.close()
 
 
-def _step_model(num_classes: int):
-    import torch.nn as nn
-
-    return nn.Sequential(
-        nn.Conv2d(3, 16, 8, stride=8),  # patchify 224 -> 28
-        nn.ReLU(inplace=True),
-        nn.Conv2d(16, 32, 3, stride=2, padding=1),
-        nn.ReLU(inplace=True),
-        nn.AdaptiveAvgPool2d(1),
-        nn.Flatten(),
-        nn.Linear(32, num_classes),
-    )
-
-
 def _train_steps(loader, target: Any, steps: int, num_classes: int, warmup: int = 3) -> dict[str, float]:
     """Time ``steps`` SGD steps; return step time and the part spent waiting for data."""
     import torch
@@ -180,7 +166,9 @@ def _train_steps(loader, target: Any, steps: int, num_classes: int, warmup: int 
     torch.manual_seed(0)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # the workers own the other cores; OpenMP threads in the main process would fight them
-    model = _step_model(num_classes).to(target.device)
+    from torchport.models import patchnet
+
+    model = patchnet(num_classes).to(target.device)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     gen = _forever(loader)
     wait = 0.0

@@ -77,7 +77,7 @@ def train(cfg: TrainConfig) -> TrainResult:
     from torchport.runtime.seed import seed_everything
     from torchport.train.inputs import build_inputs
     from torchport.train.metrics import MetricsLogger, ProgressDisplay
-    from torchport.train.models import build_model
+    from torchport.models import build_model
     from torchport.train.optim import LrSchedule, build_optimizer
     from torchport.train.rundir import prepare_run_dir
 
