@@ -27,7 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     import torchport
     from torchport.bench.amp_bench import BenchConfig, run_bench
     from torchport.bench.report import print_bench, write_json
-    from torchport.bench.workload import from_preset
+    from torchport.workload import from_preset
 
     target = torchport.select_device(args.device) if args.device else torchport.current()
     name = args.preset or ("resnet50-224" if target.is_accelerator else "small")

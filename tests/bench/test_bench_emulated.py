@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from torchport.bench.amp_bench import BenchConfig, run_bench
-from torchport.bench.workload import from_preset
+from torchport.workload import from_preset
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("torchport.emulate._npu_module") is None,
                                 reason="the emulated npu (torchport.emulate) is not built yet")

@@ -13,7 +13,7 @@ windows then include data wait.
 Example::
 
     from torchport.bench import BenchConfig, run_bench
-    from torchport.bench.workload import Workload
+    from torchport.workload import Workload
     report = run_bench(BenchConfig(workload=Workload(model="resnet18", batch=16, size=64),
                                    windows=3, steps_per_window=2, warmup=1))
     report.results["amp"].images_per_s, report.speedup
@@ -29,7 +29,7 @@ import statistics
 import time
 from typing import Any, Callable
 
-from torchport.bench.workload import Workload, amp_precision, build_model, cycle, describe, host_batches, make_loader
+from torchport.workload import Workload, amp_precision, build_model, cycle, describe, host_batches, make_loader
 from torchport.errors import ConfigError
 
 __all__ = ["BenchConfig", "PrecisionResult", "BenchReport", "run_bench", "SCHEMA"]

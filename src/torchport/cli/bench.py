@@ -32,7 +32,7 @@ def _attach_data_bench(bench_app: typer.Typer) -> None:
 
 def _preset_name(verb: str, name: Optional[str]) -> Optional[str]:
     """Map a deprecated preset name (``seed``) to its new name, with one warning line."""
-    from torchport.bench.workload import PRESET_ALIASES
+    from torchport.workload import PRESET_ALIASES
 
     if name in PRESET_ALIASES:
         warn_deprecated(verb, f"--preset {name}", f"--preset {PRESET_ALIASES[name]}")
@@ -102,7 +102,7 @@ def register(app: typer.Typer) -> None:
         console = Console(stderr=json_out is not None and str(json_out) == "-")
         try:
             from torchport.bench.amp_bench import BenchConfig, run_bench
-            from torchport.bench.workload import from_preset
+            from torchport.workload import from_preset
 
             workload, p = from_preset(preset, model=model, batch=batch_size, size=image_size, num_classes=num_classes,
                                       channels_last=channels_last, data=data, workers=workers)

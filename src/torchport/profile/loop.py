@@ -21,7 +21,7 @@ import dataclasses
 import statistics
 from typing import Any, Callable
 
-from torchport.bench.workload import Workload, amp_precision, build_model, describe, make_loader
+from torchport.workload import Workload, amp_precision, build_model, describe, make_loader
 from torchport.profile.profiler import ProfileResult, StepProfiler
 from torchport.errors import ConfigError
 
@@ -178,7 +178,7 @@ def config_from_mapping(mapping: dict[str, Any] | None = None, **overrides: Any)
 
     Keys are the ``torchport profile`` flags with underscores (``preset``, ``model``, ``batch_size``,
     ``image_size``, ``num_classes``, ``precision``, ``data``, ``steps``, ``warmup``, ``device``, ``trace``
-    ...); the :class:`~torchport.bench.workload.Workload` field names (``batch``, ``size``) and
+    ...); the :class:`~torchport.workload.Workload` field names (``batch``, ``size``) and
     ``trace_dir`` are accepted too. ``None`` overrides are ignored.
     Without ``steps``/``warmup`` the preset's profile schedule is used.
 
@@ -189,7 +189,7 @@ def config_from_mapping(mapping: dict[str, Any] | None = None, **overrides: Any)
 
         cfg = config_from_mapping({"preset": "tiny", "precision": "amp"}, steps=8)
     """
-    from torchport.bench.workload import from_preset
+    from torchport.workload import from_preset
 
     merged = {KEY_ALIASES.get(k, k): v for k, v in (mapping or {}).items()}
     merged.update({KEY_ALIASES.get(k, k): v for k, v in overrides.items() if v is not None})
