@@ -217,7 +217,7 @@ def _bench_one(label: str, cfg: BenchConfig, target: Any, data: Any, classes: in
     import torch
 
     from torchport.runtime.amp import Amp
-    from torchport.runtime.batch import to_device
+    from torchport.runtime.step import train_step
     from torchport.runtime.memory import empty_cache, memory_stats, reset_peak_memory, synchronize
 
     wl = cfg.workload
@@ -235,14 +235,7 @@ def _bench_one(label: str, cfg: BenchConfig, target: Any, data: Any, classes: in
     batches = cycle(data)
 
     def step() -> None:
-        images, labels = to_device(next(batches), target.device)
-        if wl.channels_last:
-            images = images.contiguous(memory_format=torch.channels_last)
-        with amp.autocast():
-            loss = loss_fn(model(images), labels)
-        amp.backward(loss)
-        amp.step(optimizer)
-        optimizer.zero_grad(set_to_none=True)
+        train_step(model, next(batches), optimizer, amp, loss_fn, device=target.device, channels_last=wl.channels_last)
 
     progress(f"{label} ({precision}): {cfg.warmup} warm-up steps")
     for _ in range(cfg.warmup):

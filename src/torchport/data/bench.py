@@ -167,8 +167,11 @@ def _train_steps(loader, target: Any, steps: int, num_classes: int, warmup: int 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # the workers own the other cores; OpenMP threads in the main process would fight them
     from torchport.models import patchnet
+    from torchport.runtime.amp import Amp
+    from torchport.runtime.step import train_step
 
     model = patchnet(num_classes).to(target.device)
+    amp = Amp("fp32", target)   # a no-op: the step measures the input pipeline
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     gen = _forever(loader)
     wait = 0.0
@@ -177,14 +180,9 @@ def _train_steps(loader, target: Any, steps: int, num_classes: int, warmup: int 
             if i == warmup:
                 t0, wait = time.perf_counter(), 0.0
             tw = time.perf_counter()
-            images, labels = next(gen)[:2]
-            images = images.to(target.device, non_blocking=True)
-            labels = labels.to(target.device, non_blocking=True)
+            batch = next(gen)
             wait += time.perf_counter() - tw
-            loss = torch.nn.functional.cross_entropy(model(images), labels)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
+            loss, _ = train_step(model, batch, opt, amp, torch.nn.functional.cross_entropy, device=target.device)
             loss.item()  # sync point: the step is finished
         total = time.perf_counter() - t0
     finally:

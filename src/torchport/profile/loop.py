@@ -62,23 +62,10 @@ class ProfileConfig:
 
 
 def _step_fn(model, optimizer, loss_fn, amp, device, channels_last: bool) -> Callable[[StepProfiler, Any], None]:
-    import torch
-
-    from torchport.runtime.batch import to_device
+    from torchport.runtime.step import train_step as one_step
 
     def train_step(prof: StepProfiler, batch: Any) -> None:
-        with prof.phase("copy"):
-            images, labels = to_device(batch, device)
-            if channels_last:
-                images = images.contiguous(memory_format=torch.channels_last)
-        with prof.phase("forward"):
-            with amp.autocast():
-                loss = loss_fn(model(images), labels)
-        with prof.phase("backward"):
-            amp.backward(loss)
-        with prof.phase("optimizer"):
-            amp.step(optimizer)
-            optimizer.zero_grad(set_to_none=True)
+        one_step(model, batch, optimizer, amp, loss_fn, device=device, channels_last=channels_last, phase=prof.phase)
 
     return train_step
 
