@@ -22,7 +22,7 @@ from torchport.cli._options import MARKUP, alias, json_option, renamed, write_js
 
 _app = typer.Typer(
     name="data",
-    help="Make, pack, inspect and verify datasets for torchport's fast input pipeline.",
+    help="Make, pack, inspect and verify datasets for torchport's fast input pipeline; benchmark it against PIL.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_show_locals=False,

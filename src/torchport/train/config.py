@@ -33,6 +33,7 @@ import typing
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
+from torchport.backends.spec import PRECISIONS
 from torchport.errors import ConfigError
 
 __all__ = ["TrainConfig", "ConfigError", "load_config_file"]
@@ -88,7 +89,7 @@ class TrainConfig:
     label_smoothing: float = _field(0.1, "Cross-entropy label smoothing.")
     clip_grad_norm: Optional[float] = _field(None, "Clip the total gradient norm to this value.")
     precision: str = _field("auto", "Numerics: auto picks bf16/fp16 where the device runs them fast, fp32 on CPU; "
-                            "amp = the backend's low precision even on CPU.", choices=("auto", "fp32", "fp16", "bf16", "amp"))
+                            "amp = the backend's low precision even on CPU.", choices=PRECISIONS)
     # -- where and how ---------------------------------------------------------------------------------
     device: Optional[str] = _field(None, "auto, a backend name or name:index (default: TORCHPORT_DEVICE or auto).")
     require_accelerator: Optional[bool] = _field(None, "Fail instead of running on CPU when no accelerator is found "
