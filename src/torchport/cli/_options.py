@@ -16,13 +16,11 @@ is installed (plain text, no rich markup, explicit metavars, none on boolean fla
 
 from __future__ import annotations
 
-import json
-import sys
-from pathlib import Path
 from typing import Any, Optional
 
 import typer
 
+from torchport._json import write_json
 from torchport.cli._common import fail
 
 __all__ = [
@@ -86,23 +84,6 @@ def parse_precision(verb: str, value: Optional[str], *, many: bool = False) -> A
 def json_option(what: str = "the report") -> Any:
     """``--json FILE`` (``-`` = stdout)."""
     return typer.Option(None, "--json", metavar="FILE", help=f"Write {what} as JSON to FILE ('-' for stdout).")
-
-
-def write_json(path: Optional[Path | str], payload: Any) -> Optional[str]:
-    """Write ``payload`` (an object, or JSON text) to ``path``; ``-`` is stdout. Returns the path written, or None."""
-    if path is None:
-        return None
-    text = payload if isinstance(payload, str) else json.dumps(payload, indent=2, default=str)
-    text = text if text.endswith("\n") else text + "\n"
-    if str(path) == "-":
-        sys.stdout.write(text)
-        sys.stdout.flush()
-        return None
-    p = Path(path)
-    tmp = p.with_name(f".{p.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(p)
-    return str(p)
 
 
 def require_accelerator_option(default: Optional[bool] = None, *, extra: str = "") -> Any:
