@@ -117,3 +117,10 @@ def test_rules_docs_honours_json(tmp_path):
 def test_check_list_shows_aliases():
     r = CliRunner().invoke(app, ["check", "--list"])
     assert r.exit_code == 0 and "(also: audit, device)" in r.output and "(also: data)" in r.output
+
+
+@pytest.mark.parametrize("verb", ["bench", "profile"])
+def test_require_accelerator_refuses_a_cpu_run(verb):
+    r = CliRunner().invoke(app, [verb, "--preset", "tiny", "--device", "cpu", "--require-accelerator"])
+    assert r.exit_code == 7, r.output   # ExitCode.NO_ACCELERATOR, one line, before any work
+    assert r.output.count("\n") == 1 and f"torchport {verb}: error:" in r.output

@@ -26,7 +26,7 @@ from torchport.cli._common import fail
 __all__ = [
     "PRECISIONS", "device_help", "device_option", "device_arg", "precision_option", "parse_precision",
     "json_option", "write_json", "require_accelerator_option", "alias", "renamed", "warn_deprecated",
-    "normalise_help", "MARKUP",
+    "normalise_help", "MARKUP", "preset_arg", "require_device",
 ]
 
 #: typer's ``rich_markup_mode`` for every app: plain text, so ``[a|b]`` in a help string is printed as is.
@@ -111,6 +111,24 @@ def renamed(verb: str, new: str, value: Any, old: str, old_value: Any, *, defaul
     if value is not None and value != default and value != old_value:
         fail(verb, f"{old} and {new} are the same option; give only {new}")
     return old_value
+
+
+def preset_arg(verb: str, name: Optional[str]) -> Optional[str]:
+    """Map a deprecated preset name (``seed``) to its new name, with one warning line."""
+    from torchport.workload import PRESET_ALIASES
+
+    if name in PRESET_ALIASES:
+        warn_deprecated(verb, f"--preset {name}", f"--preset {PRESET_ALIASES[name]}")
+        return PRESET_ALIASES[name]
+    return name
+
+
+def require_device(device: str, require_accelerator: Optional[bool]) -> None:
+    """Select the device once up front so --require-accelerator fails before any work."""
+    if require_accelerator:
+        from torchport.runtime.device import select_device
+
+        select_device(device_arg(device), require_accelerator=True, warn=False)
 
 
 def normalise_help(command: Any) -> Any:

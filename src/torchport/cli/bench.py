@@ -17,8 +17,8 @@ import typer
 
 from torchport.cli._common import ExitCode, fail
 from torchport.cli._options import (MARKUP, alias, device_arg, device_option, json_option, parse_precision,
-                                    precision_option, renamed, require_accelerator_option, warn_deprecated,
-                                    write_json)
+                                    precision_option, preset_arg, renamed, require_accelerator_option,
+                                    require_device, write_json)
 
 
 def _attach_data_bench(bench_app: typer.Typer) -> None:
@@ -28,24 +28,6 @@ def _attach_data_bench(bench_app: typer.Typer) -> None:
     from torchport.bench.data_bench import register_bench_data
 
     register_bench_data(bench_app, "data", deprecated_as="bench data")   # home: `torchport data bench`
-
-
-def _preset_name(verb: str, name: Optional[str]) -> Optional[str]:
-    """Map a deprecated preset name (``seed``) to its new name, with one warning line."""
-    from torchport.workload import PRESET_ALIASES
-
-    if name in PRESET_ALIASES:
-        warn_deprecated(verb, f"--preset {name}", f"--preset {PRESET_ALIASES[name]}")
-        return PRESET_ALIASES[name]
-    return name
-
-
-def _require(device: str, require_accelerator: Optional[bool]) -> None:
-    """Select the device once up front so --require-accelerator fails before any work."""
-    if require_accelerator:
-        from torchport.runtime.device import select_device
-
-        select_device(device_arg(device), require_accelerator=True, warn=False)
 
 
 def register(app: typer.Typer) -> None:
@@ -98,7 +80,7 @@ def register(app: typer.Typer) -> None:
         image_size = renamed("bench", "--image-size", image_size, "--size", size)
         num_classes = renamed("bench", "--num-classes", num_classes, "--classes", classes)
         precisions = parse_precision("bench", precision, many=True)
-        preset = _preset_name("bench", preset)
+        preset = preset_arg("bench", preset)
         console = Console(stderr=json_out is not None and str(json_out) == "-")
         try:
             from torchport.bench.amp_bench import BenchConfig, run_bench
@@ -114,7 +96,7 @@ def register(app: typer.Typer) -> None:
                 warmup=warmup if warmup is not None else p.warmup,
                 device=device_arg(device),
             )
-            _require(device, require_accelerator)
+            require_device(device, require_accelerator)
             report = run_bench(cfg, progress=None if quiet else (lambda m: console.print(m, style="dim")))
         except (ConfigError, BackendUnavailable, UnknownBackendError) as exc:
             fail("bench", str(exc))

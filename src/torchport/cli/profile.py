@@ -13,8 +13,7 @@ import typer
 
 from torchport.cli._common import ExitCode, fail
 from torchport.cli._options import (alias, device_arg, device_option, json_option, parse_precision, precision_option,
-                                    renamed, require_accelerator_option, write_json)
-from torchport.cli.bench import _preset_name, _require
+                                    preset_arg, renamed, require_accelerator_option, require_device, write_json)
 
 
 def register(app: typer.Typer) -> None:
@@ -66,7 +65,7 @@ def register(app: typer.Typer) -> None:
         image_size = renamed("profile", "--image-size", image_size, "--size", size)
         num_classes = renamed("profile", "--num-classes", num_classes, "--classes", classes)
         precision = parse_precision("profile", precision)
-        preset = _preset_name("profile", preset)
+        preset = preset_arg("profile", preset)
         to_stdout = json_out is not None and str(json_out) == "-"
         console = Console(stderr=to_stdout)
         try:
@@ -79,7 +78,7 @@ def register(app: typer.Typer) -> None:
                 channels_last=channels_last, steps=steps, warmup=warmup, device=device_arg(device),
                 free_steps=free_steps, trace=str(trace) if trace else None, trace_steps=trace_steps,
             )
-            _require(device, require_accelerator)
+            require_device(device, require_accelerator)
             with console.status(f"profiling {cfg.warmup} warm-up + {cfg.steps} steps ..."):
                 result = run_profile(cfg)
         except (ConfigError, BackendUnavailable, UnknownBackendError, FileNotFoundError) as exc:
