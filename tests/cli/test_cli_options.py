@@ -124,3 +124,12 @@ def test_require_accelerator_refuses_a_cpu_run(verb):
     r = CliRunner().invoke(app, [verb, "--preset", "tiny", "--device", "cpu", "--require-accelerator"])
     assert r.exit_code == 7, r.output   # ExitCode.NO_ACCELERATOR, one line, before any work
     assert r.output.count("\n") == 1 and f"torchport {verb}: error:" in r.output
+
+
+def test_allow_cpu_overrides_the_environment(monkeypatch):
+    monkeypatch.setenv("TORCHPORT_REQUIRE_ACCELERATOR", "1")
+    args = ["profile", "--preset", "tiny", "--model", "tinycnn", "--image-size", "16", "--batch-size", "2",
+            "--steps", "1", "--warmup", "0", "--free-steps", "0", "--device", "cpu"]
+    assert CliRunner().invoke(app, args).exit_code == 7
+    r = CliRunner().invoke(app, [*args, "--allow-cpu"])
+    assert r.exit_code == 0, r.output

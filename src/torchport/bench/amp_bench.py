@@ -49,6 +49,7 @@ class BenchConfig:
         steps_per_window: training steps per window.
         warmup: untimed steps per precision (graph compilation, autotuning, allocator).
         device: ``auto``, a backend name or ``name:index`` (None: ``TORCHPORT_DEVICE`` / auto).
+        require_accelerator: refuse a CPU run (None: ``TORCHPORT_REQUIRE_ACCELERATOR``).
         lr: SGD learning rate (momentum 0.9).
     """
 
@@ -58,6 +59,7 @@ class BenchConfig:
     steps_per_window: int = 20
     warmup: int = 10
     device: str | None = None
+    require_accelerator: bool | None = None
     lr: float = 0.01
 
     def __post_init__(self) -> None:
@@ -270,7 +272,8 @@ def run_bench(config: BenchConfig, *, progress: Callable[[str], None] | None = N
 
     from torchport.runtime.device import current, select_device
 
-    target = select_device(config.device) if config.device else current()
+    explicit = config.device or config.require_accelerator is not None
+    target = select_device(config.device, require_accelerator=config.require_accelerator) if explicit else current()
     progress = progress or (lambda _msg: None)
     for label in config.precisions:  # fail on a bad label before any precision runs
         amp_precision(label, target)

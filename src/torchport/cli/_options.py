@@ -26,7 +26,7 @@ from torchport.cli._common import fail
 __all__ = [
     "PRECISIONS", "device_help", "device_option", "device_arg", "precision_option", "parse_precision",
     "json_option", "write_json", "require_accelerator_option", "alias", "renamed", "warn_deprecated",
-    "normalise_help", "MARKUP", "preset_arg", "require_device",
+    "normalise_help", "MARKUP", "preset_arg",
 ]
 
 #: typer's ``rich_markup_mode`` for every app: plain text, so ``[a|b]`` in a help string is printed as is.
@@ -121,14 +121,6 @@ def preset_arg(verb: str, name: Optional[str]) -> Optional[str]:
         warn_deprecated(verb, f"--preset {name}", f"--preset {PRESET_ALIASES[name]}")
         return PRESET_ALIASES[name]
     return name
-
-
-def require_device(device: str, require_accelerator: Optional[bool]) -> None:
-    """Select the device once up front so --require-accelerator fails before any work."""
-    if require_accelerator:
-        from torchport.runtime.device import select_device
-
-        select_device(device_arg(device), require_accelerator=True, warn=False)
 
 
 def normalise_help(command: Any) -> Any:

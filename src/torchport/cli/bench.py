@@ -18,7 +18,7 @@ import typer
 from torchport.cli._common import ExitCode, fail
 from torchport.cli._options import (MARKUP, alias, device_arg, device_option, json_option, parse_precision,
                                     precision_option, preset_arg, renamed, require_accelerator_option,
-                                    require_device, write_json)
+                                    write_json)
 
 
 def _attach_data_bench(bench_app: typer.Typer) -> None:
@@ -95,8 +95,8 @@ def register(app: typer.Typer) -> None:
                 steps_per_window=steps_per_window if steps_per_window is not None else p.steps_per_window,
                 warmup=warmup if warmup is not None else p.warmup,
                 device=device_arg(device),
+                require_accelerator=require_accelerator,
             )
-            require_device(device, require_accelerator)
             report = run_bench(cfg, progress=None if quiet else (lambda m: console.print(m, style="dim")))
         except (ConfigError, BackendUnavailable, UnknownBackendError) as exc:
             fail("bench", str(exc))

@@ -13,7 +13,7 @@ import typer
 
 from torchport.cli._common import ExitCode, fail
 from torchport.cli._options import (alias, device_arg, device_option, json_option, parse_precision, precision_option,
-                                    preset_arg, renamed, require_accelerator_option, require_device, write_json)
+                                    preset_arg, renamed, require_accelerator_option, write_json)
 
 
 def register(app: typer.Typer) -> None:
@@ -77,8 +77,8 @@ def register(app: typer.Typer) -> None:
                 num_classes=num_classes, precision=precision, data=data, workers=workers, slow_data_ms=slow_data_ms,
                 channels_last=channels_last, steps=steps, warmup=warmup, device=device_arg(device),
                 free_steps=free_steps, trace=str(trace) if trace else None, trace_steps=trace_steps,
+                require_accelerator=require_accelerator,
             )
-            require_device(device, require_accelerator)
             with console.status(f"profiling {cfg.warmup} warm-up + {cfg.steps} steps ..."):
                 result = run_profile(cfg)
         except (ConfigError, BackendUnavailable, UnknownBackendError, FileNotFoundError) as exc:

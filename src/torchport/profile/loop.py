@@ -38,6 +38,7 @@ class ProfileConfig:
         steps: timed steps.
         warmup: untimed steps first.
         device: ``auto``, a backend name or ``name:index`` (None: ``TORCHPORT_DEVICE`` / auto).
+        require_accelerator: refuse a CPU run (None: ``TORCHPORT_REQUIRE_ACCELERATOR``).
         trace_dir: write a Chrome trace of ``trace_steps`` extra steps here.
         trace_steps: steps in the trace.
         free_steps: extra free-running steps to measure the profiler's sync overhead (0: skip).
@@ -49,6 +50,7 @@ class ProfileConfig:
     steps: int = 10
     warmup: int = 2
     device: str | None = None
+    require_accelerator: bool | None = None
     trace_dir: str | None = None
     trace_steps: int = 3
     free_steps: int = 3
@@ -135,7 +137,8 @@ def run_profile(config: ProfileConfig) -> ProfileResult:
     from torchport.runtime.amp import Amp
     from torchport.runtime.device import current, select_device
 
-    target = select_device(config.device) if config.device else current()
+    explicit = config.device or config.require_accelerator is not None
+    target = select_device(config.device, require_accelerator=config.require_accelerator) if explicit else current()
     wl = config.workload
     loader, classes = make_loader(wl, target, length=4 * wl.batch, default_workers=0)
     precision = amp_precision(config.precision, target)
