@@ -5,7 +5,7 @@ ResNet-50, batch 64, 224x224): 545 -> 1254 img/s (2.30x), peak HBM 5651 -> 2924 
 
 Usage::
 
-    python benchmarks/bench_amp.py                    # seed preset on an accelerator, small on cpu
+    python benchmarks/bench_amp.py                    # resnet50-224 preset on an accelerator, small on cpu
     python benchmarks/bench_amp.py --preset tiny
     TORCHPORT_EMULATE=npu python benchmarks/bench_amp.py --preset tiny --json npu.json
 """
@@ -18,7 +18,7 @@ import sys
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--preset", default=None, help="tiny | small | seed (default: seed on an accelerator, small on cpu)")
+    parser.add_argument("--preset", default=None, help="tiny | small | resnet50-224 (default: resnet50-224 on an accelerator, small on cpu)")
     parser.add_argument("--device", default=None)
     parser.add_argument("--channels-last", action="store_true")
     parser.add_argument("--json", default=None)
@@ -27,10 +27,10 @@ def main(argv: list[str] | None = None) -> int:
     import torchport
     from torchport.bench.amp_bench import BenchConfig, run_bench
     from torchport.bench.report import print_bench, write_json
-    from torchport.bench.workload import from_preset
+    from torchport.workload import from_preset
 
     target = torchport.select_device(args.device) if args.device else torchport.current()
-    name = args.preset or ("seed" if target.is_accelerator else "small")
+    name = args.preset or ("resnet50-224" if target.is_accelerator else "small")
     workload, p = from_preset(name, channels_last=args.channels_last or None)
     cfg = BenchConfig(workload=workload, windows=p.windows, steps_per_window=p.steps_per_window, warmup=p.warmup,
                       device=args.device)

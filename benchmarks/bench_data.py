@@ -4,7 +4,7 @@ Runs with no arguments: builds a realistic photo set (scikit-image's photographs
 in the torchport cache dir, packs it, then measures images/s end to end for every pipeline --
 2 DataLoader workers (or 2 DALI threads), each pipeline in its own fresh process, interleaved
 rounds, medians of 3 -- plus CPU ms per image, the machine's memcpy bandwidth, a stage-by-stage
-profile of a JPEG worker and the training-step experiment. Same options as ``torchport bench data``
+profile of a JPEG worker and the training-step experiment. Same options as ``torchport data bench``
 (``--baselines pil,dali,torchvision-io``, ``--json FILE`` or ``-``, ``--png FILE``, ``--check`` ...).
 DALI comes from the ``bench`` extra (``pip install 'torchport[bench]'``); without it the run says so
 in one line and measures the rest.
@@ -35,5 +35,5 @@ if __name__ == "__main__":
     import sys
 
     if sys.argv[1:2] != ["data"]:
-        sys.argv.insert(1, "data")  # `python benchmarks/bench_data.py [options]` == `torchport bench data [options]`
+        sys.argv.insert(1, "data")  # `python benchmarks/bench_data.py [options]` == `torchport data bench [options]`
     app()

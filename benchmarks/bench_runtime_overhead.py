@@ -31,7 +31,7 @@ import time
 import torch
 
 import torchport
-from torchport.bench.workload import Workload, amp_precision, build_model, host_batches
+from torchport.workload import Workload, amp_precision, build_model, host_batches
 
 TARGET_RATIO = 1.01
 

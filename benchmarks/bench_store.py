@@ -1,5 +1,5 @@
 """Object store vs local disk, same run: starts moto's S3 server on 127.0.0.1, packs the benchmark photos
-(jpeg shards) into it, then runs ``torchport bench data --data s3://...`` (cold / warm / 10% faults).
+(jpeg shards) into it, then runs ``torchport data bench --data s3://...`` (cold / warm / 10% faults).
 
     .venv/bin/python benchmarks/bench_store.py --count 512 --workers 2 --rounds 3 --json store.json
 """

@@ -44,7 +44,7 @@ def _importer_file() -> str | None:
 
 
 def _report_at_exit(target: Shim, setting: str) -> None:
-    from torchport.runtime.device import env_int
+    from torchport.env import env_int
     from torchport.shim.runner import report_path_for_rank
 
     rank = env_int("RANK", 0) or 0

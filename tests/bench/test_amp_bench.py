@@ -140,7 +140,7 @@ def _image_folder(root, per_class=4):
 
 def test_bench_reads_an_image_folder(tmp_path):
     from torchport.bench.amp_bench import BenchConfig, run_bench
-    from torchport.bench.workload import Workload
+    from torchport.workload import Workload
 
     root = _image_folder(tmp_path / "imgs")
     wl = Workload(model="tinycnn", batch=4, size=32, num_classes=2, data=str(root), workers=0)

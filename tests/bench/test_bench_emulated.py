@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from torchport.bench.amp_bench import BenchConfig, run_bench
-from torchport.bench.workload import from_preset
+from torchport.workload import from_preset
 
 
 def _tiny(**kw):

@@ -12,7 +12,8 @@ import os
 import numpy as np
 import torch
 
-from torchport.checks.builtin import SyntheticImages, TinyCNN, build_tiny_loader, tiny_target
+from torchport.checks.builtin import NUM_CLASSES, SyntheticImages, build_tiny_loader, tiny_target
+from torchport.models import twoconv
 
 
 def _spec(name: str) -> str:
@@ -37,7 +38,7 @@ class Normalize(torch.nn.Module):
 
 def buffer_on_cpu():
     """Defect: a normalisation tensor that stays on CPU."""
-    return dataclasses.replace(healthy(), build_model=lambda: torch.nn.Sequential(Normalize(), TinyCNN.build()),
+    return dataclasses.replace(healthy(), build_model=lambda: torch.nn.Sequential(Normalize(), twoconv(NUM_CLASSES, dropout=0.1)),
                                spec=_spec("buffer_on_cpu"))
 
 

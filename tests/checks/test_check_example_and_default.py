@@ -22,3 +22,16 @@ def test_default_target_is_the_reference_trainer(cpu):
     assert target.spec == "torchport.checks.reference:trainer_target"
     r = data_determinism(target, batches=2, workers=(0, 2))
     assert r.status is Status.PASS, r.summary
+
+
+def test_default_target_does_not_hide_import_errors(monkeypatch):
+    """A broken import inside torchport is a bug to surface, not a reason to check a different model."""
+    import sys
+
+    import pytest
+
+    from torchport.checks.target import default_target
+
+    monkeypatch.setitem(sys.modules, "torchport.checks.reference", None)   # import now raises ImportError
+    with pytest.raises(ImportError):
+        default_target()

@@ -130,3 +130,16 @@ def test_cli_parity_record_then_reference(tmp_path):
     assert json.loads((tmp_path / "p.json").read_text())["checks"][0]["series"]["loss B"]
     res = runner.invoke(app, ["check", "--only", "parity", "--reference", str(tmp_path / "missing.json")])
     assert res.exit_code == 2
+
+
+def test_html_folds_long_details_and_wraps():
+    trace = "Traceback (most recent call last):\n" + "\n".join(f'  File "x{i}.py", line {i}' for i in range(60))
+    ops = ", ".join(f"aten::op_{i}" for i in range(80))   # one long line
+    r = CheckResult(name="device-audit", status=Status.FAIL, summary="x",
+                    evidence=[Evidence(what="crash", measured="-", status=Status.FAIL, detail=trace, where=ops),
+                              Evidence(what="short", measured=1, detail="fits <here>")])
+    page = to_html(Report(results=[r], meta={}))
+    assert page.count("<details>") == 2
+    assert "<summary>Traceback (most recent call last):</summary>" in page and "line 59" in page
+    assert "fits &lt;here&gt;</td>" in page                      # short text stays inline
+    assert "overflow-wrap:anywhere" in page and "white-space:pre-wrap" in page

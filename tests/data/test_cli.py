@@ -13,10 +13,11 @@ runner = CliRunner()
 
 
 def test_synth_pack_inspect_verify(tmp_path):
-    r = runner.invoke(app, ["data", "synth", str(tmp_path / "syn"), "--classes", "2", "--per-class", "4", "--size", "24"])
+    r = runner.invoke(app, ["data", "synth", str(tmp_path / "syn"), "--num-classes", "2", "--per-class", "4",
+                                 "--image-size", "24"])
     assert r.exit_code == 0, r.output
     r = runner.invoke(app, ["data", "pack", str(tmp_path / "syn"), str(tmp_path / "sh"), "--mode", "predecoded",
-                            "--size", "24", "--workers", "1", "--json", str(tmp_path / "pack.json")])
+                            "--resize-short-side", "24", "--workers", "1", "--json", str(tmp_path / "pack.json")])
     assert r.exit_code == 0, r.output
     rep = json.loads((tmp_path / "pack.json").read_text())
     assert rep["train"]["written"] == 8 and rep["val"]["written"] == 2
@@ -51,7 +52,7 @@ def test_bench_data_json(tmp_path, train_folder):
 
     register_bench_data(bench)
     out = tmp_path / "b.json"
-    r = runner.invoke(bench, ["data", "--root", str(train_folder), "--workers", "0", "--batch-size", "8", "--size", "32",
+    r = runner.invoke(bench, ["data", "--root", str(train_folder), "--workers", "0", "--batch-size", "8", "--image-size", "32",
                               "--seconds", "0.2", "--rounds", "1", "--baselines", "pil", "--no-profile", "--json", str(out), "--png", str(tmp_path / "b.png")],
                       env={"TORCHPORT_CACHE": str(tmp_path / "cache")})
     assert r.exit_code == 0, r.output

@@ -19,7 +19,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def update_golden() -> bool:
     """True when golden files should be rewritten from the current output."""
-    from torchport.runtime.device import env_flag
+    from torchport.env import env_flag
 
     return env_flag("TORCHPORT_UPDATE_GOLDEN")
 

@@ -10,7 +10,10 @@ import re
 
 from migrate_helpers import REPO
 
-PATTERN = re.compile(r"""torch\.cuda|\.cuda\(|torch\.npu|\.npu\(|torch_npu|"cuda|'cuda|"npu|'npu|"nccl"|"hccl\"""")
+PATTERN = re.compile(r"""torch\.cuda|\.cuda\(|torch\.npu|\.npu\(|torch_npu|"cuda|'cuda|"npu|'npu|"nccl"|"hccl"|"""
+                     r""""xpu|'xpu|"mps|'mps|"gloo"|'gloo'|"xccl"|ASCEND_|"cann"|'cann'|"""
+                     # a hand-written backend list in prose or help text (generate it from the registry)
+                     r"""\b(?:npu|cuda|xpu|mps|nccl|hccl|gloo|xccl)\b\s*[|>/,]\s*\b(?:npu|cuda|xpu|mps|cpu|nccl|hccl|gloo|xccl)\b""")
 EXEMPT = ("backends", "emulate", "shim", "migrate")
 
 
@@ -29,9 +32,12 @@ def violations() -> list[str]:
 
 
 def test_pattern_matches_what_it_guards():
-    for bad in ('x.cuda()', 'torch.cuda.synchronize()', 'd = "cuda:0"', "b = 'npu'", 'be = "nccl"', "import torch_npu"):
+    for bad in ('x.cuda()', 'torch.cuda.synchronize()', 'd = "cuda:0"', "b = 'npu'", 'be = "nccl"', "import torch_npu",
+                'if be == "gloo":', 'd = "xpu:1"', "t = 'mps'", 'os.environ["ASCEND_HOME_PATH"]', 'help="auto | npu | cuda"',
+                "order npu > cuda > cpu", "(nccl / hccl / gloo)"):
         assert PATTERN.search(bad), bad
-    for fine in ("target.module.synchronize()", 'kind = target.type', "backend.dist_backend"):
+    for fine in ("target.module.synchronize()", 'kind = target.type', "backend.dist_backend", 'f"cannot decode"',
+                 "on an Ascend NPU", "dist.Backend.GLOO"):
         assert not PATTERN.search(fine), fine
 
 

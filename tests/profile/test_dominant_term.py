@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from torchport.bench.workload import Workload
+from torchport.workload import Workload
 from torchport.profile import ProfileConfig, analyze, run_profile
 
 

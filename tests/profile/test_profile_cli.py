@@ -25,8 +25,8 @@ def app():
 
 def test_profile_cli_writes_json_png_and_trace(app, tmp_path):
     out, png, trace = tmp_path / "p.json", tmp_path / "p.png", tmp_path / "trace"
-    r = CliRunner().invoke(app, ["profile", "--preset", "tiny", "--model", "tinycnn", "--size", "32", "--batch", "8",
-                                 "--steps", "3", "--warmup", "1", "--free-steps", "2", "--device", "cpu",
+    r = CliRunner().invoke(app, ["profile", "--preset", "tiny", "--model", "tinycnn", "--image-size", "32", "--batch-size",
+                                 "8", "--steps", "3", "--warmup", "1", "--free-steps", "2", "--device", "cpu",
                                  "--slow-data-ms", "10", "--json", str(out), "--png", str(png),
                                  "--trace", str(trace), "--trace-steps", "2"])
     assert r.exit_code == 0, r.output
@@ -54,8 +54,8 @@ def test_profile_cli_writes_json_png_and_trace(app, tmp_path):
 
 def test_profile_cli_reads_a_config_file(app, tmp_path):
     cfg = tmp_path / "profile.yaml"
-    cfg.write_text("preset: tiny\nmodel: tinycnn\nsize: 32\nbatch: 4\nsteps: 2\nwarmup: 1\nfree_steps: 0\n"
-                   "precision: amp\n")
+    cfg.write_text("preset: tiny\nmodel: tinycnn\nimage_size: 32\nbatch_size: 4\nsteps: 2\nwarmup: 1\nfree_steps: 0\n"
+                   "precision: amp\n")  # keys are the flags' names
     out = tmp_path / "p.json"
     r = CliRunner().invoke(app, ["profile", "--config", str(cfg), "--device", "cpu", "--json", str(out)])
     assert r.exit_code == 0, r.output
@@ -81,3 +81,16 @@ def test_profile_cli_unknown_config_key_exit_2(app, tmp_path):
     cfg.write_text("preset: tiny\nbatchsize: 4\n")
     r = CliRunner().invoke(app, ["profile", "--config", str(cfg)])
     assert r.exit_code == 2 and "batchsize" in r.output
+
+
+def test_profile_cli_old_flag_names_still_work_with_a_warning(app, tmp_path):
+    out = tmp_path / "p.json"
+    r = CliRunner().invoke(app, ["profile", "--preset", "seed", "--model", "tinycnn", "--size", "32", "--batch", "4",
+                                 "--classes", "3", "--steps", "1", "--warmup", "0", "--free-steps", "0",
+                                 "--device", "cpu", "--json", str(out)])
+    assert r.exit_code == 0, r.output
+    for old, new in [("--size", "--image-size"), ("--batch", "--batch-size"), ("--classes", "--num-classes"),
+                     ("--preset seed", "--preset resnet50-224")]:
+        assert f"{old} is deprecated; use {new}" in r.output
+    wl = json.loads(out.read_text())["settings"]["workload"]
+    assert (wl["batch"], wl["size"], wl["num_classes"]) == (4, 32, 3)

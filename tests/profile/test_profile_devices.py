@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from torchport.bench.workload import Workload, build_model, make_loader
+from torchport.workload import Workload, build_model, make_loader
 from torchport.profile import profile_loop
 
 

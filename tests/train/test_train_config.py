@@ -33,8 +33,8 @@ def test_unknown_key_is_an_error_with_a_suggestion():
 
 
 @pytest.mark.parametrize("key, value, message", [
-    ("epochs", "3", "must be a int"),
-    ("epochs", True, "must be a int"),
+    ("epochs", "3", "must be an int"),
+    ("epochs", True, "must be an int"),
     ("epochs", 0, ">= 1"),
     ("precision", "fp8", "not one of"),
     ("bad_files", "ignore", "skip, error"),

@@ -172,3 +172,38 @@ def test_fast_loader_holds_out_validation_without_a_val_split(data, tmp_path, la
     assert _fast_ids(again.val_loader) == val_ids                 # same split for the same seed
     inputs.val_loader.set_epoch(0)
     assert sum(len(y) for _, y in inputs.val_loader) == 24
+
+
+@pytest.mark.parametrize("loader", ["fast", "simple"])
+def test_hidden_folders_and_stray_files_do_not_shift_labels(data, loader):
+    """One scanner for both loaders: a `.ipynb_checkpoints` folder (sorted first) is not a class."""
+    for split in ("train", "val"):
+        hidden = data / split / ".ipynb_checkpoints"
+        hidden.mkdir()
+        first = sorted(p for p in (data / split).iterdir() if not p.name.startswith("."))[0]
+        shutil.copy(sorted(first.iterdir())[0], hidden / "x.jpg")
+        (first / "notes.txt").write_text("not an image")
+        (first / ".hidden.jpg").write_bytes(b"")
+    cfg = TrainConfig(data=str(data), loader=loader, image_size=16, batch_size=8, workers=0)
+    inputs = build_inputs(cfg, select_device("cpu", warn=False), rank=0, world_size=1)
+    assert inputs.kind == loader and len(inputs.classes) == 4 and ".ipynb_checkpoints" not in inputs.classes
+    ds = inputs.train_loader.dataset
+    if loader == "fast":  # the fast loader's own labels must agree with the class list the trainer reports
+        assert ds.classes == inputs.classes
+        got = {(p.split("/")[-2], int(lab)) for p, lab in zip(ds.paths, ds.labels)}
+    else:
+        got = {(p.split("/")[-2], lab) for p, lab in ds.samples}
+    assert got == {(c, i) for i, c in enumerate(inputs.classes)}
+
+
+def test_pack_and_trainer_scanners_agree(data):
+    from torchport.data.folder import IMAGE_EXTENSIONS
+    from torchport.data.pack import scan_image_folder
+    from torchport.train.data import IMAGE_EXTENSIONS as train_ext
+
+    (data / "train" / ".ipynb_checkpoints").mkdir()
+    (data / "train" / ".ipynb_checkpoints" / "a.jpg").write_bytes(b"x")
+    assert train_ext is IMAGE_EXTENSIONS
+    classes, items = scan_image_folder(data / "train")
+    index = scan_folder(data / "train")
+    assert classes == index.classes and items == index.samples

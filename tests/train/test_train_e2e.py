@@ -27,6 +27,17 @@ def test_tiny_run_writes_metrics_checkpoints_and_summary(tiny_data, env, tmp_pat
     summary = json.loads((tmp_path / "s.json").read_text())
     assert summary == json.loads((run_dir / "summary.json").read_text())
     assert summary["steps"] == 24 and summary["epochs_completed"] == 2 and summary["device"] == "cpu"
+    # One closing line: last and best top-1, run dir, last checkpoint; curves.png next to the CSVs.
+    last_line = out.stdout.strip().splitlines()[-1]
+    best = max(float(r["val_top1"]) for r in records(run_dir, "epoch"))
+    assert last_line.startswith("done: val top-1 ") and f"(best {100 * best:.1f}%)" in last_line
+    assert f"run dir {run_dir}" in last_line and last_line.endswith(summary["last_checkpoint"])
+    assert summary["best_val_top1"] == best
+    assert (run_dir / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    try:
+        import tensorboard  # noqa: F401
+    except ImportError:   # the hint must reach the user
+        assert "TensorBoard off" in out.stdout
     assert 0.0 <= summary["val_top1"] <= 1.0 and summary["val_top5"] is None   # 4 classes: no top-5
     epochs = (run_dir / "epochs.csv").read_text().splitlines()
     assert epochs[0].startswith("epoch,step,train_loss,val_loss,val_top1") and len(epochs) == 3

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib.util
-import os
 import sys
 from types import ModuleType
 
@@ -18,8 +17,3 @@ def torch_module(attr: str) -> ModuleType | None:
 def installed(dist: str) -> bool:
     """True when ``dist`` can be imported (looked up without importing it)."""
     return dist in sys.modules or importlib.util.find_spec(dist) is not None
-
-
-def env_devices(var: str) -> str | None:
-    """The raw value of a visible-devices variable, or None when unset."""
-    return os.environ.get(var)

@@ -169,8 +169,26 @@ def diagnose_ascend(
     return problems
 
 
+def cann_version(env: Mapping[str, str] | None = None) -> str | None:
+    """The CANN toolkit version from ``ASCEND_TOOLKIT_HOME`` / ``ASCEND_HOME_PATH`` (None when neither is set)."""
+    env = os.environ if env is None else env
+    home = env.get("ASCEND_TOOLKIT_HOME") or env.get("ASCEND_HOME_PATH")
+    if not home:
+        return None
+    for rel in ("version.cfg", "compiler/version.info", "runtime/version.info"):
+        path = os.path.join(home, rel)
+        try:
+            with open(path, encoding="utf-8") as fh:
+                for line in fh:
+                    if "version" in line.lower() and "=" in line:
+                        return line.split("=", 1)[1].strip()
+        except OSError:
+            continue
+    return f"unknown (at {home})"
+
+
 def _facts() -> dict[str, Any]:
-    facts: dict[str, Any] = {}
+    facts: dict[str, Any] = {"versions": {"cann": cann_version()}}
     mod = sys.modules.get("torch_npu")
     if mod is not None:
         facts["torch_npu"] = getattr(mod, "__version__", "?")

@@ -25,6 +25,11 @@ class BackendUnavailable(RuntimeError):
     exit_code = 2  # torchport.errors.ExitCode.USAGE (backends/ imports nothing from torchport)
 
 
+#: Every precision label torchport accepts (``--precision``, :class:`torchport.Amp`, configs): ``amp`` is
+#: the backend's low precision (even where ``auto`` would pick fp32, e.g. bf16 on CPU).
+PRECISIONS = ("fp32", "fp16", "bf16", "auto", "amp")
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class AmpPolicy:
     """What mixed precision means on one backend.
@@ -56,6 +61,34 @@ class AmpPolicy:
     def resolve_auto(self) -> str:
         """The precision ``"auto"`` means on this backend (``"fp32"`` when none fits)."""
         return next((p for p in self.auto_order if self.usable(p)), "fp32")
+
+    def low(self) -> str | None:
+        """The backend's mixed precision: ``auto``'s choice, else its first usable low precision; None if none."""
+        auto = self.resolve_auto()
+        return auto if auto != "fp32" else next((p for p in self.low_precision if self.usable(p)), None)
+
+    def resolve(self, precision: str, label: str = "this backend") -> tuple[str, str | None]:
+        """The one resolution of a precision label: ``(precision that runs, warning or None)``.
+
+        ``auto`` and ``amp`` are resolved here; a low precision that is not fast on this backend
+        falls back to ``fallback`` (or fp32) and the second item says so.
+
+        Raises:
+            ValueError: ``precision`` is not one of :data:`PRECISIONS`.
+        """
+        want = precision.strip().lower()
+        if want not in PRECISIONS:
+            raise ValueError(f"precision={precision!r} is not one of {', '.join(PRECISIONS)}")
+        if want == "auto":
+            return self.resolve_auto(), None
+        if want == "amp":
+            low = self.low()
+            return (low, None) if low else ("fp32", f"{label} has no usable low precision: AMP runs in fp32")
+        if want == "fp32" or self.usable(want):
+            return want, None
+        fallback = self.fallback if self.usable(self.fallback) else "fp32"
+        return fallback, (f"precision {want!r} is not fast on backend {label!r} "
+                          f"(fast: {', '.join(self.low_precision) or 'none'}); using {fallback!r} instead")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

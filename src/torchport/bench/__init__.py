@@ -1,7 +1,7 @@
 """torchport.bench: FP32 vs AMP on the selected device (``torchport bench``) and run comparison.
 
 * :func:`run_bench` + :class:`BenchConfig` -- time each precision over several windows.
-* :class:`~torchport.bench.workload.Workload` and ``PRESETS`` (``tiny``, ``small``, ``seed``).
+* :class:`~torchport.workload.Workload` and ``PRESETS`` (``tiny``, ``small``, ``seed``).
 * :mod:`torchport.bench.report` -- seed-style table, JSON, PNG, ``compare``.
 
 The data-pipeline benchmark (``torchport bench data``) lives in ``data_bench``.
@@ -18,8 +18,8 @@ _EXPORTS = {
     "BenchReport": "torchport.bench.amp_bench",
     "PrecisionResult": "torchport.bench.amp_bench",
     "run_bench": "torchport.bench.amp_bench",
-    "Workload": "torchport.bench.workload",
-    "PRESETS": "torchport.bench.workload",
+    "Workload": "torchport.workload",
+    "PRESETS": "torchport.workload",
     "compare": "torchport.bench.report",
     "load": "torchport.bench.report",
 }

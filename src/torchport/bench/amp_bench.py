@@ -13,7 +13,7 @@ windows then include data wait.
 Example::
 
     from torchport.bench import BenchConfig, run_bench
-    from torchport.bench.workload import Workload
+    from torchport.workload import Workload
     report = run_bench(BenchConfig(workload=Workload(model="resnet18", batch=16, size=64),
                                    windows=3, steps_per_window=2, warmup=1))
     report.results["amp"].images_per_s, report.speedup
@@ -29,8 +29,8 @@ import statistics
 import time
 from typing import Any, Callable
 
-from torchport.bench.workload import Workload, amp_precision, build_model, cycle, describe, host_batches, make_loader
-from torchport.runtime.device import ConfigError
+from torchport.workload import Workload, amp_precision, build_model, cycle, describe, host_batches, make_loader
+from torchport.errors import ConfigError
 
 __all__ = ["BenchConfig", "PrecisionResult", "BenchReport", "run_bench", "SCHEMA"]
 
@@ -49,6 +49,7 @@ class BenchConfig:
         steps_per_window: training steps per window.
         warmup: untimed steps per precision (graph compilation, autotuning, allocator).
         device: ``auto``, a backend name or ``name:index`` (None: ``TORCHPORT_DEVICE`` / auto).
+        require_accelerator: refuse a CPU run (None: ``TORCHPORT_REQUIRE_ACCELERATOR``).
         lr: SGD learning rate (momentum 0.9).
     """
 
@@ -58,6 +59,7 @@ class BenchConfig:
     steps_per_window: int = 20
     warmup: int = 10
     device: str | None = None
+    require_accelerator: bool | None = None
     lr: float = 0.01
 
     def __post_init__(self) -> None:
@@ -217,7 +219,7 @@ def _bench_one(label: str, cfg: BenchConfig, target: Any, data: Any, classes: in
     import torch
 
     from torchport.runtime.amp import Amp
-    from torchport.runtime.batch import to_device
+    from torchport.runtime.step import train_step
     from torchport.runtime.memory import empty_cache, memory_stats, reset_peak_memory, synchronize
 
     wl = cfg.workload
@@ -235,14 +237,7 @@ def _bench_one(label: str, cfg: BenchConfig, target: Any, data: Any, classes: in
     batches = cycle(data)
 
     def step() -> None:
-        images, labels = to_device(next(batches), target.device)
-        if wl.channels_last:
-            images = images.contiguous(memory_format=torch.channels_last)
-        with amp.autocast():
-            loss = loss_fn(model(images), labels)
-        amp.backward(loss)
-        amp.step(optimizer)
-        optimizer.zero_grad(set_to_none=True)
+        train_step(model, next(batches), optimizer, amp, loss_fn, device=target.device, channels_last=wl.channels_last)
 
     progress(f"{label} ({precision}): {cfg.warmup} warm-up steps")
     for _ in range(cfg.warmup):
@@ -277,7 +272,8 @@ def run_bench(config: BenchConfig, *, progress: Callable[[str], None] | None = N
 
     from torchport.runtime.device import current, select_device
 
-    target = select_device(config.device) if config.device else current()
+    explicit = config.device or config.require_accelerator is not None
+    target = select_device(config.device, require_accelerator=config.require_accelerator) if explicit else current()
     progress = progress or (lambda _msg: None)
     for label in config.precisions:  # fail on a bad label before any precision runs
         amp_precision(label, target)

@@ -48,11 +48,10 @@ def load(path: str) -> dict[str, Any]:
 
 
 def write_json(report: Mapping[str, Any], path: str) -> None:
-    """Write a report dict (``BenchReport.to_dict()``) to ``path``."""
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path, "w", encoding="utf-8") as fh:
-        json.dump(report, fh, indent=2)
-        fh.write("\n")
+    """Write a report dict (``BenchReport.to_dict()``) to ``path`` (folders created; ``-`` = stdout)."""
+    from torchport._json import write_json as write
+
+    write(path, dict(report))
 
 
 def fmt_change(new: float | None, old: float | None, *, ratio: bool = False) -> str:

@@ -51,10 +51,7 @@ def _low_precision(dev: Any, target_precision: str) -> str | None:
     policy = dev.backend.amp
     if target_precision in ("fp16", "bf16") and policy.usable(target_precision):
         return target_precision
-    auto = policy.resolve_auto()
-    if auto != "fp32":
-        return auto
-    return next((p for p in policy.low_precision if policy.usable(p)), None)
+    return policy.low()
 
 
 def _scaler_precision(dev: Any) -> str | None:

@@ -32,7 +32,7 @@ _MAX_ITEMS = 12  # evidence items per finding kind before "... and N more"
 
 def _expect_accelerator(explicit: bool | None) -> tuple[bool, list[str]]:
     from torchport import backends
-    from torchport.runtime.device import env_flag
+    from torchport.env import env_flag
 
     available = [s.label for s in backends.specs() if s.is_accelerator and s.probe()]
     if explicit is not None:

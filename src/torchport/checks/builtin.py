@@ -1,7 +1,7 @@
-"""The built-in check target: a tiny CNN on seeded synthetic images.
+"""The built-in check target: :func:`torchport.models.twoconv` on seeded synthetic images.
 
-Used when ``torchport check`` is given no ``--target`` and the reference trainer
-offers none. Small enough that every check runs in seconds on a laptop CPU, but
+Chosen explicitly with ``--target torchport.checks.builtin:tiny_target`` (the default target is
+the reference trainer). Small enough that every check runs in seconds on a laptop CPU, but
 with the parts the checks look at: convolutions, batch norm (buffers), dropout,
 a class-weighted loss, an LR scheduler and per-sample random augmentation.
 
@@ -16,7 +16,9 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["tiny_target", "SyntheticImages", "TinyCNN", "mix_seed", "build_tiny_loader"]
+from torchport.models import twoconv
+
+__all__ = ["tiny_target", "SyntheticImages", "mix_seed", "build_tiny_loader"]
 
 NUM_CLASSES = 10
 IMAGE = 16
@@ -72,23 +74,6 @@ class SyntheticImages:
         return img.contiguous(), torch.tensor(label), torch.tensor(index)
 
 
-class TinyCNN:  # a namespace for the factory; the module itself is built lazily (torch import)
-    """``TinyCNN.build()`` -> conv-bn-relu x2, global pool, dropout, linear (about 6k parameters)."""
-
-    @staticmethod
-    def build(dropout: float = 0.1):
-        import torch.nn as nn
-
-        return nn.Sequential(
-            nn.Sequential(nn.Conv2d(3, 16, 3, padding=1, bias=False), nn.BatchNorm2d(16), nn.ReLU()),
-            nn.Sequential(nn.Conv2d(16, 32, 3, padding=1, stride=2, bias=False), nn.BatchNorm2d(32), nn.ReLU()),
-            nn.AdaptiveAvgPool2d(1),
-            nn.Flatten(),
-            nn.Dropout(dropout),
-            nn.Linear(32, NUM_CLASSES),
-        )
-
-
 def build_tiny_loader(spec: Any, *, length: int = 64, worker_init_fn: Any = None, dataset: Any = None):
     """A DataLoader over :class:`SyntheticImages` for one :class:`~torchport.checks.target.LoaderSpec`.
 
@@ -129,7 +114,7 @@ def tiny_target(*, precision: str = "fp32", length: int = 64, batch_size: int = 
 
     return CheckTarget(
         name="tiny-cnn",
-        build_model=TinyCNN.build,
+        build_model=lambda: twoconv(NUM_CLASSES, dropout=0.1),
         build_loss=build_loss,
         build_loader=lambda spec: build_tiny_loader(spec, length=length),
         build_optimizer=build_optimizer,

@@ -7,7 +7,7 @@ runs (:mod:`torchport.checks._dist_worker`), so a hung or failed rank is reporte
 rank and stage -- never waited on forever:
 
 * the process group initialises with the device's backend (``get_default_backend_for_device``
-  / the backend record: nccl, hccl, xccl, gloo);
+  / the backend record's ``dist_backend``);
 * an all-reduce of ``rank + 1`` returns ``N(N+1)/2`` on every rank;
 * a barrier completes within ``barrier_timeout``;
 * every rank builds the same initial weights from the target's seed.

@@ -184,18 +184,13 @@ def load_target(spec: str | CheckTarget | None = None) -> CheckTarget:
 
 
 def default_target() -> CheckTarget:
-    """The reference trainer's target (:func:`torchport.checks.reference.trainer_target`); the built-in
-    tiny CNN (:func:`torchport.checks.builtin.tiny_target`) when the trainer or its data pipeline cannot load."""
-    try:
-        from torchport.checks.reference import trainer_target
+    """The reference trainer's target (:func:`torchport.checks.reference.trainer_target`).
 
-        importlib.import_module("torchport.train.optim")
-        importlib.import_module("torchport.data.loader")
-        return trainer_target()
-    except ImportError:
-        from torchport.checks.builtin import tiny_target
+    An import error inside torchport is a bug and propagates; the built-in tiny CNN stays available
+    explicitly as ``--target torchport.checks.builtin:tiny_target``."""
+    from torchport.checks.reference import trainer_target
 
-        return tiny_target()
+    return trainer_target()
 
 
 def describe(target: CheckTarget) -> str:
@@ -276,28 +271,27 @@ def train_step(state: TrainState, batch: Any, *, before_step: Callable[[TrainSta
         :class:`StepOutput`; ``stepped`` is False when the scaler skipped the step (the
         scheduler was then not stepped).
     """
-    from torchport.runtime.batch import to_device
+    import contextlib
+
+    from torchport.runtime.step import train_step as one_step
 
     inputs, targets, _ = split_batch(batch)
-    if move:
-        inputs, targets = to_device((inputs, targets), state.device.device)
     state.model.train()
-    with state.amp.autocast():
-        outputs = state.model(inputs)
-        loss = state.loss_fn(outputs, targets)
-    state.amp.backward(loss)
-    scale = _scale(state.amp)
-    norm = grad_norm(state.model.parameters(), scale or 1.0)
-    if before_step is not None:
-        before_step(state)
-    scaler = state.amp.scaler
-    if scaler is not None and not getattr(scaler, "is_enabled", lambda: True)():
-        scaler.step(state.optimizer)  # a disabled scaler just steps (what a user loop would do)
-        scaler.update()
-        stepped = True
-    else:
-        stepped = state.amp.step(state.optimizer)
-    state.optimizer.zero_grad(set_to_none=True)
+    seen: dict[str, Any] = {}
+
+    def instrument(phase: str):
+        # The shared step with the checks' instrumentation: between backward and the optimizer step,
+        # read the loss scale and the (unscaled) gradient norm, then let the caller inject a fault.
+        if phase == "optimizer":
+            seen["scale"] = _scale(state.amp)
+            seen["norm"] = grad_norm(state.model.parameters(), seen["scale"] or 1.0)
+            if before_step is not None:
+                before_step(state)
+        return contextlib.nullcontext()
+
+    loss, stepped = one_step(state.model, (inputs, targets), state.optimizer, state.amp, state.loss_fn,
+                             device=state.device.device if move else None, phase=instrument)
+    scale, norm = seen["scale"], seen["norm"]
     if stepped and state.scheduler is not None:
         state.scheduler.step()
     state.step += 1

@@ -15,6 +15,11 @@ from typing import Optional
 
 import typer
 
+from torchport.cli._common import ExitCode, fail
+from torchport.cli._options import (MARKUP, alias, device_arg, device_option, json_option, parse_precision,
+                                    precision_option, preset_arg, renamed, require_accelerator_option,
+                                    write_json)
+
 
 def _attach_data_bench(bench_app: typer.Typer) -> None:
     """Add `bench data` when its module is installed (import errors inside it are real errors)."""
@@ -22,37 +27,44 @@ def _attach_data_bench(bench_app: typer.Typer) -> None:
         return
     from torchport.bench.data_bench import register_bench_data
 
-    register_bench_data(bench_app)
+    register_bench_data(bench_app, "data", deprecated_as="bench data")   # home: `torchport data bench`
 
 
 def register(app: typer.Typer) -> None:
     """Attach this verb (a sub-app) to the torchport app."""
     bench_app = typer.Typer(
         name="bench",
-        help="Benchmarks: the model in FP32 vs AMP (default), `compare` two runs, `data` for the input pipeline.",
+        help="Benchmarks: the model in FP32 vs AMP (default); `compare` two runs. The input-pipeline benchmark is "
+             "`torchport data bench`.",
         invoke_without_command=True,
         no_args_is_help=False,
+        rich_markup_mode=MARKUP,
     )
 
     @bench_app.callback(invoke_without_command=True)
     def bench(
         ctx: typer.Context,
-        preset: Optional[str] = typer.Option(None, help="tiny | small | seed (default seed: resnet50, batch 64, 224)."),
+        preset: Optional[str] = typer.Option(None, metavar="PRESET", help="tiny | small | resnet50-224 (default "
+                                             "resnet50-224: ResNet-50, batch 64, 224x224; 'seed' is its old name)."),
         model: Optional[str] = typer.Option(None, help="torchvision model name or 'tinycnn'."),
-        batch: Optional[int] = typer.Option(None, help="Images per step."),
-        size: Optional[int] = typer.Option(None, help="Image side in pixels."),
-        classes: Optional[int] = typer.Option(None, "--classes", help="Classifier outputs."),
-        precision: str = typer.Option("fp32,amp", help="Comma-separated, baseline first: fp32, amp, fp16, bf16, auto."),
+        batch_size: Optional[int] = typer.Option(None, "--batch-size", help="Images per step."),
+        image_size: Optional[int] = typer.Option(None, "--image-size", help="Image side in pixels."),
+        num_classes: Optional[int] = typer.Option(None, "--num-classes", help="Classifier outputs."),
+        precision: str = precision_option("fp32,amp", many=True, help="Baseline first."),
         windows: Optional[int] = typer.Option(None, help="Timed windows (median and spread over them)."),
         steps_per_window: Optional[int] = typer.Option(None, help="Training steps per window."),
         warmup: Optional[int] = typer.Option(None, help="Untimed steps per precision."),
         channels_last: Optional[bool] = typer.Option(None, "--channels-last/--no-channels-last", help="channels_last memory format."),
         data: Optional[str] = typer.Option(None, help="'synthetic' or an ImageFolder directory."),
         workers: Optional[int] = typer.Option(None, help="DataLoader workers for a data directory."),
-        device: Optional[str] = typer.Option(None, help="auto | backend | backend:index."),
-        json_out: Optional[Path] = typer.Option(None, "--json", help="Write the results (per precision, device, settings)."),
-        png: Optional[Path] = typer.Option(None, "--png", help="Write a bar chart."),
+        device: str = device_option(),
+        require_accelerator: Optional[bool] = require_accelerator_option(),
+        json_out: Optional[Path] = json_option("the results (per precision, device, settings)"),
+        png: Optional[Path] = typer.Option(None, "--png", metavar="FILE", help="Write a bar chart."),
         quiet: bool = typer.Option(False, "--quiet", "-q", help="No per-window progress lines."),
+        batch: Optional[int] = alias("--batch"),
+        size: Optional[int] = alias("--size"),
+        classes: Optional[int] = alias("--classes"),
     ) -> None:
         """Train the model for a few timed windows in each precision; print the seed-style table."""
         if ctx.invoked_subcommand is not None:
@@ -61,36 +73,43 @@ def register(app: typer.Typer) -> None:
 
         from torchport.backends.registry import UnknownBackendError
         from torchport.backends.spec import BackendUnavailable
-        from torchport.runtime.device import ConfigError
+        from torchport.errors import ConfigError
+        from torchport.runtime.device import NoAcceleratorError
 
-        console = Console()
+        batch_size = renamed("bench", "--batch-size", batch_size, "--batch", batch)
+        image_size = renamed("bench", "--image-size", image_size, "--size", size)
+        num_classes = renamed("bench", "--num-classes", num_classes, "--classes", classes)
+        precisions = parse_precision("bench", precision, many=True)
+        preset = preset_arg("bench", preset)
+        console = Console(stderr=json_out is not None and str(json_out) == "-")
         try:
             from torchport.bench.amp_bench import BenchConfig, run_bench
-            from torchport.bench.workload import from_preset
+            from torchport.workload import from_preset
 
-            workload, p = from_preset(preset, model=model, batch=batch, size=size, num_classes=classes,
+            workload, p = from_preset(preset, model=model, batch=batch_size, size=image_size, num_classes=num_classes,
                                       channels_last=channels_last, data=data, workers=workers)
             cfg = BenchConfig(
                 workload=workload,
-                precisions=tuple(precision.split(",")),
+                precisions=precisions,
                 windows=windows if windows is not None else p.windows,
                 steps_per_window=steps_per_window if steps_per_window is not None else p.steps_per_window,
                 warmup=warmup if warmup is not None else p.warmup,
-                device=device,
+                device=device_arg(device),
+                require_accelerator=require_accelerator,
             )
             report = run_bench(cfg, progress=None if quiet else (lambda m: console.print(m, style="dim")))
         except (ConfigError, BackendUnavailable, UnknownBackendError) as exc:
-            from torchport.cli._common import fail
-            from torchport.errors import ExitCode, exit_code_for
+            from torchport.errors import exit_code_for
 
             fail("bench", str(exc), exit_code_for(exc) or ExitCode.USAGE)
+        except NoAcceleratorError as exc:
+            fail("bench", str(exc), ExitCode.NO_ACCELERATOR)
 
-        from torchport.bench.report import print_bench, write_json, write_png
+        from torchport.bench.report import print_bench, write_png
 
         data_dict = report.to_dict()
         print_bench(data_dict, console)
-        if json_out:
-            write_json(data_dict, str(json_out))
+        if write_json(json_out, data_dict):
             console.print(f"wrote {json_out}")
         if png:
             write_png(data_dict, str(png))
@@ -100,20 +119,20 @@ def register(app: typer.Typer) -> None:
     def compare(
         a: Path = typer.Argument(..., help="First report (torchport bench --json), e.g. the GPU run."),
         b: Path = typer.Argument(..., help="Second report, e.g. the Ascend run."),
-        json_out: Optional[Path] = typer.Option(None, "--json", help="Write the comparison."),
+        json_out: Optional[Path] = json_option("the comparison"),
     ) -> None:
         """Put two bench runs side by side with B / A ratios."""
         from torchport.bench.report import compare as compare_reports
-        from torchport.bench.report import load, print_compare, write_json
+        from torchport.bench.report import load, print_compare
 
         try:
             result = compare_reports(load(str(a)), load(str(b)))
         except ValueError as exc:
-            typer.secho(f"torchport bench compare: {exc}", fg=typer.colors.RED, err=True)
-            raise typer.Exit(2) from None
-        print_compare(result)
-        if json_out:
-            write_json(result, str(json_out))
+            fail("bench compare", str(exc))
+        to_stdout = json_out is not None and str(json_out) == "-"
+        if not to_stdout:
+            print_compare(result)
+        if write_json(json_out, result):
             typer.echo(f"wrote {json_out}")
 
     _attach_data_bench(bench_app)

@@ -22,6 +22,7 @@ from typing import List, Optional
 
 import typer
 
+from torchport.cli._options import device_arg, device_option, json_option, warn_deprecated
 from torchport.errors import ExitCode
 
 EXIT_FAILED, EXIT_USAGE = int(ExitCode.FAILED), int(ExitCode.USAGE)
@@ -42,16 +43,18 @@ def register(app: typer.Typer) -> None:
         record: Optional[Path] = typer.Option(None, "--record", help="Parity: write a reference trace here (platform A)."),
         reference: Optional[Path] = typer.Option(None, "--reference", help="Parity: replay and compare against this "
                                                  "reference (platform B)."),
-        device: Optional[str] = typer.Option(None, "--device", help="Device to check (default: TORCHPORT_DEVICE / auto)."),
-        json_out: Optional[Path] = typer.Option(None, "--json", help="Write the report as JSON (one entry per check); '-' for stdout."),
+        device: str = device_option(),
+        json_out: Optional[Path] = json_option("the report (one entry per check)"),
         junit: Optional[Path] = typer.Option(None, "--junit", help="Write a JUnit XML report."),
         html: Optional[Path] = typer.Option(None, "--html", help="Write an HTML report with plots."),
         markdown: Optional[Path] = typer.Option(None, "--markdown", help="Write a Markdown report."),
         nproc: int = typer.Option(2, "--nproc", min=2, help="Distributed: processes to launch."),
         dist_timeout: float = typer.Option(120.0, "--dist-timeout", help="Distributed: hard limit in seconds."),
-        expect_accelerator: Optional[bool] = typer.Option(None, "--expect-accelerator/--allow-cpu",
-                                                          help="Device audit: fail when the job runs on CPU "
-                                                          "(default: when an accelerator is present)."),
+        require_accelerator: Optional[bool] = typer.Option(None, "--require-accelerator/--allow-cpu",
+                                                           help="Device audit: fail when the job runs on CPU "
+                                                           "(default: when an accelerator is present or "
+                                                           "TORCHPORT_REQUIRE_ACCELERATOR is set)."),
+        expect_accelerator: Optional[bool] = typer.Option(None, "--expect-accelerator", hidden=True),
         verbose: bool = typer.Option(False, "--verbose", "-v", help="Print every piece of evidence, not only problems."),
         list_checks: bool = typer.Option(False, "--list", help="List the checks and exit."),
     ) -> None:
@@ -62,9 +65,16 @@ def register(app: typer.Typer) -> None:
 
         con = Console()
         err = Console(stderr=True)
+        if expect_accelerator:
+            warn_deprecated("check", "--expect-accelerator", "--require-accelerator")
+            require_accelerator = True
         if list_checks:
+            from torchport.checks.runner import ALIASES
+
             for spec in CHECKS.values():
-                con.print(f"[bold]{spec.name:18}[/] {spec.description}")
+                names = ", ".join(sorted(a for a, full in ALIASES.items() if full == spec.name))
+                con.print(f"[bold]{spec.name:18}[/] {spec.description}" + (f" [dim](also: {names})[/]" if names else ""),
+                          highlight=False)
             return
         if record is not None and reference is not None:
             err.print("[red]torchport check: --record and --reference exclude each other (record on A, replay on B)[/]")
@@ -77,11 +87,11 @@ def register(app: typer.Typer) -> None:
         except UnknownCheckError as exc:
             err.print(f"[red]torchport check: {exc}[/]", highlight=False, soft_wrap=True)
             raise typer.Exit(EXIT_USAGE) from None
-        dev = _select(device, err)
+        dev = _select(device_arg(device), err)
         tgt = _target(target, err)
         options = CheckOptions(steps=steps, record=str(record) if record else None,
                                reference=str(reference) if reference else None, nproc=nproc,
-                               dist_timeout=dist_timeout, expect_accelerator=expect_accelerator)
+                               dist_timeout=dist_timeout, expect_accelerator=require_accelerator)
         rank0 = int(os.environ.get("RANK", "0")) == 0
         status = con.status("starting", spinner="dots") if rank0 and con.is_terminal else None
 

@@ -2,11 +2,12 @@
 
 Sub-commands::
 
-    torchport data synth DST --classes 10 --per-class 300 --size 72     # learnable toy set (JPEG ImageFolder)
+    torchport data synth DST --num-classes 10 --per-class 300 --image-size 72   # learnable toy set (JPEG ImageFolder)
     torchport data photos DST --count 1000                              # realistic benchmark JPEGs
-    torchport data pack SRC DST --mode predecoded --size 256            # ImageFolder -> shards
+    torchport data pack SRC DST --mode predecoded --resize-short-side 256   # ImageFolder -> shards
     torchport data inspect DST [--json FILE]                            # what is in a shard directory
     torchport data verify DST [--json FILE]                             # checksums + every sample; exit 1 on damage
+    torchport data bench [--root DIR]                                   # input pipeline vs the PIL baseline
 
 Exit codes (:class:`torchport.errors.ExitCode`, docs/cli.md): 0 ok, 1 verification failed / nothing
 packed, 2 bad option or existing destination, 3 unreadable source data, 6 unwritable destination.
@@ -14,29 +15,35 @@ packed, 2 bad option or existing destination, 3 unreadable source data, 6 unwrit
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import typer
 
+from torchport.cli._options import MARKUP, alias, json_option, renamed, write_json
+
 _app = typer.Typer(
     name="data",
-    help="Make, pack, inspect and verify datasets for torchport's fast input pipeline.",
+    help="Make, pack, inspect and verify datasets for torchport's fast input pipeline; benchmark it against PIL.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_show_locals=False,
+    rich_markup_mode=MARKUP,
 )
 
 
 def register(app: typer.Typer) -> None:
     """Attach the ``data`` sub-app to the torchport app."""
+    from torchport.data.bench import register_bench_data
+
+    register_bench_data(_app, "bench")
     app.add_typer(_app, name="data")
 
 
-def _console():
+def _console(json_out=None):
+    """The terminal; stderr when ``--json -`` puts the machine-readable result on stdout."""
     from rich.console import Console
 
-    return Console()
+    return Console(stderr=json_out is not None and str(json_out) == "-")
 
 
 def _fail(msg: str, code: int = 2) -> None:
@@ -47,24 +54,31 @@ def _fail(msg: str, code: int = 2) -> None:
 
 
 def _progress(description: str):
+    from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-    return Progress(TextColumn(description), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(), transient=False)
+    # on stderr: stdout may carry `--json -`
+    return Progress(TextColumn(description), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(), transient=False,
+                    console=Console(stderr=True))
 
 
 @_app.command("synth")
 def synth(
     dst: Path = typer.Argument(..., help="output directory (train/ and val/ ImageFolders)"),
-    classes: int = typer.Option(10, help="number of shape/texture classes (1-10)"),
+    num_classes: int = typer.Option(10, "--num-classes", help="number of shape/texture classes (1-10)"),
     per_class: int = typer.Option(300, "--per-class", help="training images per class"),
     val_per_class: int = typer.Option(None, "--val-per-class", help="validation images per class (default per-class/5)"),
-    size: int = typer.Option(72, help="image side in pixels"),
+    image_size: int = typer.Option(72, "--image-size", help="image side in pixels"),
     quality: int = typer.Option(90, help="JPEG quality"),
     seed: int = typer.Option(0),
+    classes: int = alias("--classes"),
+    size: int = alias("--size"),
 ) -> None:
     """Generate the synthetic shapes/textures dataset (real JPEG files, ImageFolder layout)."""
     from torchport.data.synth import make_dataset
 
+    classes = renamed("data synth", "--num-classes", num_classes, "--classes", classes, default=10)
+    size = renamed("data synth", "--image-size", image_size, "--size", size, default=72)
     try:
         m = make_dataset(dst, classes=classes, train_per_class=per_class,
                          val_per_class=val_per_class if val_per_class is not None else max(1, per_class // 5),
@@ -99,15 +113,17 @@ def pack_cmd(
     src: Path = typer.Argument(..., help="ImageFolder (SRC/<class>/<image>) or a directory with train/ and val/"),
     dst: str = typer.Argument(..., help="output shard directory, or an s3:// / obs:// URL (uploaded, manifest last)"),
     mode: str = typer.Option("jpeg", help="predecoded (uint8 pixels) or jpeg (encoded bytes)"),
-    size: int = typer.Option(256, help="predecoded: shorter side after resizing"),
+    resize_short_side: int = typer.Option(256, "--resize-short-side", help="predecoded: shorter side after resizing"),
     max_size: int = typer.Option(None, "--max-size", help="jpeg: re-encode images whose longer side exceeds this"),
     quality: int = typer.Option(90, help="JPEG quality when re-encoding"),
     shard_mb: int = typer.Option(256, "--shard-mb", help="target shard size in MiB"),
     workers: int = typer.Option(None, help="decoding processes (default: all CPUs)"),
     overwrite: bool = typer.Option(False, help="replace an existing DST"),
-    json_out: Path = typer.Option(None, "--json", help="write the pack report(s) as JSON"),
+    json_out: Path = json_option("the pack report(s)"),
+    size: int = alias("--size"),
 ) -> None:
     """Pack an ImageFolder into shards with an index, per-shard sha256, label map and pack report."""
+    size = renamed("data pack", "--resize-short-side", resize_short_side, "--size", size, default=256)
     from torchport.data.errors import SourceError
     from torchport.data.pack import PackConfig, pack, split_dirs
     from torchport.errors import StorageError
@@ -119,7 +135,7 @@ def pack_cmd(
     splits = split_dirs(src) if src.is_dir() else []
     jobs = [(src / s, _join(dst, s), s) for s in splits] or [(src, dst, "")]
     reports = {}
-    console = _console()
+    console = _console(json_out)
     for s_src, s_dst, name in jobs:
         try:
             with _progress(f"pack {name or src.name} ({mode})") as bar:
@@ -145,8 +161,7 @@ def pack_cmd(
             console.print(f"  [yellow]skipped[/] {item['path']}: {item['reason']}")
         if rep["skipped"] > 10:
             console.print(f"  ... and {rep['skipped'] - 10} more (see {s_dst}/pack_report.json)")
-    if json_out:
-        json_out.write_text(json.dumps(reports, indent=2) + "\n")
+    write_json(json_out, reports)
     if not any(r["written"] for r in reports.values()):
         raise typer.Exit(1)
 
@@ -176,7 +191,7 @@ def _shard_dirs(path) -> list[tuple[str, object]]:
 @_app.command("inspect")
 def inspect_cmd(
     path: str = typer.Argument(..., help="shard directory or s3:// / obs:// URL (or one with train/ and val/ shard sets)"),
-    json_out: Path = typer.Option(None, "--json", help="write the summary as JSON"),
+    json_out: Path = json_option("the summary"),
 ) -> None:
     """Summarise a shard directory: mode, samples, classes, shards, sizes."""
     import numpy as np
@@ -187,7 +202,7 @@ def inspect_cmd(
     from torchport.errors import StorageError
 
     out = {}
-    console = _console()
+    console = _console(json_out)
     for name, d in _shard_dirs(path):
         try:
             s = ShardSet.open(d, verify="quick")
@@ -211,15 +226,14 @@ def inspect_cmd(
             t.add_row(k, str(info[k]))
         t.add_row("per class", ", ".join(f"{k}:{v}" for k, v in list(info["per_class"].items())[:12]))
         console.print(t)
-    if json_out:
-        json_out.write_text(json.dumps(out, indent=2) + "\n")
+    write_json(json_out, out)
 
 
 @_app.command("verify")
 def verify_cmd(
     path: str = typer.Argument(..., help="shard directory or s3:// / obs:// URL (or one with train/ and val/ shard sets)"),
     samples: bool = typer.Option(True, "--samples/--no-samples", help="also check every sample's crc32"),
-    json_out: Path = typer.Option(None, "--json", help="write the result as JSON"),
+    json_out: Path = json_option("the result"),
 ) -> None:
     """Check index + shard sha256 (and every sample's crc32); exit 1 naming each damaged shard/offset."""
     from torchport.data.errors import DataError
@@ -228,7 +242,7 @@ def verify_cmd(
 
     out = {}
     ok_all = True
-    console = _console()
+    console = _console(json_out)
     for name, d in _shard_dirs(path):
         try:
             s = ShardSet.open(d, verify="none")
@@ -246,7 +260,6 @@ def verify_cmd(
         console.print(f"{'[green]ok[/]' if ok else '[red]FAILED[/]'} {d} (checked: {', '.join(checked)})")
         for p in problems[:20]:
             console.print(f"  [red]-[/] {p}")
-    if json_out:
-        json_out.write_text(json.dumps(out, indent=2) + "\n")
+    write_json(json_out, out)
     if not ok_all:
         raise typer.Exit(1)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Optional
 
 import typer
+
+from torchport.cli._options import json_option, write_json
 
 
 def register(app: typer.Typer) -> None:
@@ -14,7 +15,7 @@ def register(app: typer.Typer) -> None:
 
     @app.command("doctor")
     def doctor(
-        json_out: Optional[Path] = typer.Option(None, "--json", help="Write the report as JSON to FILE ('-' for stdout)."),
+        json_out: Optional[Path] = json_option("the report"),
         strict: bool = typer.Option(False, "--strict", help="Exit 1 when any problem is found."),
         store_url: Optional[str] = typer.Option(None, "--store", help="Also check this s3:// / obs:// URL: endpoint "
                                                 "reachable, bucket listable (automatic when an endpoint is configured)."),
@@ -38,12 +39,7 @@ def register(app: typer.Typer) -> None:
             fail("doctor", str(exc))
         if report["store"]:
             report["problems"].extend({"backend": "store", **p} for p in report["store"]["problems"])
-        if json_out is not None:
-            text = json.dumps(report, indent=2, default=str)
-            if str(json_out) == "-":
-                typer.echo(text)
-            else:
-                json_out.write_text(text + "\n", encoding="utf-8")
+        write_json(json_out, report)
         if json_out is None or str(json_out) != "-":
             con = Console()
             table = Table(title="torchport backends (auto order: top first)")

@@ -10,6 +10,7 @@ import typer
 
 from torchport.cli import bench, check, data, doctor, profile, run, scan, train
 from torchport.cli._common import guarded
+from torchport.cli._options import MARKUP, normalise_help
 
 app = typer.Typer(
     name="torchport",
@@ -17,6 +18,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_show_locals=False,
+    rich_markup_mode=MARKUP,
 )
 
 for _verb in (doctor, scan, run, train, data, profile, bench, check):
@@ -38,11 +40,14 @@ def _guard_all(typer_app: typer.Typer, prefix: str = "") -> None:
 
 # Every verb (and sub-verb) speaks the one error vocabulary, whatever its module does itself.
 _guard_all(app)
+def command():
+    """The click command behind the app, with help rendering made independent of the typer version."""
+    return normalise_help(typer.main.get_command(app))
 
 
 def main() -> None:
     """Console-script entry point."""
-    app()
+    command()(prog_name="torchport")
 
 
 if __name__ == "__main__":

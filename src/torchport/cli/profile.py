@@ -11,31 +11,41 @@ from typing import Optional
 
 import typer
 
+from torchport.cli._common import ExitCode, fail
+from torchport.cli._options import (alias, device_arg, device_option, json_option, parse_precision, precision_option,
+                                    preset_arg, renamed, require_accelerator_option, write_json)
+
 
 def register(app: typer.Typer) -> None:
     """Attach this verb to the torchport app."""
 
     @app.command("profile")
     def profile(
-        preset: Optional[str] = typer.Option(None, help="Workload size: tiny | small | seed (default seed: resnet50, 64, 224)."),
-        config: Optional[Path] = typer.Option(None, "--config", help="YAML/JSON file of settings (flags override it)."),
+        preset: Optional[str] = typer.Option(None, metavar="PRESET", help="Workload size: tiny | small | resnet50-224 "
+                                             "(default resnet50-224: ResNet-50, batch 64, 224x224; 'seed' is its old name)."),
+        config: Optional[Path] = typer.Option(None, "--config", help="YAML/JSON file of settings, keys named like the "
+                                              "flags (batch_size, image_size, num_classes, trace ...); flags override it."),
         model: Optional[str] = typer.Option(None, help="torchvision model name or 'tinycnn'."),
-        batch: Optional[int] = typer.Option(None, help="Images per step."),
-        size: Optional[int] = typer.Option(None, help="Image side in pixels."),
-        classes: Optional[int] = typer.Option(None, "--classes", help="Classifier outputs."),
-        precision: Optional[str] = typer.Option(None, help="fp32 | amp | fp16 | bf16 | auto (default fp32)."),
+        batch_size: Optional[int] = typer.Option(None, "--batch-size", help="Images per step."),
+        image_size: Optional[int] = typer.Option(None, "--image-size", help="Image side in pixels."),
+        num_classes: Optional[int] = typer.Option(None, "--num-classes", help="Classifier outputs."),
+        precision: Optional[str] = precision_option(None, help="Default fp32."),
         data: Optional[str] = typer.Option(None, help="'synthetic' or an ImageFolder directory."),
         workers: Optional[int] = typer.Option(None, help="DataLoader workers (default 0 for synthetic data)."),
         slow_data_ms: Optional[float] = typer.Option(None, help="Sleep this many ms per sample: a constructed input-bound case."),
         channels_last: Optional[bool] = typer.Option(None, "--channels-last/--no-channels-last", help="channels_last memory format."),
         steps: Optional[int] = typer.Option(None, help="Timed steps (default: the preset's)."),
         warmup: Optional[int] = typer.Option(None, help="Untimed warm-up steps (default: the preset's)."),
-        device: Optional[str] = typer.Option(None, help="auto | backend | backend:index (default TORCHPORT_DEVICE / auto)."),
+        device: str = device_option(),
+        require_accelerator: Optional[bool] = require_accelerator_option(),
         free_steps: Optional[int] = typer.Option(None, help="Free-running steps timed to show the profiler's own cost (0: skip)."),
-        trace: Optional[Path] = typer.Option(None, "--trace", help="Write a Chrome trace (torch.profiler / vendor profiler) into DIR."),
+        trace: Optional[Path] = typer.Option(None, "--trace", metavar="DIR", help="Write a Chrome trace (torch.profiler / vendor profiler) into DIR."),
         trace_steps: Optional[int] = typer.Option(None, help="Steps in the trace (default 3)."),
-        json_out: Optional[Path] = typer.Option(None, "--json", help="Write per-phase seconds, fractions and the dominant phase."),
-        png: Optional[Path] = typer.Option(None, "--png", help="Write a stacked bar chart of the phases."),
+        json_out: Optional[Path] = json_option("per-phase seconds, fractions and the dominant phase"),
+        png: Optional[Path] = typer.Option(None, "--png", metavar="FILE", help="Write a stacked bar chart of the phases."),
+        batch: Optional[int] = alias("--batch"),
+        size: Optional[int] = alias("--size"),
+        classes: Optional[int] = alias("--classes"),
     ) -> None:
         """Profile training steps: data wait, copy, forward, backward, optimizer, other.
 
@@ -48,28 +58,37 @@ def register(app: typer.Typer) -> None:
 
         from torchport.backends.registry import UnknownBackendError
         from torchport.backends.spec import BackendUnavailable
-        from torchport.runtime.device import ConfigError
+        from torchport.errors import ConfigError
+        from torchport.runtime.device import NoAcceleratorError
 
-        console = Console()
+        batch_size = renamed("profile", "--batch-size", batch_size, "--batch", batch)
+        image_size = renamed("profile", "--image-size", image_size, "--size", size)
+        num_classes = renamed("profile", "--num-classes", num_classes, "--classes", classes)
+        precision = parse_precision("profile", precision)
+        preset = preset_arg("profile", preset)
+        to_stdout = json_out is not None and str(json_out) == "-"
+        console = Console(stderr=to_stdout)
         try:
             from torchport.profile.loop import config_from_mapping, load_config_file, run_profile
 
             mapping = load_config_file(str(config)) if config else {}
             cfg = config_from_mapping(
-                mapping, preset=preset, model=model, batch=batch, size=size, num_classes=classes,
-                precision=precision, data=data, workers=workers, slow_data_ms=slow_data_ms,
-                channels_last=channels_last, steps=steps, warmup=warmup, device=device,
-                free_steps=free_steps, trace_dir=str(trace) if trace else None, trace_steps=trace_steps,
+                mapping, preset=preset, model=model, batch_size=batch_size, image_size=image_size,
+                num_classes=num_classes, precision=precision, data=data, workers=workers, slow_data_ms=slow_data_ms,
+                channels_last=channels_last, steps=steps, warmup=warmup, device=device_arg(device),
+                free_steps=free_steps, trace=str(trace) if trace else None, trace_steps=trace_steps,
+                require_accelerator=require_accelerator,
             )
             with console.status(f"profiling {cfg.warmup} warm-up + {cfg.steps} steps ..."):
                 result = run_profile(cfg)
         except (ConfigError, BackendUnavailable, UnknownBackendError, FileNotFoundError) as exc:
-            from torchport.cli._common import fail
-            from torchport.errors import ExitCode, exit_code_for
+            from torchport.errors import exit_code_for
 
             fail("profile", str(exc), exit_code_for(exc) or ExitCode.USAGE)
+        except NoAcceleratorError as exc:
+            fail("profile", str(exc), ExitCode.NO_ACCELERATOR)
 
-        from torchport.profile.report import print_profile, write_json, write_png
+        from torchport.profile.report import print_profile, write_png
 
         print_profile(result, console)
         if trace:
@@ -77,8 +96,7 @@ def register(app: typer.Typer) -> None:
             plan = result.settings.get("trace_profiler") or {}
             console.print(f"trace ({plan.get('profiler')}, activities {', '.join(plan.get('activities', []))}): "
                           + (", ".join(files) or str(trace)))
-        if json_out:
-            write_json(result, str(json_out))
+        if write_json(json_out, result.to_dict()):
             console.print(f"wrote {json_out}")
         if png:
             write_png(result, str(png))

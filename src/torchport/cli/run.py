@@ -4,7 +4,7 @@ Examples::
 
     torchport run train.py --epochs 1                 # report printed at exit
     torchport run -m mypkg.train --lr 0.1
-    torchport run --report json --report-file redirects.json train.py
+    torchport run --json redirects.json train.py
     torchport run --require-accelerator train.py      # exit 7 instead of a CPU run
     torchrun --nproc-per-node 2 -m torchport run train.py --ddp
 
@@ -19,6 +19,8 @@ from typing import List, Optional
 
 import typer
 
+from torchport.cli._options import alias, device_arg, device_option, renamed, warn_deprecated
+
 
 def register(app: typer.Typer) -> None:
     """Attach ``run`` to the torchport app."""
@@ -31,16 +33,17 @@ def register(app: typer.Typer) -> None:
         ctx: typer.Context,
         target: str = typer.Argument(..., metavar="SCRIPT|MODULE", help="Script to run (or module name with -m)."),
         module: bool = typer.Option(False, "-m", "--module", help="TARGET is a module name, run like `python -m`."),
-        device: Optional[str] = typer.Option(
-            None, "--device", help="auto | npu | cuda | xpu | mps | cpu, optionally :INDEX (default TORCHPORT_DEVICE or auto)."),
+        device: str = device_option(),
         require_accelerator: Optional[bool] = typer.Option(
             None, "--require-accelerator/--allow-cpu",
             help="Fail (exit 7) instead of running on CPU when no accelerator is found "
                  "(default TORCHPORT_REQUIRE_ACCELERATOR)."),
-        report: str = typer.Option("text", "--report", help="text (printed at exit) | json | none."),
-        report_file: Optional[Path] = typer.Option(None, "--report-file", help="Write the JSON report here "
-                                                   "(ranks > 0 add .rankN before the suffix)."),
-        json_out: Optional[Path] = typer.Option(None, "--json", help="Same as --report json --report-file FILE."),
+        report: str = typer.Option("text", "--report", metavar="text|none",
+                                   help="The redirect report on stderr at exit: text, or none."),
+        json_out: Optional[Path] = typer.Option(None, "--json", metavar="FILE", help="Write the redirect report as JSON "
+                                                "to FILE ('-' for stdout, after the script's output; ranks > 0 add "
+                                                ".rankN before the suffix)."),
+        report_file: Optional[Path] = alias("--report-file"),
         user_path: Optional[List[str]] = typer.Option(
             None, "--user-path", help="File or directory counted as your code for the caller-aware CUDA availability answer "
                                       "(repeatable; needed only for your own packages installed into site-packages)."),
@@ -54,13 +57,15 @@ def register(app: typer.Typer) -> None:
         from torchport.shim.runner import RunConfig
         from torchport.shim.runner import run as run_target
 
-        if json_out is not None:
-            report, report_file = "json", json_out
+        json_out = renamed("run", "--json", json_out, "--report-file", report_file)
+        if report == "json":   # the old way to ask for JSON
+            warn_deprecated("run", "--report json", "--json FILE")
+        report_file = json_out   # the JSON file is written with either report; text still goes to stderr
         config = RunConfig(
             target=target,
             args=list(ctx.args),
             module=module,
-            device=device,
+            device=device_arg(device),
             require_accelerator=require_accelerator,
             report=report,
             report_file=str(report_file) if report_file is not None else None,

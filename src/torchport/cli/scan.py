@@ -18,6 +18,8 @@ from typing import List, Optional
 
 import typer
 
+from torchport.cli._options import json_option, write_json
+
 _FORMATS = "text | json | sarif | csv"
 
 
@@ -54,6 +56,8 @@ def _emit(report, fmt: str, output: Optional[Path], json_out: Optional[Path], *,
     """Write the report in ``fmt`` to ``output`` (or the terminal), plus JSON to ``json_out``."""
     from torchport.migrate import render
 
+    if json_out is not None and str(json_out) == "-":
+        stream = sys.stderr   # stdout carries the JSON
     if output is not None:
         output.write_text(render.render(report, fmt), encoding="utf-8")
     elif fmt == "text":
@@ -62,8 +66,7 @@ def _emit(report, fmt: str, output: Optional[Path], json_out: Optional[Path], *,
         render.print_rich(report, Console(file=stream or sys.stdout, highlight=False, soft_wrap=True))
     else:
         (stream or sys.stdout).write(render.render(report, fmt))
-    if json_out is not None:
-        json_out.write_text(render.to_json(report), encoding="utf-8")
+    write_json(json_out, render.to_json(report))
 
 
 def _run(paths, select, ignore, exclude, no_gitignore, jobs, *, fix=False, unsafe=False, write=False, verb="scan"):
@@ -86,7 +89,7 @@ _NO_GITIGNORE = typer.Option(False, "--no-gitignore", help="Also scan files that
 _JOBS = typer.Option(None, "--jobs", "-j", help="Worker processes (default: CPU count).")
 _FORMAT = typer.Option("text", "--format", help=f"Report format: {_FORMATS}.")
 _OUTPUT = typer.Option(None, "--output", "-o", help="Write the report to this file instead of the terminal.")
-_JSON = typer.Option(None, "--json", help="Also write the JSON report to this file.")
+_JSON = json_option("the report too")
 
 
 def register(app: typer.Typer) -> None:
@@ -153,8 +156,6 @@ def register(app: typer.Typer) -> None:
         json_out: Optional[Path] = _JSON,
     ) -> None:
         """List every scanner rule: code, name, severity, fix safety, default, what it finds."""
-        import json
-
         from rich.console import Console
         from rich.table import Table
 
@@ -162,20 +163,20 @@ def register(app: typer.Typer) -> None:
         from torchport.migrate.docs import write_docs
 
         all_rules = catalog.rules()
+        to_stdout = json_out is not None and str(json_out) == "-"
         if docs is not None:
             written = write_docs(docs, list(all_rules))
-            typer.echo(f"wrote {len(written)} pages to {docs}")
-            return
-        table = Table(show_edge=False)
-        for col in ("code", "name", "severity", "fix", "default", "what it finds"):
-            table.add_column(col, overflow="fold")
-        for r in all_rules:
-            table.add_row(r.code, r.name, r.severity, r.fix, "on" if r.default_enabled else "off", r.summary)
-        Console().print(table)
-        if json_out is not None:
-            rows = [{"code": r.code, "name": r.name, "severity": r.severity, "fix": r.fix,
-                     "default": r.default_enabled, "summary": r.summary} for r in all_rules]
-            json_out.write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
+            typer.echo(f"wrote {len(written)} pages to {docs}", err=to_stdout)
+        else:
+            table = Table(show_edge=False)
+            for col in ("code", "name", "severity", "fix", "default", "what it finds"):
+                table.add_column(col, overflow="fold")
+            for r in all_rules:
+                table.add_row(r.code, r.name, r.severity, r.fix, "on" if r.default_enabled else "off", r.summary)
+            Console(stderr=to_stdout).print(table)
+        rows = [{"code": r.code, "name": r.name, "severity": r.severity, "fix": r.fix,
+                 "default": r.default_enabled, "summary": r.summary} for r in all_rules]
+        write_json(json_out, rows)
 
     @app.command("explain")
     def explain(code: str = typer.Argument(..., help="A rule code (TP101) or name (cuda-method).")) -> None:

@@ -19,14 +19,16 @@ Examples::
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import inspect
-import json
 import sys
 import typing
 from typing import Any, Optional
 
 import typer
+
+from torchport.cli._options import MARKUP, device_help, normalise_help, write_json
 
 EXIT_CONFIG, EXIT_DATA, EXIT_DIVERGED, EXIT_CHECKPOINT = 2, 3, 4, 5
 
@@ -41,10 +43,12 @@ def _config_params() -> list[inspect.Parameter]:
         base = typing.get_args(hints[f.name])
         base = next((a for a in base if a is not type(None)), hints[f.name]) if base else hints[f.name]
         flag = "--" + f.name.replace("_", "-")
-        decl = f"{flag}/--no-{flag[2:]}" if base is bool else flag
+        decl = f.metadata.get("flag") or (f"{flag}/--no-{flag[2:]}" if base is bool else flag)
         choices = f.metadata.get("choices")
-        help_text = f.metadata.get("help", "") + (f" [{'|'.join(choices)}]" if choices else "")
-        help_text += f" (default: {f.default})"
+        help_text = device_help() if f.name == "device" else f.metadata.get("help", "")
+        help_text += f" One of: {' | '.join(choices)}." if choices else ""
+        if f.default is not None and "default" not in help_text.lower():   # the default once, when there is one
+            help_text += f" (default: {str(f.default).lower() if isinstance(f.default, bool) else f.default})"
         params.append(inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, annotation=Optional[base],
                                         default=typer.Option(None, decl, help=help_text, show_default=False)))
     return params
@@ -66,7 +70,9 @@ def run_train(config: Optional[str], json_out: Optional[str], print_config: bool
     try:
         # Known errors (bad config, unavailable/unknown device, no accelerator, checkpoint, divergence,
         # a dead rank) carry their exit code and become one line in the guard around every verb.
-        result = train(cfg)
+        # `--json -`: stdout carries only the summary JSON; progress lines go to stderr
+        with contextlib.redirect_stdout(sys.stderr) if json_out == "-" else contextlib.nullcontext():
+            result = train(cfg)
     except DataError as exc:
         # DataLoader workers wrap errors with a traceback; the user needs the final message only
         raise DataError(_last_line(exc)) from None
@@ -79,9 +85,7 @@ def run_train(config: Optional[str], json_out: Optional[str], print_config: bool
         raise failure from None
     finally:
         destroy()   # leave the process group cleanly (torchrun); a no-op in a single process
-    if json_out:
-        with open(json_out, "w") as fh:
-            json.dump(dataclasses.asdict(result), fh, indent=2)
+    write_json(json_out, dataclasses.asdict(result))
     return 0
 
 
@@ -101,7 +105,8 @@ _command.__signature__ = inspect.Signature([
     inspect.Parameter("config", inspect.Parameter.KEYWORD_ONLY, annotation=Optional[str],
                       default=typer.Option(None, "--config", help="YAML or TOML file of config keys (flags override it).")),
     inspect.Parameter("json_out", inspect.Parameter.KEYWORD_ONLY, annotation=Optional[str],
-                      default=typer.Option(None, "--json", help="Write the run summary (metrics, paths) as JSON here.")),
+                      default=typer.Option(None, "--json", metavar="FILE",
+                                           help="Write the run summary (metrics, paths) as JSON to FILE ('-' for stdout).")),
     inspect.Parameter("print_config", inspect.Parameter.KEYWORD_ONLY, annotation=bool,
                       default=typer.Option(False, "--print-config", help="Print the resolved config as YAML and exit.")),
     *_config_params(),
@@ -121,6 +126,6 @@ def main() -> None:
     """Standalone entry (``python -m torchport.train``)."""
     from torchport.cli._common import guarded
 
-    app = typer.Typer(add_completion=False, pretty_exceptions_show_locals=False)
+    app = typer.Typer(add_completion=False, pretty_exceptions_show_locals=False, rich_markup_mode=MARKUP)
     app.command()(guarded("train", _command))
-    app()
+    normalise_help(typer.main.get_command(app))(prog_name="torchport train")

@@ -1,4 +1,4 @@
-"""``torchport bench data``: torchport's loader vs PIL, DALI (CPU) and torchvision.io, side by side.
+"""``torchport data bench``: torchport's loader vs PIL, DALI (CPU) and torchvision.io, side by side.
 
 What is measured: images per second delivered to the training loop -- normalised float32
 ``(B, 3, S, S)`` CPU batches after RandomResizedCrop(S) + flip -- from the same photos
@@ -81,7 +81,7 @@ class BenchConfig:
     predecoded_size: int = 256
     train_step: bool = True
     step_batches: int = 16
-    device: str = "cpu"
+    device: str | None = "cpu"
     profile: bool = True
 
     def __post_init__(self) -> None:
@@ -185,20 +185,6 @@ def _measure(loader, seconds: float, warmup: int = 3) -> tuple[float, float | No
         gen.close()
 
 
-def _step_model(num_classes: int):
-    import torch.nn as nn
-
-    return nn.Sequential(
-        nn.Conv2d(3, 16, 8, stride=8),  # patchify 224 -> 28
-        nn.ReLU(inplace=True),
-        nn.Conv2d(16, 32, 3, stride=2, padding=1),
-        nn.ReLU(inplace=True),
-        nn.AdaptiveAvgPool2d(1),
-        nn.Flatten(),
-        nn.Linear(32, num_classes),
-    )
-
-
 def _train_steps(loader, target: Any, steps: int, num_classes: int, warmup: int = 3) -> dict[str, float]:
     """Time ``steps`` SGD steps; return step time and the part spent waiting for data."""
     import torch
@@ -206,7 +192,12 @@ def _train_steps(loader, target: Any, steps: int, num_classes: int, warmup: int 
     torch.manual_seed(0)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # the workers own the other cores; OpenMP threads in the main process would fight them
-    model = _step_model(num_classes).to(target.device)
+    from torchport.models import patchnet
+    from torchport.runtime.amp import Amp
+    from torchport.runtime.step import train_step
+
+    model = patchnet(num_classes).to(target.device)
+    amp = Amp("fp32", target)   # a no-op: the step measures the input pipeline
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     gen = _forever(loader)
     wait = 0.0
@@ -215,14 +206,9 @@ def _train_steps(loader, target: Any, steps: int, num_classes: int, warmup: int 
             if i == warmup:
                 t0, wait = time.perf_counter(), 0.0
             tw = time.perf_counter()
-            images, labels = next(gen)[:2]
-            images = images.to(target.device, non_blocking=True)
-            labels = labels.to(target.device, non_blocking=True)
+            batch = next(gen)
             wait += time.perf_counter() - tw
-            loss = torch.nn.functional.cross_entropy(model(images), labels)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
+            loss, _ = train_step(model, batch, opt, amp, torch.nn.functional.cross_entropy, device=target.device)
             loss.item()  # sync point: the step is finished
         total = time.perf_counter() - t0
     finally:
@@ -391,7 +377,7 @@ def run_bench(cfg: BenchConfig, log: Callable[[str], None] = lambda s: None) -> 
     for name, line in missing.items():
         results[name] = {"label": LABELS[name], "kind": "baseline", "status": "skipped", "error": line}
     out: dict[str, Any] = {
-        "benchmark": "torchport bench data",
+        "benchmark": "torchport data bench",
         "config": dataclasses.asdict(cfg),
         "machine": {
             "cpus": os.cpu_count(),
@@ -524,30 +510,20 @@ def render_png(result: dict[str, Any], path: str | os.PathLike) -> None:
     plt.close(fig)
 
 
-def _write_json(result: dict[str, Any], dest: str) -> None:
-    """``-`` = stdout; otherwise an atomic write."""
-    text = json.dumps(result, indent=2) + "\n"
-    if dest == "-":
-        sys.stdout.write(text)
-        sys.stdout.flush()
-        return
-    p = Path(dest)
-    tmp = p.with_name(f".{p.name}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, p)
-
-
-def register_bench_data(bench_app) -> None:
-    """Add the ``data`` sub-command to the ``torchport bench`` typer app."""
+def register_bench_data(bench_app, name: str = "data", *, deprecated_as: str | None = None) -> None:
+    """Add this benchmark as sub-command ``name`` of a typer app (``torchport data bench``; the old spelling
+    ``torchport data bench`` is registered hidden with ``deprecated_as``, and warns)."""
     import typer
 
-    @bench_app.command("data")
+    from torchport.cli._options import alias, device_arg, device_option, json_option, renamed, warn_deprecated, write_json
+
+    @bench_app.command(name, hidden=deprecated_as is not None)
     def bench_data(
         count: int = typer.Option(1024, help="photos in the generated benchmark set"),
         root: str = typer.Option(None, help="use this ImageFolder of JPEGs instead of the generated set"),
         workers: int = typer.Option(2, help="DataLoader workers (and DALI threads), the same for every pipeline"),
         batch_size: int = typer.Option(64, "--batch-size"),
-        size: int = typer.Option(224, help="output image side"),
+        image_size: int = typer.Option(224, "--image-size", help="output image side"),
         seconds: float = typer.Option(4.0, help="measuring time per pipeline per round"),
         rounds: int = typer.Option(3, help="interleaved rounds; the median is reported"),
         modes: str = typer.Option(",".join(MODES), help="comma-separated torchport modes"),
@@ -555,30 +531,33 @@ def register_bench_data(bench_app) -> None:
                                       help="comma-separated: pil (always run), dali, torchvision-io; a missing package is skipped with a note"),
         train_step: bool = typer.Option(True, "--train-step/--no-train-step", help="also time training steps"),
         profile: bool = typer.Option(True, "--profile/--no-profile", help="also profile a JPEG worker stage by stage"),
-        device: str = typer.Option("cpu", help="device for the training-step experiment (cpu, npu, auto ...)"),
-        json_out: str = typer.Option(None, "--json", help="write the result as JSON (- = stdout)"),
+        device: str = device_option(),
+        json_out: Path = json_option("the result"),
         png: Path = typer.Option(None, help="write a bar chart PNG"),
         check: bool = typer.Option(False, help="exit 1 when a throughput target is missed"),
         data: str = typer.Option(None, "--data", help="s3:// or obs:// shard set: compare it with the same shards on local "
                                  "disk (cold / warm cache / injected faults) instead of the pipeline comparison"),
         fault_rate: float = typer.Option(0.1, "--fault-rate", help="with --data: fraction of store requests that fail"),
+        size: int = alias("--size"),
     ) -> None:
         """Images/s of torchport's jpeg / predecoded / folder pipelines vs PIL, DALI (CPU) and torchvision.io."""
         from rich.console import Console
 
-        console = Console(stderr=json_out == "-")  # keep stdout clean for `--json -`
+        if deprecated_as:
+            warn_deprecated(deprecated_as, f"torchport {deprecated_as}", "torchport data bench")
+        size = renamed("data bench", "--image-size", image_size, "--size", size, default=224)
+        console = Console(stderr=json_out is not None and str(json_out) == "-")  # keep stdout clean for `--json -`
         if not console.is_terminal:
             console.width = max(console.width, 150)  # logs and CI: the wide table unwrapped
         if data:  # object store vs local disk (torchport.storage.bench)
             from torchport.cli._common import guard
             from torchport.storage.bench import render_store_table, run_store_bench
 
-            with guard("bench data"):
+            with guard("data bench"):
                 result = run_store_bench(data, workers=workers, batch_size=batch_size, size=size, rounds=rounds,
                                          fault_rate=fault_rate, log=lambda s: console.print(f"[dim]{s}[/]"))
             console.print(render_store_table(result))
-            if json_out:
-                _write_json(result, json_out)
+            write_json(json_out, result)
             if check and not all(r.get("meets_target", True) and not r.get("lost") and not r.get("extra")
                                  for r in result["results"].values()):
                 raise typer.Exit(1)
@@ -588,19 +567,17 @@ def register_bench_data(bench_app) -> None:
                 count=count, root=root, workers=workers, batch_size=batch_size, size=size, seconds=seconds, rounds=rounds,
                 modes=tuple(m.strip() for m in modes.split(",") if m.strip()),
                 baselines=tuple(b.strip() for b in baselines.split(",") if b.strip()),
-                train_step=train_step, device=device, profile=profile,
+                train_step=train_step, device=device_arg(device), profile=profile,
             )
         except ValueError as e:
             from torchport.cli._common import fail
 
-            fail("bench data", str(e))
+            fail("data bench", str(e))
         result = run_bench(cfg, log=lambda s: console.print(f"[dim]{s}[/]"))
         for table in render_table(result):
             console.print(table)
-        if json_out:
-            _write_json(result, json_out)
-            if json_out != "-":
-                console.print(f"wrote {json_out}")
+        if write_json(json_out, result):
+            console.print(f"wrote {json_out}")
         if png:
             render_png(result, png)
             console.print(f"wrote {png}")

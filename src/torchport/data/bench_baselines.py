@@ -1,4 +1,4 @@
-"""The pipelines ``torchport bench data`` compares against (what a user would pick instead).
+"""The pipelines ``torchport data bench`` compares against (what a user would pick instead).
 
 Each builder returns an iterable of ``(images, labels)`` -- normalised float32 ``(B, 3, S, S)``
 CPU tensors -- doing the same work as torchport's loader: RandomResizedCrop(S) + horizontal

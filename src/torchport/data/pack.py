@@ -34,11 +34,12 @@ import numpy as np
 
 from torchport.data.decode import decode_any, is_jpeg
 from torchport.data.errors import SourceError
+from torchport.data.folder import IMAGE_EXTENSIONS, list_class_files, list_classes
 from torchport.data.format import MODES, ShardWriter
 
 __all__ = ["PackConfig", "pack", "pack_splits", "scan_image_folder", "resize_shorter", "IMG_EXTENSIONS", "split_dirs"]
 
-IMG_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
+IMG_EXTENSIONS = IMAGE_EXTENSIONS  # old name, kept for importers
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -71,7 +72,7 @@ class PackConfig:
 
 
 def scan_image_folder(root: str | os.PathLike) -> tuple[list[str], list[tuple[str, int]]]:
-    """List an ImageFolder: ``root/<class>/<image>`` (classes = sorted sub-directories).
+    """List an ImageFolder: ``root/<class>/<image>`` (the rules of :mod:`torchport.data.folder`).
 
     Returns:
         ``(classes, [(path, label), ...])`` sorted by class then file name.
@@ -81,24 +82,23 @@ def scan_image_folder(root: str | os.PathLike) -> tuple[list[str], list[tuple[st
     """
     root = Path(root)
     try:
-        entries = [e for e in os.scandir(root) if e.is_dir()]
+        classes = list_classes(root)
     except (FileNotFoundError, NotADirectoryError):
         raise SourceError(f"source directory {root} does not exist (expected ImageFolder layout: {root}/<class>/<image>)") from None
     except PermissionError as e:
         raise SourceError(f"source directory {root} is not readable ({e}); check its permissions") from None
-    classes = sorted(e.name for e in entries)
     if not classes:
         raise SourceError(f"{root} has no class sub-directories; expected ImageFolder layout {root}/<class>/<image>")
     items: list[tuple[str, int]] = []
     for label, name in enumerate(classes):
         d = root / name
         try:
-            files = sorted(f for f in os.listdir(d) if f.lower().endswith(IMG_EXTENSIONS))
+            files, _ = list_class_files(d)
         except PermissionError as e:
             raise SourceError(f"class directory {d} is not readable ({e}); check its permissions") from None
         items.extend((str(d / f), label) for f in files)
     if not items:
-        raise SourceError(f"{root} has class directories but no images with extensions {', '.join(IMG_EXTENSIONS)}")
+        raise SourceError(f"{root} has class directories but no images with extensions {', '.join(IMAGE_EXTENSIONS)}")
     return classes, items
 
 

@@ -84,7 +84,7 @@ def _advice(term: str, pct: str, *, precision: str | None, is_accelerator: bool,
             "decode), return uint8 from workers and normalise on the device, prefetch the next batch to the device.",
             "More DataLoader workers help only while cores are idle and the per-sample work is not GIL-bound; "
             "Python-heavy transforms do not scale with threads, and on a small host extra workers compete with the "
-            "training process. Measure with `torchport bench data` before and after.",
+            "training process. Measure with `torchport data bench` before and after.",
         ]
     if term == "copy":
         return [

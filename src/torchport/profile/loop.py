@@ -21,9 +21,9 @@ import dataclasses
 import statistics
 from typing import Any, Callable
 
-from torchport.bench.workload import Workload, amp_precision, build_model, describe, make_loader
+from torchport.workload import Workload, amp_precision, build_model, describe, make_loader
 from torchport.profile.profiler import ProfileResult, StepProfiler
-from torchport.runtime.device import ConfigError
+from torchport.errors import ConfigError
 
 __all__ = ["ProfileConfig", "profile_loop", "run_profile", "config_from_mapping", "load_config_file"]
 
@@ -38,6 +38,7 @@ class ProfileConfig:
         steps: timed steps.
         warmup: untimed steps first.
         device: ``auto``, a backend name or ``name:index`` (None: ``TORCHPORT_DEVICE`` / auto).
+        require_accelerator: refuse a CPU run (None: ``TORCHPORT_REQUIRE_ACCELERATOR``).
         trace_dir: write a Chrome trace of ``trace_steps`` extra steps here.
         trace_steps: steps in the trace.
         free_steps: extra free-running steps to measure the profiler's sync overhead (0: skip).
@@ -49,6 +50,7 @@ class ProfileConfig:
     steps: int = 10
     warmup: int = 2
     device: str | None = None
+    require_accelerator: bool | None = None
     trace_dir: str | None = None
     trace_steps: int = 3
     free_steps: int = 3
@@ -62,23 +64,10 @@ class ProfileConfig:
 
 
 def _step_fn(model, optimizer, loss_fn, amp, device, channels_last: bool) -> Callable[[StepProfiler, Any], None]:
-    import torch
-
-    from torchport.runtime.batch import to_device
+    from torchport.runtime.step import train_step as one_step
 
     def train_step(prof: StepProfiler, batch: Any) -> None:
-        with prof.phase("copy"):
-            images, labels = to_device(batch, device)
-            if channels_last:
-                images = images.contiguous(memory_format=torch.channels_last)
-        with prof.phase("forward"):
-            with amp.autocast():
-                loss = loss_fn(model(images), labels)
-        with prof.phase("backward"):
-            amp.backward(loss)
-        with prof.phase("optimizer"):
-            amp.step(optimizer)
-            optimizer.zero_grad(set_to_none=True)
+        one_step(model, batch, optimizer, amp, loss_fn, device=device, channels_last=channels_last, phase=prof.phase)
 
     return train_step
 
@@ -148,7 +137,8 @@ def run_profile(config: ProfileConfig) -> ProfileResult:
     from torchport.runtime.amp import Amp
     from torchport.runtime.device import current, select_device
 
-    target = select_device(config.device) if config.device else current()
+    explicit = config.device or config.require_accelerator is not None
+    target = select_device(config.device, require_accelerator=config.require_accelerator) if explicit else current()
     wl = config.workload
     loader, classes = make_loader(wl, target, length=4 * wl.batch, default_workers=0)
     precision = amp_precision(config.precision, target)
@@ -169,12 +159,17 @@ def run_profile(config: ProfileConfig) -> ProfileResult:
                         free_steps=config.free_steps, settings=settings)
 
 
+#: Flag spellings (``--batch-size`` -> ``batch_size``) of the settings whose field names differ.
+KEY_ALIASES = {"batch_size": "batch", "image_size": "size", "trace": "trace_dir"}
+
+
 def config_from_mapping(mapping: dict[str, Any] | None = None, **overrides: Any) -> ProfileConfig:
     """Build a :class:`ProfileConfig` from a flat mapping (a config file) plus overrides (CLI flags).
 
-    Keys: ``preset`` (tiny / small / seed), any :class:`~torchport.bench.workload.Workload`
-    field (``model``, ``batch``, ``size``, ``data`` ...) and any ProfileConfig field
-    (``precision``, ``steps``, ``warmup``, ``device`` ...). ``None`` overrides are ignored.
+    Keys are the ``torchport profile`` flags with underscores (``preset``, ``model``, ``batch_size``,
+    ``image_size``, ``num_classes``, ``precision``, ``data``, ``steps``, ``warmup``, ``device``, ``trace``
+    ...); the :class:`~torchport.workload.Workload` field names (``batch``, ``size``) and
+    ``trace_dir`` are accepted too. ``None`` overrides are ignored.
     Without ``steps``/``warmup`` the preset's profile schedule is used.
 
     Raises:
@@ -184,15 +179,17 @@ def config_from_mapping(mapping: dict[str, Any] | None = None, **overrides: Any)
 
         cfg = config_from_mapping({"preset": "tiny", "precision": "amp"}, steps=8)
     """
-    from torchport.bench.workload import from_preset
+    from torchport.workload import from_preset
 
-    merged = {**(mapping or {}), **{k: v for k, v in overrides.items() if v is not None}}
+    merged = {KEY_ALIASES.get(k, k): v for k, v in (mapping or {}).items()}
+    merged.update({KEY_ALIASES.get(k, k): v for k, v in overrides.items() if v is not None})
     wl_keys = {f.name for f in dataclasses.fields(Workload)}
     cfg_keys = {f.name for f in dataclasses.fields(ProfileConfig)} - {"workload"}
     unknown = sorted(set(merged) - wl_keys - cfg_keys - {"preset"})
     if unknown:
-        raise ConfigError(f"unknown profile setting(s) {', '.join(unknown)}; known: preset, "
-                          f"{', '.join(sorted(wl_keys | cfg_keys))}")
+        flags = {k for k, v in KEY_ALIASES.items()}
+        known = sorted((wl_keys | cfg_keys | flags) - set(KEY_ALIASES.values()))
+        raise ConfigError(f"unknown profile setting(s) {', '.join(unknown)}; known: preset, {', '.join(known)}")
     workload, preset = from_preset(merged.get("preset"), **{k: v for k, v in merged.items() if k in wl_keys})
     cfg = {k: v for k, v in merged.items() if k in cfg_keys}
     cfg.setdefault("steps", preset.profile_steps)

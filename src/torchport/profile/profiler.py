@@ -345,10 +345,7 @@ class StepProfiler:
         calls = self.sync_calls / max(1, len(self.records))
         amp_hint = None
         try:
-            amp_hint = self.target.backend.amp.resolve_auto()
-            if amp_hint == "fp32":
-                amp_hint = next((p for p in self.target.backend.amp.low_precision
-                                 if self.target.backend.amp.usable(p)), None)
+            amp_hint = self.target.backend.amp.low()
         except Exception:
             amp_hint = None
         return ProfileResult(

@@ -10,7 +10,6 @@ Example::
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Any
 
@@ -68,11 +67,10 @@ def print_profile(result: ProfileResult, console: Any = None) -> None:
 
 
 def write_json(result: ProfileResult, path: str) -> None:
-    """Write ``result.to_dict()`` to ``path`` (folders created)."""
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path, "w", encoding="utf-8") as fh:
-        json.dump(result.to_dict(), fh, indent=2)
-        fh.write("\n")
+    """Write ``result.to_dict()`` to ``path`` (folders created; ``-`` = stdout)."""
+    from torchport._json import write_json as write
+
+    write(path, result.to_dict())
 
 
 def write_png(result: ProfileResult, path: str) -> None:

@@ -28,7 +28,7 @@ from typing import Any, Iterable
 
 __all__ = ["Amp", "ScaleEvent", "PRECISIONS", "load_scaler_state"]
 
-PRECISIONS = ("fp32", "fp16", "bf16", "auto")
+from torchport.backends.spec import PRECISIONS  # noqa: E402  (one list: fp32 fp16 bf16 auto amp)
 _log = logging.getLogger("torchport.amp")
 
 
@@ -83,22 +83,16 @@ class Amp:
     ) -> None:
         import torch
 
-        from torchport.runtime.device import ConfigError, current
+        from torchport.errors import ConfigError
+        from torchport.runtime.device import current
 
         if precision not in PRECISIONS:
             raise ConfigError(f"precision={precision!r} is not one of {', '.join(PRECISIONS)}")
         self.target = target or current()
         policy = self.target.backend.amp
-        resolved = policy.resolve_auto() if precision == "auto" else precision
-        if resolved != "fp32" and not policy.usable(resolved):
-            fallback = policy.fallback if policy.usable(policy.fallback) else "fp32"
-            warnings.warn(
-                f"precision {resolved!r} is not fast on backend {self.target.backend.label!r} "
-                f"(fast: {', '.join(policy.low_precision) or 'none'}); using {fallback!r} instead",
-                UserWarning,
-                stacklevel=2,
-            )
-            resolved = fallback
+        resolved, note = policy.resolve(precision, self.target.backend.label)
+        if note:
+            warnings.warn(note, UserWarning, stacklevel=2)
         self.requested = precision
         self.precision = resolved
         self.dtype = {"fp32": None, "fp16": torch.float16, "bf16": torch.bfloat16}[resolved]

@@ -1,10 +1,10 @@
 """Device selection: which backend and which device index this process runs on.
 
-Auto order follows backend priority (npu > cuda > xpu > mps > cpu). Environment:
+Auto order follows backend priority (``torchport.backends.names()``, highest first). Environment:
 
 * ``TORCHPORT_DEVICE`` -- ``auto`` (default), a backend name, or ``name:index``.
 * ``TORCHPORT_REQUIRE_ACCELERATOR`` -- ``1``/``true`` turns "no accelerator, running
-  on CPU" into an error instead of the silent, 10x slower CPU run.
+  on CPU" into an error instead of a warning and a 10x slower CPU run.
 * ``LOCAL_RANK`` (set by torchrun) -- picks the device index.
 
 Example::
@@ -25,6 +25,7 @@ from types import ModuleType
 
 from torchport import backends
 from torchport.backends.spec import BackendSpec, BackendUnavailable
+from torchport.env import env_flag, env_int  # noqa: F401  (re-exported: older import sites)
 from torchport.errors import ConfigError
 from torchport.errors import ExitCode
 
@@ -41,10 +42,6 @@ __all__ = [
     "env_int",
 ]
 
-_TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"0", "false", "no", "off", ""}
-
-
 class NoAcceleratorError(RuntimeError):
     """Require-accelerator mode is on and only the CPU is available."""
 
@@ -53,30 +50,6 @@ class NoAcceleratorError(RuntimeError):
 
 class CPUFallbackWarning(UserWarning):
     """No accelerator was found and the job runs on CPU."""
-
-
-def env_flag(name: str, default: bool = False) -> bool:
-    """Parse a boolean environment variable; raise :class:`ConfigError` naming it when malformed."""
-    raw = os.environ.get(name)
-    if raw is None:
-        return default
-    val = raw.strip().lower()
-    if val in _TRUE:
-        return True
-    if val in _FALSE:
-        return False
-    raise ConfigError(f"environment variable {name}={raw!r} is not a boolean; use 1/0, true/false, yes/no or on/off")
-
-
-def env_int(name: str, default: int | None = None) -> int | None:
-    """Parse an integer environment variable; raise :class:`ConfigError` naming it when malformed."""
-    raw = os.environ.get(name)
-    if raw is None or raw.strip() == "":
-        return default
-    try:
-        return int(raw)
-    except ValueError:
-        raise ConfigError(f"environment variable {name}={raw!r} is not an integer") from None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -129,7 +102,7 @@ def _parse(spec: str, source: str) -> tuple[str, int | None]:
         try:
             return name.lower(), int(idx)
         except ValueError:
-            raise ConfigError(f"{source}={spec!r}: device index {idx!r} is not an integer (expected NAME:INDEX, e.g. 'xpu:1')") from None
+            raise ConfigError(f"{source}={spec!r}: device index {idx!r} is not an integer (expected NAME:INDEX, e.g. '{name.lower()}:1')") from None
     return name.lower(), None
 
 

@@ -52,21 +52,21 @@ def _initialized() -> bool:
 
 def rank() -> int:
     """Global rank (0 when not distributed)."""
-    from torchport.runtime.device import env_int
+    from torchport.env import env_int
 
     return _dist().get_rank() if _initialized() else (env_int("RANK", 0) or 0)
 
 
 def world_size() -> int:
     """Number of processes (1 when not distributed)."""
-    from torchport.runtime.device import env_int
+    from torchport.env import env_int
 
     return _dist().get_world_size() if _initialized() else (env_int("WORLD_SIZE", 1) or 1)
 
 
 def local_rank() -> int:
     """Rank within this node (torchrun's ``LOCAL_RANK``; 0 when unset)."""
-    from torchport.runtime.device import env_int
+    from torchport.env import env_int
 
     return env_int("LOCAL_RANK", 0) or 0
 
@@ -148,11 +148,12 @@ def init_distributed(
     *,
     backend: str | None = None,
     timeout: _dt.timedelta | None = None,
+    require_accelerator: bool | None = None,
 ):
     """Initialise the process group from torchrun's environment and select this rank's device.
 
     Without ``WORLD_SIZE`` > 1 this only selects the device. With it, ``LOCAL_RANK`` picks
-    the device index and the collective backend follows the device (nccl / hccl / xccl / gloo).
+    the device index and the collective backend follows the device (its record's ``dist_backend``).
 
     Args:
         device: device name as for :func:`~torchport.select_device` (default auto / env).
@@ -160,13 +161,14 @@ def init_distributed(
         timeout: collective timeout (default :func:`collective_timeout`: ``$TORCHPORT_COLLECTIVE_TIMEOUT_S``
             or 10 minutes). A rank that dies makes the others fail at their next collective
             (:func:`collective_failure` turns that into a :class:`DistributedError`, exit code 8).
+        require_accelerator: as for :func:`~torchport.select_device` (default TORCHPORT_REQUIRE_ACCELERATOR).
 
     Returns:
         The selected :class:`~torchport.runtime.device.Target`.
     """
     from torchport.runtime.device import select_device
 
-    target = select_device(device)
+    target = select_device(device, require_accelerator=require_accelerator)
     if world_size() <= 1 or _initialized():
         return target
     if target.is_accelerator:
@@ -228,7 +230,7 @@ def barrier(timeout: _dt.timedelta | float = 60.0) -> None:
     dist = _dist()
     if not isinstance(timeout, _dt.timedelta):
         timeout = _dt.timedelta(seconds=float(timeout))
-    if dist.get_backend() == "gloo":
+    if dist.get_backend() == dist.Backend.GLOO:   # torch implements monitored_barrier for this one only
         dist.monitored_barrier(timeout=timeout)
         return
     work = dist.barrier(async_op=True)

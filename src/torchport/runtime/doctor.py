@@ -26,27 +26,12 @@ def _version(dist: str) -> str | None:
         return None
 
 
-def _cann_version(env: dict[str, str]) -> str | None:
-    home = env.get("ASCEND_TOOLKIT_HOME") or env.get("ASCEND_HOME_PATH")
-    if not home:
-        return None
-    for rel in ("version.cfg", "compiler/version.info", "runtime/version.info"):
-        path = os.path.join(home, rel)
-        try:
-            with open(path, encoding="utf-8") as fh:
-                for line in fh:
-                    if "version" in line.lower() and "=" in line:
-                        return line.split("=", 1)[1].strip()
-        except OSError:
-            continue
-    return f"unknown (at {home})"
-
-
 def collect() -> dict[str, Any]:
     """Gather everything ``torchport doctor`` shows, as JSON-ready data.
 
     Returns:
-        ``{"versions", "platform", "backends": [...], "selected", "selection_error",
+        ``{"versions" (python, torch, plugins, torchport, plus what backend records add), "platform",
+        "backends": [...], "selected", "selection_error",
         "shim_active", "problems": [{"id", "backend", "problem", "fix"}]}``.
     """
     import torch
@@ -62,7 +47,6 @@ def collect() -> dict[str, Any]:
             "torchvision": _version("torchvision"),
             **{spec.plugin: _version(spec.plugin.replace("_", "-")) or _version(spec.plugin)
                for spec in backends.specs() if spec.plugin},
-            "cann": _cann_version(env),
             "torchport": _version("torchport"),
         },
         "platform": f"{platform.system()} {platform.release()} {platform.machine()}",
@@ -80,6 +64,7 @@ def collect() -> dict[str, Any]:
         except Exception as exc:  # a broken backend must not break the report
             available, count, facts = False, 0, {"error": f"{type(exc).__name__}: {exc}"}
         problems = facts.pop("problems", []) or []
+        report["versions"].update(facts.pop("versions", None) or {})   # e.g. a vendor toolkit's version
         for p in problems:
             report["problems"].append({"backend": spec.name, **p})
         shim = shim or bool(spec.shim_active())

@@ -16,7 +16,7 @@ __all__ = ["loader_kwargs", "cpu_budget"]
 
 def cpu_budget() -> int:
     """CPU cores this process may use: affinity mask divided by LOCAL_WORLD_SIZE (torchrun)."""
-    from torchport.runtime.device import env_int
+    from torchport.env import env_int
 
     try:
         cores = len(os.sched_getaffinity(0))
@@ -57,7 +57,9 @@ def loader_kwargs(
     """
     import torch
 
-    from torchport.runtime.device import ConfigError, current, env_int
+    from torchport.env import env_int
+    from torchport.errors import ConfigError
+    from torchport.runtime.device import current
 
     target = target or current()
     if num_workers is None:

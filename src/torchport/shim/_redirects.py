@@ -254,7 +254,7 @@ def amp_patches(shim: Any) -> Patches:
             api = "torch.cuda.amp.autocast" if cuda_spelling else "torch.autocast"
             want = _dtype_name(dtype) if dtype is not None else "fp16"
             if want != "fp32" and not policy.usable(want):
-                fallback = policy.fallback if policy.usable(policy.fallback) else "fp32"
+                fallback, _ = policy.resolve(want)   # the one AMP resolution (backends/spec.py)
                 report.note(f"autocast {want} is not fast on {shim.target.backend.label}: using {fallback} "
                             f"(the backend's AMP policy)")
                 if fallback == "fp32":

@@ -178,6 +178,10 @@ def _emit(report, config: RunConfig) -> None:
 
     rank = env_int("RANK", 0) or 0
     try:
+        if config.report_file == "-":   # --json -: JSON on stdout after the script's own output (rank 0)
+            if rank == 0:
+                print(report.to_json(), flush=True)
+            return
         if config.report_file and config.report in ("json", "text"):
             report.write_json(report_path_for_rank(config.report_file, rank))
         if rank != 0:

@@ -2,7 +2,7 @@
 
 ``s3://bucket/prefix`` and ``obs://bucket/prefix`` are accepted wherever torchport takes a data or
 checkpoint path (``train --data/--resume/--checkpoint-dir``, ``data pack/verify/inspect``,
-``bench data --data``, :func:`torchport.data.make_loader`, :mod:`torchport.runtime.checkpoint`).
+``data bench --data``, :func:`torchport.data.make_loader`, :mod:`torchport.runtime.checkpoint`).
 
 Pieces: :mod:`~torchport.storage.store` (URLs, configuration, retried requests, errors),
 :mod:`~torchport.storage.cache` (node-local block cache), :mod:`~torchport.storage.shards`

@@ -1,4 +1,4 @@
-"""``torchport bench data --data s3://...``: the same shards from the object store vs from local disk.
+"""``torchport data bench --data s3://...``: the same shards from the object store vs from local disk.
 
 Same run, same loader settings, same workers, same sample order; the shard set is downloaded once
 to local disk for the comparison. Per round (interleaved, median of rounds reported):
@@ -162,7 +162,7 @@ def run_store_bench(url: str, *, workers: int = 2, batch_size: int = 64, size: i
     if proxy is not None:
         table["store faulty"]["faults_injected"] = dict(proxy.counts)
     return {
-        "benchmark": "torchport bench data --data (object store vs local disk)",
+        "benchmark": "torchport data bench --data (object store vs local disk)",
         "config": {"url": url, "local_copy": str(local), "workers": workers, "batch_size": batch_size, "size": size,
                    "rounds": rounds, "fault_rate": fault_rate, "order": "shards"},
         "machine": {"cpus": os.cpu_count(), "load_avg": list(os.getloadavg()) if hasattr(os, "getloadavg") else None},

@@ -2,7 +2,7 @@
 
 Read in this order: :mod:`~torchport.train.config` (every knob), :mod:`~torchport.train.loop`
 (the loop, top to bottom), then :mod:`~torchport.train.inputs` / :mod:`~torchport.train.data`
-(ImageFolder input), :mod:`~torchport.train.models`, :mod:`~torchport.train.optim`,
+(ImageFolder input), :mod:`~torchport.models`, :mod:`~torchport.train.optim`,
 :mod:`~torchport.train.metrics`. Checkpoints use :mod:`torchport.runtime.checkpoint`.
 
 Example::
@@ -21,8 +21,8 @@ _EXPORTS = {
     "train": "torchport.train.loop",
     "TrainResult": "torchport.train.loop",
     "NonFiniteLossError": "torchport.train.loop",
-    "build_model": "torchport.train.models",
-    "model_names": "torchport.train.models",
+    "build_model": "torchport.models",
+    "model_names": "torchport.models",
     "DataError": "torchport.train.data",
     "BadImageError": "torchport.train.data",
     "read_jsonl": "torchport.train.metrics",

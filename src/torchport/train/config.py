@@ -33,7 +33,8 @@ import typing
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
-from torchport.runtime.device import ConfigError
+from torchport.backends.spec import PRECISIONS
+from torchport.errors import ConfigError
 
 __all__ = ["TrainConfig", "ConfigError", "load_config_file"]
 
@@ -90,10 +91,13 @@ class TrainConfig:
     lr_gamma: float = _field(0.1, "step schedule: decay factor.")
     label_smoothing: float = _field(0.1, "Cross-entropy label smoothing.")
     clip_grad_norm: Optional[float] = _field(None, "Clip the total gradient norm to this value.")
-    precision: str = _field("auto", "Numerics: auto picks bf16/fp16 where the device runs them fast, fp32 on CPU.",
-                            choices=("auto", "fp32", "fp16", "bf16"))
+    precision: str = _field("auto", "Numerics: auto picks bf16/fp16 where the device runs them fast, fp32 on CPU; "
+                            "amp = the backend's low precision even on CPU.", choices=PRECISIONS)
     # -- where and how ---------------------------------------------------------------------------------
     device: Optional[str] = _field(None, "auto, a backend name or name:index (default: TORCHPORT_DEVICE or auto).")
+    require_accelerator: Optional[bool] = _field(None, "Fail instead of running on CPU when no accelerator is found "
+                                                 "(default: TORCHPORT_REQUIRE_ACCELERATOR).",
+                                                 flag="--require-accelerator/--allow-cpu")
     seed: int = _field(0, "Seed for init, shuffling and augmentation.")
     deterministic: bool = _field(False, "Ask torch for deterministic algorithms (slower).")
     # -- outputs, checkpoints ----------------------------------------------------------------------------
@@ -264,5 +268,6 @@ def _coerce(name: str, value: Any, tp: Any) -> Any:
     if base is str and isinstance(value, os.PathLike):
         return os.fspath(value)
     if base is int and isinstance(value, bool) or not isinstance(value, base):
-        raise ConfigError(f"{name}={value!r} must be a {base.__name__}, not {type(value).__name__}")
+        article = "an" if base.__name__[0] in "aeiou" else "a"
+        raise ConfigError(f"{name}={value!r} must be {article} {base.__name__}, not {type(value).__name__}")
     return value

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from torchport.data.errors import DataError as _DataErrorBase
+from torchport.data.folder import IMAGE_EXTENSIONS, list_class_files, list_classes
 
 __all__ = [
     "DataError",
@@ -42,8 +43,6 @@ __all__ = [
     "holdout_ids",
 ]
 
-#: Extensions indexed as images (the same list as torchport.data, so both loaders see the same files).
-IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
 
 
 class DataError(_DataErrorBase):
@@ -91,7 +90,7 @@ def scan_folder(root: str | os.PathLike, *, policy: str = "skip", classes: Seque
     root = Path(root)
     if not root.is_dir():
         raise DataError(f"data directory {str(root)!r} does not exist (pass --data DIR with one sub-folder per class)")
-    found = sorted(e.name for e in os.scandir(root) if e.is_dir() and not e.name.startswith("."))
+    found = list_classes(root)
     if not found:
         raise DataError(f"data directory {str(root)!r} has no class sub-folders; expected {root}/<class>/<image files>")
     if classes is not None and list(classes) != found:
@@ -103,9 +102,8 @@ def scan_folder(root: str | os.PathLike, *, policy: str = "skip", classes: Seque
     samples, skipped = [], []
     for idx, name in enumerate(found):
         cdir = root / name
-        files = sorted(e.name for e in os.scandir(cdir) if e.is_file() and not e.name.startswith("."))
-        images = [f for f in files if f.lower().endswith(IMAGE_EXTENSIONS)]
-        others = [str(cdir / f) for f in files if not f.lower().endswith(IMAGE_EXTENSIONS)]
+        images, others = list_class_files(cdir)
+        others = [str(cdir / f) for f in others]
         if others and policy == "error":
             raise BadImageError(f"{others[0]} is not an image file ({len(others)} such file(s) in {cdir}); "
                                 "remove them or use --bad-files skip")

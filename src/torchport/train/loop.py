@@ -22,7 +22,7 @@ import time
 from typing import Any
 
 from torchport.runtime import checkpoint as ckpt
-from torchport.runtime.device import ConfigError
+from torchport.errors import ConfigError
 from torchport.train.config import TrainConfig
 
 __all__ = ["train", "TrainResult", "NonFiniteLossError"]
@@ -55,6 +55,7 @@ class TrainResult:
     bad_files: int
     resumed_from: str | None
     last_checkpoint: str | None
+    best_val_top1: float | None = None    # over every epoch of the run dir (resumed runs included)
 
 
 def train(cfg: TrainConfig) -> TrainResult:
@@ -72,12 +73,10 @@ def train(cfg: TrainConfig) -> TrainResult:
     import torch
 
     from torchport.runtime import distributed as dist
-    from torchport.runtime.amp import Amp
     from torchport.runtime.seed import seed_everything
     from torchport.train.inputs import build_inputs
     from torchport.train.metrics import MetricsLogger, ProgressDisplay
-    from torchport.train.models import build_model, check_model_name
-    from torchport.train.optim import LrSchedule, build_optimizer
+    from torchport.train.models import check_model_name
     from torchport.train.rundir import checkpoint_dir_for, prepare_run_dir
 
     t_start = time.time()
@@ -91,13 +90,13 @@ def train(cfg: TrainConfig) -> TrainResult:
     check_model_name(cfg.model)
 
     # ---- 1. Where we run -------------------------------------------------------------------------
-    # One process per device. Under torchrun this joins the process group (nccl / hccl / gloo, chosen
+    # One process per device. Under torchrun this joins the process group (the collective backend is chosen
     # by the backend record) and picks the device from LOCAL_RANK; alone it just selects the device.
     if cfg.storage_endpoint:  # s3:// / obs:// endpoint for this process, its workers and checkpoints
         from torchport.storage.store import configure
 
         configure(endpoint=cfg.storage_endpoint)
-    target = dist.init_distributed(cfg.device)
+    target = dist.init_distributed(cfg.device, require_accelerator=cfg.require_accelerator)
     rank, world = dist.rank(), dist.world_size()
     main = dist.is_main_process()
     # Same seed on every rank: identical initial weights (DDP also broadcasts rank 0's at wrap time).
@@ -122,16 +121,8 @@ def train(cfg: TrainConfig) -> TrainResult:
         total_steps = min(total_steps, cfg.max_steps)
 
     # ---- 3. Model, optimizer, schedule, numerics ---------------------------------------------------
-    model = build_model(cfg.model, num_classes=num_classes, image_size=cfg.image_size).to(target.device)
-    memory_format = torch.channels_last if cfg.channels_last else torch.contiguous_format
-    model = model.to(memory_format=memory_format)
-    optimizer = build_optimizer(model, name=cfg.optimizer, lr=cfg.lr, momentum=cfg.momentum,
-                                weight_decay=cfg.weight_decay)
-    warmup = int(round(cfg.warmup_epochs * steps_per_epoch))
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, LrSchedule(
-        kind=cfg.schedule, warmup=warmup, total=total_steps, step_size=cfg.lr_step_epochs * steps_per_epoch,
-        gamma=cfg.lr_gamma))
-    amp = Amp(cfg.precision, target)   # fp32: no-op; fp16: autocast + GradScaler; bf16: autocast only
+    # fp32: no-op; fp16: autocast + GradScaler; bf16: autocast only. Weight decay skips norms and biases.
+    model, optimizer, scheduler, amp = _build(cfg, target, num_classes, steps_per_epoch, total_steps)
     criterion = torch.nn.CrossEntropyLoss(label_smoothing=cfg.label_smoothing)
 
     # ---- 4. Resume ----------------------------------------------------------------------------------
@@ -155,14 +146,16 @@ def train(cfg: TrainConfig) -> TrainResult:
                               "run without --compile")
         train_model = torch.compile(ddp_model, backend=backend)
 
+    run = _Run(cfg=cfg, target=target, world=world, main=main, run_dir=run_dir, log=log, ui=ui, manager=manager,
+               inputs=inputs, model=model, optimizer=optimizer, scheduler=scheduler, amp=amp,
+               num_classes=num_classes, steps_per_epoch=steps_per_epoch, total_steps=total_steps)
     if main:
-        _announce(ui, log, cfg, target, amp, world, inputs, num_classes, steps_per_epoch, total_steps,
-                  run_dir, resume_path, step)
+        _announce(run, resume_path, step)
 
     # ---- 6. Train -----------------------------------------------------------------------------------
     last = {"train_loss": None, "val_loss": None, "val_top1": None, "val_top5": None}
     total_bad, last_ckpt, epochs_completed = 0, None, start_epoch
-    train_images, train_time = 0, 0.0
+    meter = _Meter(target.device)
     for epoch in range(start_epoch, cfg.epochs):
         if step >= total_steps:
             break
@@ -179,11 +172,8 @@ def train(cfg: TrainConfig) -> TrainResult:
         skipped_before = len(train_loader.stats.skipped) + len(val_loader.stats.skipped)
         model.train()
         ui.start_epoch(epoch, cfg.epochs, steps_per_epoch, done=micro // cfg.accum_steps)
-        # Device-side accumulators: adding to them does not sync; only .item() at log time does.
-        window_loss = torch.zeros((), device=target.device)
-        window_steps, window_images, t_window = 0, 0, time.perf_counter()
-        t_epoch, epoch_images = time.perf_counter(), 0
-        step_loss = torch.zeros((), device=target.device)
+        meter.start_epoch()
+        step_loss = torch.zeros((), device=target.device)   # device-side: adding to it does not sync
 
         for images, labels in train_loader:     # float [B, 3, S, S] normalised, int64 [B]; on the device
             micro += 1
@@ -200,7 +190,7 @@ def train(cfg: TrainConfig) -> TrainResult:
                     loss = criterion(logits, labels) / cfg.accum_steps   # scalar, mean over the batch
                 amp.backward(loss)
             step_loss += loss.detach()
-            window_images += labels.shape[0]
+            meter.images += labels.shape[0]
             if not sync_now:
                 continue
 
@@ -212,8 +202,7 @@ def train(cfg: TrainConfig) -> TrainResult:
                 scheduler.step()
             step += 1
             epoch_steps += 1
-            window_steps += 1
-            window_loss += step_loss
+            meter.add_step(step_loss)
             step_loss = torch.zeros((), device=target.device)
             step_in_epoch = micro // cfg.accum_steps
             ui.tick(step_in_epoch)
@@ -224,31 +213,25 @@ def train(cfg: TrainConfig) -> TrainResult:
 
             if step % cfg.log_every == 0 or step == total_steps or step_in_epoch == steps_per_epoch:
                 # Sync point: .item() waits for the device; the mean over ranks is one more all-reduce.
-                mean_loss = dist.all_reduce_mean(window_loss.item() / window_steps, target)
+                local_loss, seconds = meter.read()
+                mean_loss = dist.all_reduce_mean(local_loss, target)
                 if not math.isfinite(mean_loss):
                     _stop_non_finite(ui, log, step, epoch, mean_loss, manager)
-                epoch_loss_sum += mean_loss * window_steps
-                now = time.perf_counter()
-                ips = window_images * world / max(now - t_window, 1e-9)
-                train_images += window_images * world
-                train_time += now - t_window
-                epoch_images += window_images * world
-                eta = (total_steps - step) * (now - t_window) / window_steps
+                epoch_loss_sum += mean_loss * meter.steps
+                eta = (total_steps - step) * seconds / meter.steps
+                ips = meter.close_window(world, seconds)
                 log.write("step", step=step, epoch=epoch, loss=mean_loss, lr=optimizer.param_groups[0]["lr"],
                           images_per_s=round(ips, 1), loss_scale=_scale(amp))
                 ui.update(step_in_epoch, steps_per_epoch, loss=mean_loss, ips=ips, eta_s=eta)
-                window_loss.zero_()
-                window_steps, window_images, t_window = 0, 0, time.perf_counter()
 
             if cfg.checkpoint_every and step % cfg.checkpoint_every == 0 and step_in_epoch < steps_per_epoch:
-                last_ckpt = _save(manager, model, optimizer, amp, scheduler, cfg, main, target, log,
-                                  window_loss, progress={"epoch": epoch, "step": step, "epoch_done": False,
-                                                         "loader": train_loader.state_dict(),
-                                                         "epoch_loss_sum": epoch_loss_sum, "epoch_steps": epoch_steps})
+                last_ckpt = _save(run, meter.loss, progress={"epoch": epoch, "step": step, "epoch_done": False,
+                                                             "loader": train_loader.state_dict(),
+                                                             "epoch_loss_sum": epoch_loss_sum, "epoch_steps": epoch_steps})
             if step_in_epoch >= steps_per_epoch or step >= total_steps:
                 break   # trailing micro-batches that cannot fill an accumulation group are dropped
         ui.end_epoch()
-        epoch_time = time.perf_counter() - t_epoch
+        epoch_time = time.perf_counter() - meter.t_epoch
 
         # ---- 7. Evaluate ------------------------------------------------------------------------------
         val = evaluate(model, val_loader, target, amp, criterion, num_classes)
@@ -258,33 +241,30 @@ def train(cfg: TrainConfig) -> TrainResult:
         last = {"train_loss": epoch_loss_sum / max(1, epoch_steps), "val_loss": val["loss"],
                 "val_top1": val["top1"], "val_top5": val["top5"]}
         log.write("epoch", epoch=epoch, step=step, **last, lr=optimizer.param_groups[0]["lr"],
-                  images_per_s=round(epoch_images / max(epoch_time, 1e-9), 1), epoch_time_s=round(epoch_time, 2),
+                  images_per_s=round(meter.epoch_images / max(epoch_time, 1e-9), 1), epoch_time_s=round(epoch_time, 2),
                   bad_files=bad_count)
-        ui.print(_epoch_line(epoch, cfg.epochs, last, epoch_images / max(epoch_time, 1e-9), epoch_time))
+        ui.print(_epoch_line(epoch, cfg.epochs, last, meter.epoch_images / max(epoch_time, 1e-9), epoch_time))
         if bad_count or inputs.skipped_files:
             _report_bad(ui, log, epoch, [str(r) for _, r in new_bad], bad_count, inputs.skipped_files)
         # A max_steps stop mid-epoch is saved as "not done", so a longer resumed run continues the epoch.
         epoch_done = micro // cfg.accum_steps >= steps_per_epoch
         epochs_completed = epoch + 1 if epoch_done else epoch
-        last_ckpt = _save(manager, model, optimizer, amp, scheduler, cfg, main, target, log, window_loss,
-                          progress={"epoch": epoch, "step": step, "epoch_done": epoch_done,
-                                    "loader": train_loader.state_dict(), "epoch_loss_sum": epoch_loss_sum,
-                                    "epoch_steps": epoch_steps}) or last_ckpt
+        last_ckpt = _save(run, meter.loss, progress={"epoch": epoch, "step": step, "epoch_done": epoch_done,
+                                                     "loader": train_loader.state_dict(),
+                                                     "epoch_loss_sum": epoch_loss_sum,
+                                                     "epoch_steps": epoch_steps}) or last_ckpt
 
     # ---- 8. Wrap up -----------------------------------------------------------------------------------
     result = TrainResult(
         run_dir=str(run_dir), device=str(target), precision=amp.precision, world_size=world,
         epochs_completed=epochs_completed, steps=step, **last,
-        images_per_s=round(train_images / train_time, 1) if train_time else 0.0,
+        images_per_s=round(meter.total_images / meter.total_time, 1) if meter.total_time else 0.0,
         wall_s=round(time.time() - t_start, 1), bad_files=total_bad,
         resumed_from=str(resume_path) if resume_path else None,
         last_checkpoint=str(last_ckpt) if last_ckpt else (str(manager.latest()) if manager.latest() else None),
     )
     if main:
-        import json
-
-        (run_dir / "summary.json").write_text(json.dumps(dataclasses.asdict(result), indent=2) + "\n")
-        log.write("run", **dataclasses.asdict(result))
+        _report_run(run, result)   # summary.json, curves.png, the closing line
     log.close()
     # Stop the loaders' persistent worker processes now rather than whenever the garbage collector
     # finds them (matters when train() is called several times in one process, e.g. from tests).
@@ -328,6 +308,89 @@ def evaluate(model, loader, target, amp, criterion, num_classes) -> dict[str, An
 
 
 # ---- helpers (kept out of the loop body so it reads in one sitting) ------------------------------------
+@dataclasses.dataclass
+class _Run:
+    """The run's parts, bundled for the helpers below (instead of a dozen positional parameters)."""
+
+    cfg: TrainConfig
+    target: Any
+    world: int
+    main: bool
+    run_dir: Any
+    log: Any
+    ui: Any
+    manager: Any
+    inputs: Any
+    model: Any
+    optimizer: Any
+    scheduler: Any
+    amp: Any
+    num_classes: int
+    steps_per_epoch: int
+    total_steps: int
+
+
+def _build(cfg: TrainConfig, target: Any, num_classes: int, steps_per_epoch: int, total_steps: int):
+    """``(model, optimizer, scheduler, amp)`` on ``target``: the model in its memory format, the LR schedule
+    in optimizer steps (warmup, then cosine / step / constant), the AMP policy of the backend."""
+    import torch
+
+    from torchport.models import build_model
+    from torchport.runtime.amp import Amp
+    from torchport.train.optim import LrSchedule, build_optimizer
+
+    model = build_model(cfg.model, num_classes=num_classes, image_size=cfg.image_size).to(target.device)
+    model = model.to(memory_format=torch.channels_last if cfg.channels_last else torch.contiguous_format)
+    optimizer = build_optimizer(model, name=cfg.optimizer, lr=cfg.lr, momentum=cfg.momentum,
+                                weight_decay=cfg.weight_decay)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, LrSchedule(
+        kind=cfg.schedule, warmup=int(round(cfg.warmup_epochs * steps_per_epoch)), total=total_steps,
+        step_size=cfg.lr_step_epochs * steps_per_epoch, gamma=cfg.lr_gamma))
+    return model, optimizer, scheduler, Amp(cfg.precision, target)
+
+
+class _Meter:
+    """Loss and throughput between two log points, plus epoch and run totals.
+
+    The loss sum stays on the device (adding to it does not sync); :meth:`read` is the sync point.
+    ``images`` counts this rank's images in the current window.
+    """
+
+    def __init__(self, device: Any) -> None:
+        import torch
+
+        self.loss = torch.zeros((), device=device)
+        self.steps = self.images = 0
+        self.t0 = self.t_epoch = time.perf_counter()
+        self.epoch_images, self.total_images, self.total_time = 0, 0, 0.0
+
+    def start_epoch(self) -> None:
+        """Begin an epoch (and a fresh window)."""
+        self.loss.zero_()
+        self.steps = self.images = self.epoch_images = 0
+        self.t0 = self.t_epoch = time.perf_counter()
+
+    def add_step(self, step_loss: Any) -> None:
+        """Count one optimizer step and its (device-side) loss."""
+        self.loss += step_loss
+        self.steps += 1
+
+    def read(self) -> tuple[float, float]:
+        """``(mean loss per step on this rank, seconds since the window began)`` -- syncs the device."""
+        return self.loss.item() / max(1, self.steps), time.perf_counter() - self.t0
+
+    def close_window(self, world: int, seconds: float) -> float:
+        """Add the window to the totals and start the next; returns images/s over all ranks."""
+        images = self.images * world
+        self.epoch_images += images
+        self.total_images += images
+        self.total_time += seconds
+        self.loss.zero_()
+        self.steps = self.images = 0
+        self.t0 = time.perf_counter()
+        return images / max(seconds, 1e-9)
+
+
 def _scale(amp) -> float | None:
     return float(amp.scaler.get_scale()) if amp.scaler is not None else None
 
@@ -339,21 +402,21 @@ def _params_finite(model) -> bool:
     return bool(torch.stack(flags).all().item()) if flags else True
 
 
-def _save(manager, model, optimizer, amp, scheduler, cfg, main, target, log, window_loss, *, progress):
+def _save(run: "_Run", window_loss, *, progress):
     """Checkpoint on rank 0 -- but never a poisoned state: every rank agrees the weights and the
     losses since the last log are finite first (a collective decision, so no rank is left waiting)."""
     from torchport.runtime import distributed as dist
 
-    ok = _params_finite(model) and math.isfinite(float(window_loss.item()))
-    if dist.all_reduce_mean(1.0 if ok else 0.0, target) < 1.0:
+    ok = _params_finite(run.model) and math.isfinite(float(window_loss.item()))
+    if dist.all_reduce_mean(1.0 if ok else 0.0, run.target) < 1.0:
         raise NonFiniteLossError(f"non-finite weights or loss at step {progress['step']}: refusing to write a "
-                                 f"checkpoint; the last good one is {manager.latest()}")
-    if not main:
+                                 f"checkpoint; the last good one is {run.manager.latest()}")
+    if not run.main:
         return None
-    state = ckpt.capture(model=model, optimizer=optimizer, amp=amp, scheduler=scheduler, progress=progress,
-                         config=cfg.to_dict())
-    path = manager.save(state, step=progress["step"])
-    log.write("checkpoint", step=progress["step"], epoch=progress["epoch"], path=str(path))
+    state = ckpt.capture(model=run.model, optimizer=run.optimizer, amp=run.amp, scheduler=run.scheduler,
+                         progress=progress, config=run.cfg.to_dict())
+    path = run.manager.save(state, step=progress["step"])
+    run.log.write("checkpoint", step=progress["step"], epoch=progress["epoch"], path=str(path))
     return path
 
 
@@ -374,6 +437,22 @@ def _epoch_line(epoch, epochs, last, ips, secs) -> str:
             f"top-1 {pct(last['val_top1'])}  top-5 {pct(last['val_top5'])}  {ips:,.0f} img/s  {secs:.1f}s")
 
 
+def _report_run(run: _Run, result: TrainResult) -> None:
+    """Rank 0's wrap-up: best val top-1 over every epoch of the run dir (resumed runs included),
+    ``curves.png``, ``summary.json``, the ``run`` record and one closing line."""
+    import json
+
+    from torchport.train.metrics import epoch_records, summary_line, write_curves
+
+    records = epoch_records(run.run_dir)        # metrics.jsonl is line-buffered: this run's epochs are in
+    tops = [r["val_top1"] for r in records if isinstance(r.get("val_top1"), (int, float))]
+    result.best_val_top1 = max(tops) if tops else None
+    write_curves(run.run_dir, records)
+    (run.run_dir / "summary.json").write_text(json.dumps(dataclasses.asdict(result), indent=2) + "\n")
+    run.log.write("run", **dataclasses.asdict(result))
+    run.ui.print(summary_line(result, result.best_val_top1))
+
+
 def _report_bad(ui, log, epoch, paths, count, skipped) -> None:
     if count:
         shown = ", ".join(paths[:3]) + (" ..." if len(paths) > 3 else "")
@@ -385,9 +464,11 @@ def _report_bad(ui, log, epoch, paths, count, skipped) -> None:
               non_image=len(skipped), non_image_paths=skipped[:100])
 
 
-def _announce(ui, log, cfg, target, amp, world, inputs, num_classes, steps_per_epoch, total_steps,
-              run_dir, resume_path, step) -> None:
-    for note in inputs.notes:
+def _announce(run: "_Run", resume_path, step: int) -> None:
+    ui, log, cfg, target, amp, inputs = run.ui, run.log, run.cfg, run.target, run.amp, run.inputs
+    world, num_classes, steps_per_epoch, total_steps = run.world, run.num_classes, run.steps_per_epoch, run.total_steps
+    run_dir = run.run_dir
+    for note in inputs.notes + ([log.tb_note] if log.tb_note else []):
         ui.print(note)
     ui.print(f"device {target} ({target.reason}), precision {amp.precision}, world size {world}, "
              f"model {cfg.model} ({num_classes} classes, {cfg.image_size}px)")

@@ -20,7 +20,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["MetricsLogger", "ProgressDisplay", "topk_correct", "read_jsonl"]
+__all__ = ["MetricsLogger", "ProgressDisplay", "topk_correct", "read_jsonl", "epoch_records", "write_curves",
+           "summary_line"]
 
 #: CSV columns per record kind (other kinds go to the JSONL only).
 CSV_COLUMNS = {
@@ -48,6 +49,63 @@ def read_jsonl(path: str | Path, kind: str | None = None) -> list[dict[str, Any]
             if kind is None or rec.get("kind") == kind:
                 out.append(rec)
     return out
+
+
+def epoch_records(run_dir: str | Path) -> list[dict[str, Any]]:
+    """The run's ``epoch`` records in epoch order; a re-run epoch (after a resume) keeps its last record."""
+    path = Path(run_dir) / "metrics.jsonl"
+    if not path.is_file():
+        return []
+    by_epoch = {int(r["epoch"]): r for r in read_jsonl(path, "epoch")}
+    return [by_epoch[e] for e in sorted(by_epoch)]
+
+
+def write_curves(run_dir: str | Path, records: list[dict[str, Any]] | None = None) -> Path | None:
+    """Plot loss, accuracy, learning rate and img/s per epoch into ``<run_dir>/curves.png``.
+
+    Returns the path, or None when there is no epoch record yet. Uses matplotlib's Agg backend
+    (no display needed); the file is written atomically.
+    """
+    import os
+
+    records = epoch_records(run_dir) if records is None else records
+    if not records:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    num = lambda r, k: r.get(k) if isinstance(r.get(k), (int, float)) else float("nan")  # noqa: E731
+    x = [int(r["epoch"]) + 1 for r in records]
+    fig, axes = plt.subplots(1, 4, figsize=(16, 3.6))
+    panels = [("loss", [("train_loss", "train"), ("val_loss", "val")]),
+              ("val accuracy", [("val_top1", "top-1"), ("val_top5", "top-5")]),
+              ("learning rate", [("lr", "lr")]), ("images/s", [("images_per_s", "train")])]
+    for ax, (title, series) in zip(axes, panels):
+        for key, label in series:
+            ys = [num(r, key) for r in records]
+            if any(math.isfinite(y) for y in ys):
+                ax.plot(x, ys, marker="o", label=label)
+        ax.set_title(title)
+        ax.set_xlabel("epoch")
+        ax.grid(alpha=0.3)
+        if len(series) > 1:
+            ax.legend()
+    fig.tight_layout()
+    out = Path(run_dir) / "curves.png"
+    tmp = out.with_name(".curves.png.tmp")
+    fig.savefig(tmp, format="png", dpi=90)
+    plt.close(fig)
+    os.replace(tmp, out)
+    return out
+
+
+def summary_line(result: Any, best_top1: float | None) -> str:
+    """The one line a run ends with: last and best val top-1, the run dir and the last checkpoint."""
+    pct = lambda v: "-" if v is None else f"{100 * v:.1f}%"  # noqa: E731
+    return (f"done: val top-1 {pct(result.val_top1)} (best {pct(best_top1)}), run dir {result.run_dir}, "
+            f"last checkpoint {result.last_checkpoint or '-'}")
 
 
 class MetricsLogger:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from torchport.errors import ExitCode, TorchportError
 from torchport.runtime.checkpoint import CheckpointManager
-from torchport.runtime.device import ConfigError
+from torchport.errors import ConfigError
 
 __all__ = ["prepare_run_dir", "checkpoint_dir_for", "RunDirError"]
 

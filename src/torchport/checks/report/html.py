@@ -23,7 +23,12 @@ table{border-collapse:collapse;margin:.5em 0 1.5em}td,th{border:1px solid #ccc;p
 th{background:#f3f3f3;text-align:left}.pass{color:#1a7f37;font-weight:bold}.warn{color:#9a6700;font-weight:bold}
 .fail{color:#cf222e;font-weight:bold}.skip{color:#777}.where{font-family:monospace;font-size:90%}
 img{max-width:100%;border:1px solid #ddd;margin:.5em 0}
+table.evidence{table-layout:fixed;width:100%}td{overflow-wrap:anywhere;word-break:break-word}
+pre{white-space:pre-wrap;overflow-wrap:anywhere;margin:.3em 0;font-size:85%}summary{cursor:pointer}
 """
+
+#: Text longer than this (or over several lines) is folded into a <details> element.
+FOLD_CHARS = 240
 
 
 def _figure(title: str, series: dict[str, list[float]]):
@@ -84,6 +89,17 @@ def _e(x: Any) -> str:
     return html.escape("" if x is None else str(x))
 
 
+def _cell(x: Any) -> str:
+    """A table cell's text: short text as is; long or multi-line text (tracebacks, op lists) folded
+    under its first line, wrapping instead of running off the page."""
+    text = "" if x is None else (f"{x:.4g}" if isinstance(x, float) else str(x))
+    if len(text) <= FOLD_CHARS and "\n" not in text:
+        return html.escape(text)
+    first = text.strip().splitlines()[0] if text.strip() else ""
+    head = first if len(first) <= 120 else first[:117] + "..."
+    return f"<details><summary>{html.escape(head)}</summary><pre>{html.escape(text)}</pre></details>"
+
+
 def to_html(report: Report) -> str:
     """The report as one HTML page with embedded plots."""
     meta = report.meta
@@ -106,12 +122,13 @@ def to_html(report: Report) -> str:
             png = base64.b64encode(plot_png(title, series)).decode("ascii")
             parts.append(f"<img alt='{_e(title)}' data-series='{_e(','.join(series))}' "
                          f"src='data:image/png;base64,{png}'>")
-        parts.append("<table><tr><th>status</th><th>what</th><th>measured</th><th>threshold</th><th>where</th>"
-                     "<th>detail</th></tr>")
+        parts.append("<table class='evidence'><tr><th style='width:6%'>status</th><th style='width:18%'>what</th>"
+                     "<th style='width:14%'>measured</th><th style='width:12%'>threshold</th>"
+                     "<th style='width:20%'>where</th><th>detail</th></tr>")
         for e in r.evidence:
-            parts.append(f"<tr><td class='{e.status.value}'>{_e(e.status.value)}</td><td>{_e(e.what)}</td>"
-                         f"<td>{_e(e.measured)}</td><td>{_e(e.threshold)}</td><td class='where'>{_e(e.where)}</td>"
-                         f"<td>{_e(e.detail)}</td></tr>")
+            parts.append(f"<tr><td class='{e.status.value}'>{_e(e.status.value)}</td><td>{_cell(e.what)}</td>"
+                         f"<td>{_cell(e.measured)}</td><td>{_cell(e.threshold)}</td><td class='where'>{_cell(e.where)}</td>"
+                         f"<td>{_cell(e.detail)}</td></tr>")
         parts.append("</table>")
     parts.append("</body></html>")
     return "\n".join(parts)
