@@ -50,7 +50,7 @@ def main() -> int:
         t0 = time.time()
         pack(photos_cache(a.count), f"s3://bench/photos-{a.mode}", mode=a.mode, workers=a.workers, shard_bytes=8 << 20)
         print(f"packed {a.count} photos to s3://bench/photos-{a.mode} in {time.time() - t0:.1f}s", flush=True)
-        cmd = [sys.executable, "-m", "torchport", "bench", "data", "--data", f"s3://bench/photos-{a.mode}",
+        cmd = [sys.executable, "-m", "torchport", "data", "bench", "--data", f"s3://bench/photos-{a.mode}",
                "--workers", str(a.workers), "--rounds", str(a.rounds), "--batch-size", str(a.batch_size),
                "--size", str(a.image_size)] + (["--json", a.json] if a.json else [])
         return subprocess.call(cmd, env=env)

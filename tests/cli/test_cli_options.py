@@ -1,7 +1,7 @@
 """The CLI vocabulary, frozen: every verb's options in a committed snapshot, and the shared spelling rules.
 
 A new, renamed or removed option fails ``test_cli_options_match_the_snapshot`` until the snapshot is
-updated on purpose: ``TORCHPORT_UPDATE_GOLDEN=1 pytest tests/cli/test_cli_options.py``.
+updated on purpose: ``pytest --update-golden tests/cli/test_cli_options.py``.
 """
 
 from __future__ import annotations
@@ -51,9 +51,9 @@ def test_cli_options_match_the_snapshot():
     actual = json.dumps(snapshot(), indent=2, sort_keys=True) + "\n"
     if os.environ.get("TORCHPORT_UPDATE_GOLDEN") == "1":
         SNAPSHOT.write_text(actual)
-    assert SNAPSHOT.is_file(), f"{SNAPSHOT} missing: create it with TORCHPORT_UPDATE_GOLDEN=1"
+    assert SNAPSHOT.is_file(), f"{SNAPSHOT} missing: create it with pytest --update-golden"
     assert actual == SNAPSHOT.read_text(), (
-        "the CLI options changed; if on purpose, update the snapshot with TORCHPORT_UPDATE_GOLDEN=1 "
+        "the CLI options changed; if on purpose, update the snapshot with pytest --update-golden "
         "and keep the old spelling as a hidden deprecated alias")
 
 
