@@ -22,6 +22,7 @@ ALL_RULES: tuple[type[Rule], ...] = (
     placement.CudaTensorType,
     placement.CudaAvailabilityIdiom,
     placement.CudaFlag,
+    placement.IntDeviceIndex,
     device_api.CudaIsAvailable,
     device_api.CudaDeviceQuery,
     device_api.CudaSetDevice,
