@@ -255,27 +255,28 @@ class IsCudaAttribute(Rule):
     code = "TP105"
     name = "is-cuda-attribute"
     severity = "warning"
-    fix = "unsafe"
+    fix = "safe"
     attributes = ("is_cuda",)
     needles = ("is_cuda",)
     summary = "Finds `tensor.is_cuda`."
     why = ("`is_cuda` is False for tensors on an NPU or XPU, so code that branches on it (to synchronize, to pin, "
-           "to copy back) silently takes the CPU path on every other accelerator.")
+           "to copy back) silently takes the CPU path on every other accelerator, and `assert x.is_cuda` after "
+           "moving a batch fails there.")
     example = "if x.is_cuda:\n    x = x.cpu()\n"
-    use_instead = 'if (x.device.type != "cpu"):\n    x = x.cpu()\n'
-    fix_notes = ('Unsafe: becomes `(x.device.type != "cpu")` -- true on any accelerator, also for `meta` '
-                 "tensors, where `is_cuda` was false.")
+    use_instead = "import torchport\n\nif (x.device.type == torchport.current().type):\n    x = x.cpu()\n"
+    fix_notes = ("Safe: becomes `(x.device.type == torchport.current().type)` -- \"is the tensor on the selected "
+                 "device\", the one meaning torchport gives `is_cuda` (`torchport run` answers the same for your "
+                 "code, see docs/shim.md). On a CUDA machine that is exactly `is_cuda`; on the CPU fallback it is "
+                 "True for CPU tensors, so `assert x.is_cuda` after a move still holds.")
 
     def on_attribute(self, ctx, node: cst.Attribute) -> None:
-        quote = ctx.quote
-
         def fix(n: cst.Attribute) -> cst.Comparison:
             dev = cst.Attribute(value=cst.Attribute(value=n.value, attr=cst.Name("device")), attr=cst.Name("type"))
             return cst.Comparison(left=dev, comparisons=[cst.ComparisonTarget(
-                operator=cst.NotEqual(), comparator=cst.SimpleString(f"{quote}cpu{quote}"))],
-                lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+                operator=cst.Equal(), comparator=ctx.type_expr())], lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
 
-        ctx.report(self, node, '`is_cuda` is false on every other accelerator; use `x.device.type != "cpu"`', fix=fix)
+        ctx.report(self, node, "`is_cuda` is false on every other accelerator; use "
+                               "`x.device.type == torchport.current().type`", fix=fix)
 
 
 _TENSOR_TYPES = {"FloatTensor": "float32", "DoubleTensor": "float64", "HalfTensor": "float16",
