@@ -19,12 +19,15 @@ def test_cpu_ignores_every_knob():
     assert torch.backends.cudnn.benchmark is before
 
 
-def test_cuda_record_sets_its_knobs(monkeypatch):
-    monkeypatch.setattr(torch.backends.cudnn, "benchmark", False)
-    monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", False)
-    applied = torchport.tune(Target(cuda.SPEC), cudnn_benchmark=True, matmul_allow_tf32=True, jit_compile=False)
-    assert applied == {"cudnn_benchmark": True, "matmul_allow_tf32": True, "jit_compile": False}
-    assert torch.backends.cudnn.benchmark is True and torch.backends.cuda.matmul.allow_tf32 is True
+def test_cuda_record_sets_its_knobs():
+    saved = torch.backends.cudnn.benchmark, torch.backends.cuda.matmul.allow_tf32
+    try:
+        torch.backends.cudnn.benchmark, torch.backends.cuda.matmul.allow_tf32 = False, False
+        applied = torchport.tune(Target(cuda.SPEC), cudnn_benchmark=True, matmul_allow_tf32=True, jit_compile=False)
+        assert applied == {"cudnn_benchmark": True, "matmul_allow_tf32": True, "jit_compile": False}
+        assert torch.backends.cudnn.benchmark is True and torch.backends.cuda.matmul.allow_tf32 is True
+    finally:
+        torch.backends.cudnn.benchmark, torch.backends.cuda.matmul.allow_tf32 = saved
 
 
 def test_unknown_knob_is_an_error_listing_the_known_ones():
