@@ -179,7 +179,7 @@ class FileContext:
     def device_string(expr: cst.BaseExpression) -> DeviceString | None:
         """A device or collective string as a record, else None.
 
-        Recognised: ``"cuda"``, ``"cuda:N"``, ``f"cuda:{i}"``, ``"cuda:%d" % i`` (also for
+        Recognised: ``"cuda"``, ``"cuda:N"``, ``f"cuda:{i}"``, ``"cuda:%d" % i``, ``"cuda:{}".format(i)`` (also for
         ``npu`` / ``xpu`` / ``mps``), and ``"nccl"`` / ``"hccl"`` / ``"xccl"``.
         """
         if isinstance(expr, cst.SimpleString):
@@ -212,6 +212,16 @@ class FileContext:
                 and parts[1].format_spec is None
             ):
                 return DeviceString(None, parts[0].value[:-1], index_expr=parts[1].expression)
+        if (isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value == "format"
+                and isinstance(expr.func.value, cst.SimpleString) and len(expr.args) == 1
+                and expr.args[0].keyword is None and not expr.args[0].star):
+            try:
+                val = expr.func.value.evaluated_value
+            except Exception:  # pragma: no cover
+                return None
+            if isinstance(val, str) and val.endswith(":{}") and val[:-3] in ("cuda", "npu", "xpu", "mps"):
+                return DeviceString(None, val[:-3], index_expr=expr.args[0].value)
+            return None
         if (isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Modulo)
                 and isinstance(expr.left, cst.SimpleString)
                 and not isinstance(expr.right, (cst.Tuple, cst.Dict, cst.SimpleString))):

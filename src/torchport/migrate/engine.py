@@ -209,7 +209,7 @@ class _Scanner(FastVisitor):
 
     # -- strings in value positions -------------------------------------------------------
     def _value(self, expr: cst.BaseExpression | None, site: Site) -> None:
-        if expr is None or not isinstance(expr, (cst.SimpleString, cst.FormattedString, cst.BinaryOperation)):
+        if expr is None or not isinstance(expr, (cst.SimpleString, cst.FormattedString, cst.BinaryOperation, cst.Call)):
             return
         ctx = self.ctx
         if expr in ctx.claimed:

@@ -1,9 +1,9 @@
 """``torchport.tune``: backend performance knobs, set once at the boundary, no-ops elsewhere.
 
-Scripts written for one backend set that backend's knobs inline --
-``torch.backends.cudnn.benchmark = True`` on CUDA, ``torch_npu.npu.set_compile_mode(jit_compile=False)``
-and ``torch.npu.config.allow_internal_format = False`` on Ascend -- and every one of those lines
-fails, or means nothing, on the other backends. ``tune`` takes all of them in one call; each
+Scripts written for one backend set that backend's knobs inline -- cuDNN autotuning on NVIDIA
+GPUs, the operator compile mode and private tensor formats on Ascend -- and every one of those
+lines fails, or means nothing, on the other backends (``torchport fix`` rewrites them, rules
+TP120 and TP606). ``tune`` takes all of them in one call; each
 backend record declares the knobs it has (``BackendSpec.knobs``), the selected backend applies
 its own, and the rest are ignored. A knob no registered backend knows is an error (a typo would
 otherwise be silently ignored).

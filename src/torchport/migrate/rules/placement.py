@@ -40,9 +40,11 @@ def device_with_index(ctx, index: cst.BaseExpression) -> cst.Call:
 
 
 def _fstring_index(node: cst.CSTNode) -> cst.BaseExpression:
-    """The index expression of ``f"cuda:{i}"`` or ``"cuda:%d" % i``."""
+    """The index expression of ``f"cuda:{i}"``, ``"cuda:%d" % i`` or ``"cuda:{}".format(i)``."""
     if isinstance(node, cst.BinaryOperation):
         return node.right
+    if isinstance(node, cst.Call):
+        return node.args[0].value
     assert isinstance(node, cst.FormattedString)
     part = node.parts[1]
     assert isinstance(part, cst.FormattedStringExpression)
@@ -230,6 +232,11 @@ class CudaDeviceString(Rule):
             quote = ctx.quote
 
             def fix(n: cst.BaseExpression) -> cst.BaseExpression:
+                if isinstance(n, cst.Call):  # "cuda:{}".format(i)
+                    return cst.FormattedString(parts=[cst.FormattedStringExpression(ctx.type_expr()),
+                                                      cst.FormattedStringText(":"),
+                                                      cst.FormattedStringExpression(n.args[0].value)],
+                                               start=f"f{quote}", end=quote)
                 if isinstance(n, cst.BinaryOperation):  # "cuda:%d" % i
                     return n.with_changes(left=cst.BinaryOperation(
                         left=ctx.type_expr(), operator=cst.Add(whitespace_before=cst.SimpleWhitespace(" "),

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import libcst as cst
 
-from torchport.migrate.rules.base import Rule, call_args_plain, keyword, positional, with_args
+from torchport.migrate.rules.base import DeviceString, Rule, call_args_plain, keyword, positional, with_args
 from torchport.migrate.rules.placement import is_cuda_device_expr
 
 __all__ = ["LoadMapLocationCuda", "LoadWithoutMapLocation"]
+
+
+_NOT = DeviceString(None, "")
 
 
 def _map_location(node: cst.Call) -> cst.Arg | None:
@@ -39,7 +42,8 @@ class LoadMapLocationCuda(Rule):
             ctx.report(self, value, "map_location puts the checkpoint on CUDA; use `torchport.device()`",
                        fix=lambda n: ctx.device_expr())
         elif isinstance(value, cst.Dict) and any(
-            ctx.device_string(el.value) is not None for el in value.elements if isinstance(el, cst.DictElement)
+            (ctx.device_string(el.value) or _NOT).device_type == "cuda"
+            for el in value.elements if isinstance(el, cst.DictElement)
         ):
             elements = [el for el in value.elements if isinstance(el, cst.DictElement)]
             ctx.claim(value, *(el.value for el in elements), *(el.key for el in elements))
