@@ -236,22 +236,34 @@ class CudaNvtx(_Mapped):
             super().on_reference(ctx, node, qualname)
 
 
+_CUDA_KNOBS = {
+    "torch.backends.cudnn.benchmark": "cudnn_benchmark",
+    "torch.backends.cudnn.deterministic": "cudnn_deterministic",
+    "torch.backends.cudnn.allow_tf32": "cudnn_allow_tf32",
+    "torch.backends.cuda.matmul.allow_tf32": "matmul_allow_tf32",
+}
+
+
 class CudnnKnob(Rule):
     code = "TP120"
     name = "cudnn-knob"
     severity = "info"
+    fix = "safe"
     names = ("torch.backends.cudnn", "torch.backends.cuda")
     name_prefixes = ("torch.backends.cudnn.", "torch.backends.cuda.")
+    assignments = tuple(_CUDA_KNOBS)
     summary = "Finds `torch.backends.cudnn.*` / `torch.backends.cuda.*` settings (benchmark, deterministic, TF32)."
     why = ("The settings are harmless elsewhere but do nothing there: a run that relied on "
-           "`cudnn.deterministic = True` for reproducibility is not deterministic on an NPU.")
-    example = "import torch\n\ntorch.backends.cudnn.deterministic = True\ntorch.backends.cuda.matmul.allow_tf32 = True\n"
-    use_instead = ("import torch\nimport torchport\n\ntorchport.seed_everything(0, deterministic=True)  "
-                   "# or torch.use_deterministic_algorithms(True)\n"
-                   'torch.set_float32_matmul_precision("high")\n')
-    fix_notes = ("No fix: `benchmark` has no portable equivalent (keep it, it is ignored elsewhere); "
-                 "`deterministic` -> `torch.use_deterministic_algorithms(True)`; `allow_tf32` -> "
-                 "`torch.set_float32_matmul_precision(\"high\")`.")
+           "`cudnn.deterministic = True` for reproducibility is not deterministic on an NPU; and backend tuning "
+           "scattered through a script is how `if is_npu:` branches start.")
+    example = "import torch\n\ntorch.backends.cudnn.benchmark = True\ntorch.backends.cuda.matmul.allow_tf32 = True\n"
+    use_instead = ("import torchport\n\ntorchport.tune(cudnn_benchmark=True)\n"
+                   "torchport.tune(matmul_allow_tf32=True)\n")
+    fix_notes = ("Safe: assignments to `cudnn.benchmark`, `cudnn.deterministic`, `cudnn.allow_tf32` and "
+                 "`cuda.matmul.allow_tf32` become `torchport.tune(<knob>=<value>)`: the cuda backend record sets "
+                 "exactly that attribute, every other backend ignores it (see TP606 for the NPU knobs). "
+                 "For reproducibility on every backend add `torch.use_deterministic_algorithms(True)`; for fast "
+                 "fp32 matmuls everywhere `torch.set_float32_matmul_precision(\"high\")`. Reads are reported only.")
 
     _HINTS = {"deterministic": "use `torch.use_deterministic_algorithms(True)` (all backends)",
               "allow_tf32": 'use `torch.set_float32_matmul_precision("high")` (all backends)',
@@ -260,6 +272,14 @@ class CudnnKnob(Rule):
     def on_reference(self, ctx, node, qualname: str) -> None:
         hint = self._HINTS.get(_short(qualname), "it only affects CUDA")
         ctx.report(self, node, f"`{qualname}` is a CUDA-only setting; {hint}")
+
+    def on_assign(self, ctx, node: cst.Assign, qualname: str) -> None:
+        from torchport.migrate.rules.dialects import tune_statement
+
+        knob = _CUDA_KNOBS[qualname]
+        ctx.claim(node.targets[0].target)
+        ctx.report(self, node, f"`{qualname}` is a CUDA-only setting; use `torchport.tune({knob}=...)`",
+                   fix=lambda n: tune_statement(ctx, knob, n.value))
 
 
 class CudaVisibleDevices(Rule):
