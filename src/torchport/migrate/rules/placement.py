@@ -413,16 +413,22 @@ def _is_cpu(ctx, expr: cst.BaseExpression) -> bool:
 _INT_SHAPES = (cst.Integer, cst.Name, cst.Attribute, cst.Call, cst.BinaryOperation)
 
 
+_FACTORIES = tuple(f"torch.{n}" for n in (
+    "tensor", "as_tensor", "zeros", "ones", "empty", "full", "rand", "randn", "randint", "randperm", "arange",
+    "linspace", "logspace", "eye", "zeros_like", "ones_like", "empty_like", "full_like", "rand_like", "randn_like",
+    "randint_like", "empty_strided"))
+
+
 class IntDeviceIndex(Rule):
     code = "TP109"
     name = "int-device-index"
     severity = "error"
     fix = "safe"
-    names = ("torch.device",)
+    names = ("torch.device", *_FACTORIES)
     methods = ("to",)
     needles = ("cuda", "rank", "RANK", "gpu", "device_id", "device_idx")
     summary = ("Finds integer device indices used as devices: `.to(rank)`, `.to(device=local_rank)`, "
-               "`torch.device(gpu_id)`.")
+               "`torch.device(gpu_id)`, `torch.zeros(2, device=rank)`.")
     why = ("To PyTorch a bare integer device means CUDA device N, so `model.to(local_rank)` -- the usual DDP "
            "style -- fails with \"Found no NVIDIA driver\" on an NPU, XPU or CPU host. The rule follows the "
            "integer through the file: int literals, `int(os.environ[\"LOCAL_RANK\"])`, names such as `rank`, "
@@ -465,6 +471,11 @@ class IntDeviceIndex(Rule):
             self._check(ctx, arg.value, arg.value, False)
 
     def on_call(self, ctx, node: cst.Call, qualname: str) -> None:
+        if qualname != "torch.device":  # a factory: its device= argument
+            arg = keyword(node, "device")
+            if arg is not None:
+                self._check(ctx, arg.value, arg.value, False)
+            return
         if len(node.args) == 1 and node.args[0].keyword is None and not node.args[0].star:
             self._check(ctx, node.args[0].value, node, True)
 
