@@ -90,7 +90,7 @@ class CudaDeviceQuery(_Mapped):
                                               "is_bf16_supported", "is_initialized", "init"))
     replacements = {
         "current_device": ("{tp}.current().index", "safe"),
-        "device_count": ("{tp}.current().backend.device_count()", "unsafe"),
+        "device_count": ("{tp}.current().backend.device_count()", "safe"),
         "is_bf16_supported": ("{tp}.current().backend.amp.usable({q}bf16{q})", "unsafe"),
     }
     advice = {
@@ -103,9 +103,10 @@ class CudaDeviceQuery(_Mapped):
     example = "import torch\n\nn = torch.cuda.device_count()\ni = torch.cuda.current_device()\n"
     use_instead = ("import torchport\n\nn = torchport.current().backend.device_count()\n"
                    "i = torchport.current().index\n")
-    fix_notes = ("Safe: `current_device()` becomes `torchport.current().index`. Unsafe: `device_count()` becomes "
-                 "`torchport.current().backend.device_count()` (1, not 0, on a CPU-only host); "
-                 "`is_bf16_supported()` becomes `torchport.current().backend.amp.usable(\"bf16\")`. "
+    fix_notes = ("Safe: `current_device()` becomes `torchport.current().index`; `device_count()` becomes "
+                 "`torchport.current().backend.device_count()` (the same count on a CUDA machine; 1, not 0, on a "
+                 "CPU-only host). Unsafe: `is_bf16_supported()` (bf16 *fast*, compute capability >= 8, not bf16 "
+                 "*possible*) becomes `torchport.current().backend.amp.usable(\"bf16\")`. "
                  "Names, properties and capabilities are reported only.")
 
 
@@ -196,11 +197,11 @@ class CudaStreamEvent(_Mapped):
     code = "TP116"
     name = "cuda-stream-event"
     severity = "error"
-    fix = "unsafe"
+    fix = "safe"
     names = tuple(f"torch.cuda.{n}" for n in ("Stream", "Event", "stream", "current_stream", "default_stream",
                                               "StreamContext", "set_stream", "ExternalStream", "graph", "CUDAGraph",
                                               "make_graphed_callables"))
-    replacements = {n: ("{tp}.current().module.%s(" % n, "unsafe")
+    replacements = {n: ("{tp}.current().module.%s(" % n, "safe")
                     for n in ("Stream", "Event", "stream", "current_stream", "StreamContext")}
     advice = {"graph": "CUDA graphs have no portable form; guard them with `torchport.current().type`",
               "CUDAGraph": "CUDA graphs have no portable form; guard them with `torchport.current().type`"}
@@ -209,7 +210,8 @@ class CudaStreamEvent(_Mapped):
     example = "import torch\n\ns = torch.cuda.Stream()\nwith torch.cuda.stream(s):\n    pass\n"
     use_instead = ("import torchport\n\ns = torchport.current().module.Stream()\n"
                    "with torchport.current().module.stream(s):\n    pass\n")
-    fix_notes = ("Unsafe: `Stream`, `Event`, `stream`, `current_stream` and `StreamContext` are taken from the "
+    fix_notes = ("Safe (on a CUDA machine the selected module is `torch.cuda`): `Stream`, `Event`, `stream`, "
+                 "`current_stream` and `StreamContext` are taken from the "
                  "selected backend's module (on CPU these are stubs: no timing in `Event.elapsed_time`). "
                  "Graphs, external streams and `set_stream` are reported only.")
 

@@ -99,7 +99,7 @@ class BackendDeviceString(Rule):
     fix_notes = ('Safe: device objects and `device=` arguments become `torchport.device()` (with an index '
                  'expression `torch.device(torchport.current().type, i)`; a literal index is kept as in TP102); '
                  'other strings become `torchport.current().type` (or `f"{torchport.current().type}:{i}"`). '
-                 "Unsafe: comparisons and parameter defaults (as TP104).")
+                 "Unsafe: parameter defaults (as TP104).")
 
     def on_call(self, ctx, node: cst.Call, qualname: str) -> None:
         if not call_args_plain(node):
@@ -132,7 +132,7 @@ class BackendDeviceString(Rule):
             else:
                 ctx.report(self, node, msg, fix=lambda n: literal_device(ctx, value))
             return
-        safety = "unsafe" if site.role in ("compare", "default") else "safe"
+        safety = "unsafe" if site.role == "default" else "safe"
         quote = ctx.quote
         if value.index_expr is not None:
             def fix(n: cst.BaseExpression) -> cst.BaseExpression:
@@ -171,7 +171,7 @@ class HcclBackend(Rule):
     example = 'import torch.distributed as dist\n\ndist.init_process_group(backend="hccl")\n'
     use_instead = ("import torch.distributed as dist\nimport torchport\n\n"
                    "dist.init_process_group(backend=torchport.current().backend.dist_backend)\n")
-    fix_notes = ("Safe: becomes `torchport.current().backend.dist_backend` (hccl / nccl / xccl / gloo). Unsafe in "
+    fix_notes = ("Safe: becomes `torchport.current().backend.dist_backend` (hccl / nccl / xccl / gloo), also in "
                  "comparisons. `torchport.init_distributed()` does the whole set-up in one call.")
 
     def on_value(self, ctx, node, value: DeviceString, site: Site) -> None:
@@ -180,7 +180,7 @@ class HcclBackend(Rule):
         ctx.report(self, node, f'"{value.device_type}" exists on one backend only; use '
                                "`torchport.current().backend.dist_backend`",
                    fix=lambda n: ctx.expr(f"{ctx.tp}.current().backend.dist_backend"),
-                   safety="unsafe" if site.role == "compare" else "safe")
+                   safety="safe")
 
 
 def _uses(ctx, name: str) -> int:

@@ -24,7 +24,7 @@ class NcclBackend(Rule):
     use_instead = ("import torch.distributed as dist\nimport torchport\n\n"
                    "dist.init_process_group(backend=torchport.current().backend.dist_backend)\n")
     fix_notes = ('Safe: `"nccl"` becomes `torchport.current().backend.dist_backend` (nccl / hccl / xccl / gloo). '
-                 "Unsafe in comparisons. `torchport.init_distributed()` does the whole torchrun set-up "
+                 "Also in comparisons (the same test on a CUDA machine). `torchport.init_distributed()` does the whole torchrun set-up "
                  "(device per LOCAL_RANK, backend, timeout) in one call.")
 
     def on_value(self, ctx, node, value: DeviceString, site: Site) -> None:
@@ -32,7 +32,7 @@ class NcclBackend(Rule):
             return
         ctx.report(self, node, '"nccl" exists only for NVIDIA GPUs; use `torchport.current().backend.dist_backend`',
                    fix=lambda n: ctx.expr(f"{ctx.tp}.current().backend.dist_backend"),
-                   safety="unsafe" if site.role == "compare" else "safe")
+                   safety="safe")
 
     def on_reference(self, ctx, node, qualname: str) -> None:
         ctx.report(self, node, "`Backend.NCCL` exists only for NVIDIA GPUs; use "

@@ -217,9 +217,10 @@ class CudaDeviceString(Rule):
     example = 'device = "cuda"\nif x.device.type == "cuda":\n    pass\n'
     use_instead = "import torchport\n\ndevice = torchport.current().type\nif x.device.type == torchport.current().type:\n    pass\n"
     fix_notes = ('Safe: `"cuda"` becomes `torchport.current().type` (still a `str`); `f"cuda:{i}"` becomes '
-                 '`f"{torchport.current().type}:{i}"`. Unsafe: comparisons (on a CPU-only host the branch now '
-                 "runs for CPU tensors), parameter defaults (evaluated once, when the function is defined, "
-                 'which selects the device at import time). Literal indices: `"cuda:1"` becomes '
+                 '`f"{torchport.current().type}:{i}"`; comparisons too (`x.device.type == "cuda"` becomes "is `x` on '
+                 'the selected device", the meaning torchport gives `is_cuda`; the same test on a CUDA machine). '
+                 "Unsafe: parameter defaults (evaluated once, when the function is defined, which selects the "
+                 'device at import time, before the script can choose one). Literal indices: `"cuda:1"` becomes '
                  '`f"{torchport.current().type}:1"`, `"cuda:0"` in a single-process script `str(torchport.device())` '
                  "(both the same string on a CUDA machine).")
 
@@ -227,7 +228,7 @@ class CudaDeviceString(Rule):
         if value.device_type != "cuda":
             return
         # comparisons change meaning on CPU-only hosts; defaults are evaluated once, at definition time
-        unsafe = site.role in ("compare", "default")
+        unsafe = site.role == "default"
         if value.index_expr is not None:
             quote = ctx.quote
 
