@@ -427,7 +427,7 @@ class IntDeviceIndex(Rule):
     fix = "safe"
     names = ("torch.device", *_FACTORIES)
     methods = ("to",)
-    needles = ("cuda", "rank", "RANK", "gpu", "device_id", "device_idx")
+    needles = ("cuda", "LOCAL_RANK", "local_rank", "init_process_group", "device_count")  # int indices come with these
     summary = ("Finds integer device indices used as devices: `.to(rank)`, `.to(device=local_rank)`, "
                "`torch.device(gpu_id)`, `torch.zeros(2, device=rank)`.")
     why = ("To PyTorch a bare integer device means CUDA device N, so `model.to(local_rank)` -- the usual DDP "
