@@ -18,7 +18,7 @@ import re
 import libcst as cst
 
 from torchport.migrate.rules.base import DeviceString, Rule, Site, call_args_plain, keyword, positional, with_args
-from torchport.migrate.rules.placement import device_with_index, literal_device, literal_device_str
+from torchport.migrate.rules.placement import accelerator_type_expr, device_with_index, literal_device, literal_device_str
 
 __all__ = ["BackendMethod", "BackendDeviceString", "HcclBackend", "TorchNpuImport", "BackendApi",
            "BackendTuningKnob", "BackendVisibleDevices", "MpsAvailability", "BackendFlag", "DIALECTS"]
@@ -98,7 +98,8 @@ class BackendDeviceString(Rule):
                    "x = torch.zeros(2, device=torchport.device())\nname = torchport.current().type\n")
     fix_notes = ('Safe: device objects and `device=` arguments become `torchport.device()` (with an index '
                  'expression `torch.device(torchport.current().type, i)`; a literal index is kept as in TP102); '
-                 'other strings become `torchport.current().type` (or `f"{torchport.current().type}:{i}"`). '
+                 'other strings become `torchport.current().type` (or `f"{torchport.current().type}:{i}"`); in '
+                 "comparisons the selected accelerator's type (false on a CPU run, as TP104). "
                  "Unsafe: parameter defaults (as TP104).")
 
     def on_call(self, ctx, node: cst.Call, qualname: str) -> None:
@@ -142,6 +143,8 @@ class BackendDeviceString(Rule):
                                            start=f"f{quote}", end=quote)
 
             ctx.report(self, node, msg, fix=fix, safety=safety)
+        elif value.index is None and site.role == "compare":
+            ctx.report(self, node, msg, fix=lambda n: accelerator_type_expr(ctx, quote))
         elif value.index is None:
             ctx.report(self, node, msg, fix=lambda n: ctx.type_expr(), safety=safety)
         else:

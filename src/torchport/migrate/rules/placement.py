@@ -51,6 +51,13 @@ def _fstring_index(node: cst.CSTNode) -> cst.BaseExpression:
     return part.expression
 
 
+def accelerator_type_expr(ctx, quote: str) -> cst.BaseExpression:
+    """What ``"cuda"`` means in a comparison: the selected accelerator's type, never equal to a device type
+    on a CPU-only run (``x.device.type == "cuda"`` guards accelerator-only work: pinning, syncing)."""
+    tp = ctx.tp
+    return ctx.expr(f"({tp}.current().type if {tp}.current().is_accelerator else {quote}no accelerator{quote})")
+
+
 def literal_device(ctx, ds: DeviceString) -> cst.BaseExpression:
     """The device object for a literal ``"cuda:N"`` (see ``_LITERAL_NOTE``)."""
     return ctx.index_device_expr(cst.Integer(str(ds.index)), "literal")
@@ -215,11 +222,13 @@ class CudaDeviceString(Rule):
     why = ('A `device = "cuda"` variable or a `--device` default of `"cuda"` carries the CUDA assumption into '
            "every place that uses it. Strings in log messages, dict keys and lists of choices are not reported.")
     example = 'device = "cuda"\nif x.device.type == "cuda":\n    pass\n'
-    use_instead = "import torchport\n\ndevice = torchport.current().type\nif x.device.type == torchport.current().type:\n    pass\n"
+    use_instead = ("import torchport\n\ndevice = torchport.current().type\nif x.device.type == (torchport.current().type "
+                   "if torchport.current().is_accelerator else \"no accelerator\"):\n    pass\n")
     fix_notes = ('Safe: `"cuda"` becomes `torchport.current().type` (still a `str`); `f"cuda:{i}"` becomes '
-                 '`f"{torchport.current().type}:{i}"`; comparisons too (`x.device.type == "cuda"` becomes "is `x` on '
-                 'the selected device", the meaning torchport gives `is_cuda`; the same test on a CUDA machine). '
-                 "Unsafe: parameter defaults (evaluated once, when the function is defined, which selects the "
+                 '`f"{torchport.current().type}:{i}"`; in comparisons (`==`, `!=`, `in`) `"cuda"` becomes '
+                 '`(torchport.current().type if torchport.current().is_accelerator else "no accelerator")`: the '
+                 "same test on a CUDA machine, the selected accelerator elsewhere, and -- as on a CPU-only CUDA "
+                 "install -- false on a CPU run, so guards around pinning or synchronising stay closed. Unsafe: parameter defaults (evaluated once, when the function is defined, which selects the "
                  'device at import time, before the script can choose one). Literal indices: `"cuda:1"` becomes '
                  '`f"{torchport.current().type}:1"`, `"cuda:0"` in a single-process script `str(torchport.device())` '
                  "(both the same string on a CUDA machine).")
@@ -249,6 +258,10 @@ class CudaDeviceString(Rule):
 
             ctx.report(self, node, 'a CUDA device string; use `f"{torchport.current().type}:{i}"`', fix=fix,
                        safety="unsafe" if unsafe else "safe")
+        elif value.index is None and site.role == "compare":
+            q = ctx.quote
+            ctx.report(self, node, "a CUDA device string; compare with the selected accelerator's type",
+                       fix=lambda n: accelerator_type_expr(ctx, q))
         elif value.index is None:
             ctx.report(self, node, "a CUDA device string; use `torchport.current().type`",
                        fix=lambda n: ctx.type_expr(), safety="unsafe" if unsafe else "safe")
