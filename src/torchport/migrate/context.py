@@ -29,6 +29,8 @@ _DEVICE_WORDS = ("cuda", "nccl", "npu", "xpu", "mps", "hccl", "xccl")
 #: names that hold an integer device index when bound to an int (or taken as a parameter)
 DEVICE_INDEX_NAMES = frozenset({"rank", "local_rank", "gpu", "gpu_id", "gpu_idx", "device_id", "device_idx",
                                 "gpu_index", "device_index", "local_gpu", "ddp_local_rank", "ddp_rank"})
+#: names of lists of device indices (``device_ids[0]`` is an index)
+DEVICE_INDEX_LISTS = frozenset({"device_ids", "gpu_ids", "gpu_list", "device_list"})
 #: markers of a multi-process script: there ``"cuda:0"`` and ``torchport.device()`` may differ
 _DISTRIBUTED_MARKERS = re.compile(r"init_process_group|LOCAL_RANK|DistributedDataParallel|\bspawn\(|local_rank")
 
@@ -138,6 +140,8 @@ class FileContext:
         self.bindings: dict[str, list[cst.BaseExpression | None]] = {}
         self.params: set[str] = set()
         self.deferred: list[Callable[[], None]] = []
+        #: uses of each import-bound name in the code (imports themselves not counted)
+        self.alias_uses: dict[str, int] = {}
 
     @property
     def quote(self) -> str:
@@ -275,6 +279,9 @@ class FileContext:
                 left = self.int_device(expr.left, _seen)
                 return "local" if left == "local" else "index"
             return None
+        if (isinstance(expr, cst.Subscript) and isinstance(expr.value, cst.Name)
+                and expr.value.value in DEVICE_INDEX_LISTS):
+            return "index"  # device_ids[0]
         key = _binding_key(expr)
         if key is None:
             return None

@@ -143,6 +143,10 @@ class _Scanner(FastVisitor):
         q = ctx.qualname(func) if isinstance(func, (cst.Name, cst.Attribute)) else None
         self._func_done = func if q is not None else None
         if q is not None:
+            root = func
+            while isinstance(root, cst.Attribute):
+                root = root.value
+            ctx.alias_uses[root.value] = ctx.alias_uses.get(root.value, 0) + 1
             callee: str | None = q
             for rule in self.rs.lookup(q):
                 rule.on_call(ctx, node, q)
@@ -184,6 +188,11 @@ class _Scanner(FastVisitor):
             return False
         q = ctx.qualname(node)
         if q is not None:
+            root = node.value
+            while isinstance(root, cst.Attribute):
+                root = root.value
+            if isinstance(root, cst.Name):
+                ctx.alias_uses[root.value] = ctx.alias_uses.get(root.value, 0) + 1
             for rule in self.rs.lookup(q):
                 rule.on_reference(ctx, node, q)
             return False
@@ -197,6 +206,8 @@ class _Scanner(FastVisitor):
     def visit_Name(self, node: cst.Name) -> None:
         ctx = self.ctx
         target = ctx.aliases.get(node.value)
+        if target is not None:
+            ctx.alias_uses[node.value] = ctx.alias_uses.get(node.value, 0) + 1
         if target is None or node is self._func_done or node in ctx.claimed or node.value in ctx.shadowed:
             return
         q = CANONICAL.get(target, target)

@@ -187,14 +187,11 @@ class HcclBackend(Rule):
 
 
 def _uses(ctx, name: str) -> int:
-    """How often ``name`` occurs as a word outside import statements (a cheap, conservative count)."""
-    count = 0
-    for line in ctx.module.code.splitlines():
-        stripped = line.lstrip()
-        if stripped.startswith(("import ", "from ")):
-            continue
-        count += len(re.findall(rf"(?<![\w.]){re.escape(name)}\b", line))
-    return count
+    """How often the code uses ``name`` (import statements, strings and comments do not count)."""
+    return ctx.alias_uses.get(name, 0)
+
+
+_PLAIN_IMPORT_TORCH = re.compile(r"^import torch\s*(#.*)?$", re.MULTILINE)
 
 
 class TorchNpuImport(Rule):
@@ -202,9 +199,9 @@ class TorchNpuImport(Rule):
     name = "torch-npu-import"
     severity = "warning"
     fix = "safe"
-    imports = ("torch_npu",)
-    needles = ("torch_npu",)
-    summary = "Finds `import torch_npu` and `from torch_npu.contrib import transfer_to_npu`."
+    imports = ("torch_npu", "torch")
+    needles = ("torch_npu", "torch.npu")
+    summary = "Finds `import torch_npu`, `from torch_npu.contrib import transfer_to_npu` and `import torch.npu`."
     why = ("`import torch_npu` fails on every machine without the Ascend stack, so the script no longer runs on "
            "the GPU workstations. `transfer_to_npu` patches `torch.cuda` for everyone, breaks libraries that "
            "then take CUDA paths and cannot be undone. torchport's npu backend record imports torch_npu itself "
@@ -217,6 +214,17 @@ class TorchNpuImport(Rule):
                  "Imports whose names stay in use, or that import several names at once, are reported only.")
 
     def on_import(self, ctx, node, module: str | None) -> None:
+        if module is not None and module.split(".", 1)[0] == "torch":
+            if module != "torch.npu" and not module.startswith("torch.npu."):
+                return
+            # `import torch.npu` binds `torch`: removable when a plain `import torch` binds it too
+            msg = "`import torch.npu` exists only with torch_npu; `import torch` is enough"
+            plain = isinstance(node, cst.Import) and len(node.names) == 1 and node.names[0].asname is None
+            if plain and _PLAIN_IMPORT_TORCH.search(ctx.module.code):
+                ctx.report(self, node, msg, fix=lambda n: cst.RemovalSentinel.REMOVE)
+            else:
+                ctx.report(self, node, msg)
+            return
         if isinstance(node, cst.Import):
             if len(node.names) != 1:
                 ctx.report(self, node, "`import torch_npu` ties the script to Ascend; torchport imports it when "

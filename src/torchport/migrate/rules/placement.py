@@ -424,7 +424,7 @@ def _is_cpu(ctx, expr: cst.BaseExpression) -> bool:
     return False
 
 
-_INT_SHAPES = (cst.Integer, cst.Name, cst.Attribute, cst.Call, cst.BinaryOperation)
+_INT_SHAPES = (cst.Integer, cst.Name, cst.Attribute, cst.Call, cst.BinaryOperation, cst.Subscript)
 
 
 _FACTORIES = tuple(f"torch.{n}" for n in (
