@@ -7,6 +7,8 @@ tool's prefilter skips still count: skipping them cheaply is part of the design)
 Usage::
 
     .venv/bin/pip install torchfix          # the baseline (pins libcst < 1.6)
+    # or, when that conflicts: python3 -m venv /tmp/tfvenv && /tmp/tfvenv/bin/pip install torchfix
+    .venv/bin/python benchmarks/bench_scan.py --torchfix-python /tmp/tfvenv/bin/python
     .venv/bin/python benchmarks/bench_scan.py                 # every torch + torchvision file
     .venv/bin/python benchmarks/bench_scan.py --limit 400     # an evenly spread subset
     .venv/bin/python benchmarks/bench_scan.py --json bench.json
@@ -67,12 +69,20 @@ def run_torchport(files: list[Path], jobs: int) -> dict:
             "analysed": report.analysed}
 
 
-def run_torchfix(files: list[Path], jobs: int, list_file: Path) -> dict | None:
-    """TorchFix's own command line, on the same files and worker count (None if not installed)."""
+def run_torchfix(files: list[Path], jobs: int, list_file: Path, python: str | None = None) -> dict | None:
+    """TorchFix's own command line, on the same files and worker count (None if not installed).
+
+    ``python``: an interpreter that has torchfix (e.g. a separate venv, since TorchFix pins
+    libcst < 1.6); default this one.
+    """
     import importlib.util
 
-    if importlib.util.find_spec("torchfix") is None:
-        return None
+    if python is None:
+        if importlib.util.find_spec("torchfix") is None:
+            return None
+        python = sys.executable
+    elif subprocess.run([python, "-c", "import torchfix"], capture_output=True).returncode != 0:
+        raise SystemExit(f"--torchfix-python {python}: torchfix is not importable there (pip install torchfix)")
     list_file.write_text("\n".join(map(str, files)))
     # a tiny launcher: the file list is too long for a command line
     launcher = (
@@ -80,7 +90,7 @@ def run_torchfix(files: list[Path], jobs: int, list_file: Path) -> dict | None:
         f"sys.argv = ['torchfix', '--jobs', '{jobs}', *Path(r'{list_file}').read_text().split(chr(10))]; main()"
     )
     c0, t0 = _cpu(), time.perf_counter()
-    proc = subprocess.run([sys.executable, "-c", launcher], capture_output=True, text=True)
+    proc = subprocess.run([python, "-c", launcher], capture_output=True, text=True)
     seconds, cpu = time.perf_counter() - t0, _cpu() - c0
     if proc.returncode not in (0, 1):
         raise SystemExit(f"torchfix failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
@@ -93,6 +103,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, default=None, help="scan an evenly spread subset of N files")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="worker processes for both tools")
     parser.add_argument("--skip-torchfix", action="store_true", help="only time torchport")
+    parser.add_argument("--torchfix-python", default=None,
+                        help="python of a separate venv with torchfix (it pins libcst < 1.6), e.g. /tmp/tfvenv/bin/python")
     parser.add_argument("--json", type=Path, default=None, help="write the numbers here")
     args = parser.parse_args(argv)
 
@@ -110,7 +122,8 @@ def main(argv: list[str] | None = None) -> int:
           f"{ours['errors']} unparsable)")
     result = {"files": len(files), "lines": lines, "jobs": args.jobs, "torchport": ours}
     if not args.skip_torchfix:
-        theirs = run_torchfix(files, args.jobs, Path(tempfile.mkdtemp(prefix="bench_scan_")) / "files.txt")
+        theirs = run_torchfix(files, args.jobs, Path(tempfile.mkdtemp(prefix="bench_scan_")) / "files.txt",
+                              args.torchfix_python)
         if theirs is None:
             print("torchfix       : not installed (pip install torchfix) -- no ratio")
         else:

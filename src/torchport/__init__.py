@@ -39,6 +39,7 @@ _EXPORTS = {
     "barrier": "torchport.runtime.distributed",
     "all_reduce_mean": "torchport.runtime.distributed",
     "redirect_cuda": "torchport.shim",
+    "tune": "torchport.runtime.tuning",
 }
 
 __getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)

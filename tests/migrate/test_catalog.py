@@ -30,7 +30,7 @@ def test_codes_and_names_are_distinct_and_well_formed():
 
 def test_a_rule_outside_the_ranges_is_refused():
     with pytest.raises(ValueError, match="documented range"):
-        type("Bad", (Rule,), {"code": "TP601", "name": "bad-rule"})
+        type("Bad", (Rule,), {"code": "TP701", "name": "bad-rule"})
     with pytest.raises(ValueError, match="kebab-case"):
         type("Bad", (Rule,), {"code": "TP198", "name": "Bad_Rule"})
     with pytest.raises(ValueError, match="off by default"):

@@ -199,3 +199,18 @@ def test_write_keeps_file_mode_newlines_and_encoding(tree):
     data = p.read_bytes()
     assert b"x = x.to(torchport.device())\r\n" in data and b"caf\xe9" in data and b"\n" not in data.replace(b"\r\n", b"")
     assert os.stat(p).st_mode & stat.S_IXUSR
+
+
+def test_fix_check_exits_1_when_a_fix_would_change_a_file_and_writes_nothing(tmp_path):
+    dirty = tmp_path / "dirty.py"
+    dirty.write_text("import torch\nx = torch.ones(2).npu()\n")
+    clean = tmp_path / "clean.py"
+    clean.write_text("import torch\nx = torch.ones(2)\n")
+    res = CliRunner().invoke(app, ["fix", "--check", str(dirty), str(clean)])
+    assert res.exit_code == 1, res.output
+    assert f"would fix {dirty}" in res.output and "clean.py" not in res.output.split("would fix")[-1]
+    assert dirty.read_text() == "import torch\nx = torch.ones(2).npu()\n"  # nothing written
+    res = CliRunner().invoke(app, ["fix", "--check", str(clean)])
+    assert res.exit_code == 0, res.output
+    res = CliRunner().invoke(app, ["fix", "--check", "--write", str(dirty)])
+    assert res.exit_code == 2

@@ -26,8 +26,9 @@ IMPORTS = [
     "from torch.cuda.amp import autocast, GradScaler", "from torch.cuda import amp",
     "import torch.distributed as dist", "from torch.utils.data import DataLoader",
     "from torch.nn.parallel import DistributedDataParallel as DDP", "import torch.nn as nn", "import os",
+    "import torch_npu", "from torch_npu.contrib import transfer_to_npu",
 ]
-NAMES = st.sampled_from(["x", "model", "batch", "cuda", "device", "self.net", "t", "rank"])
+NAMES = st.sampled_from(["x", "model", "batch", "cuda", "device", "self.net", "t", "rank", "local_rank", "self.gpu_id"])
 LEAVES = st.one_of(
     NAMES,
     st.sampled_from([
@@ -36,6 +37,11 @@ LEAVES = st.one_of(
         "torch.cuda.max_memory_allocated()", "torch.cuda.FloatTensor", "torch.backends.cudnn.benchmark",
         'os.environ["CUDA_VISIBLE_DEVICES"]', "torch.cuda.Stream()", "amp.autocast()", "autocast()",
         "GradScaler()", "torch.amp.GradScaler()", 'torch.autocast("cuda")', "torch.cuda.nvtx.range_pop()",
+        # integer device indices and the single-backend dialects (TP109, TP6xx)
+        'int(os.environ["LOCAL_RANK"])', '"cuda:{}".format(rank)', '"cuda:%d" % rank', '"npu:0"', "'mps'",
+        'f"npu:{local_rank}"', '"hccl"', "torch.npu.synchronize()", "torch_npu.npu.set_compile_mode(jit_compile=False)",
+        "torch.npu.amp.autocast()", "torch.backends.mps.is_available()", "torch.xpu.device_count()",
+        '"npu:{}".format(rank)', "torch_npu.npu_format_cast(x, 2)",
     ]),
 )
 
@@ -45,7 +51,7 @@ TEMPLATES = [
     "torch.device({})", "torch.zeros(2, device={})", "({} if {} else {})", "({} == {})", "{}.is_cuda",
     "torch.load({}, map_location={})", "dist.init_process_group({})", "DDP({}, device_ids=[{}])",
     "DataLoader({}, pin_memory=True)", "nn.DataParallel({})", "{}.type(torch.cuda.HalfTensor)",
-    'f"{{{}}} MiB"', "[{}, {}]", "{{'k': {}}}", "print({})",
+    'f"{{{}}} MiB"', "[{}, {}]", "{{'k': {}}}", "print({})", "{}.npu()", "{}.npu({})", "{}.xpu()",
 ]
 
 
@@ -69,13 +75,15 @@ def _statement(expr: str, name: str, kind: int) -> str:
         f"with {expr}:\n    pass\n",
         f"for item in [{expr}]:  # a comment\n    print(item)\n",
         f"{expr}\n",
+        f"torch.npu.config.allow_internal_format = {expr}\n",
+        f"torch.backends.cudnn.benchmark = {expr}\n",
     ][kind]
 
 
 MODULES = st.builds(
     lambda imports, stmts: "\n".join(imports) + "\n\n" + "".join(stmts),
     st.lists(st.sampled_from(IMPORTS), max_size=6, unique=True),
-    st.lists(st.builds(_statement, EXPRS, NAMES, st.integers(0, 5)), min_size=1, max_size=6),
+    st.lists(st.builds(_statement, EXPRS, NAMES, st.integers(0, 7)), min_size=1, max_size=6),
 )
 
 

@@ -80,7 +80,8 @@ def test_without_caller_awareness_the_library_breaks(pretend_accelerator, fastke
     s = shim.install(pretend_accelerator)
     s.classifier.add_user_path(fastkern.__file__)  # treat the library as user code, as transfer_to_npu does
     assert fastkern.cuda_available() is True
-    with pytest.raises(RuntimeError, match="CUDA kernel called with a non-CUDA tensor"):
+    # its CUDA-only branch runs (is_cuda now says "on the selected device" to it too) and fails there
+    with pytest.raises((RuntimeError, AttributeError), match="CUDA kernel|has no attribute 'synchronize'"):
         fastkern.fused_scale(torch.ones(3).cuda(), 2.0)
 
 
@@ -127,3 +128,30 @@ def test_library_only_calls_are_marked_in_the_report(pretend_accelerator, fastke
     worker.join()
     site = s.report.records["torch.Tensor.to"].first_call_site
     assert site.endswith("(library)") and "mover.py:2" in site
+
+
+IS_CUDA_LIBRARY = textwrap.dedent('''
+    def on_cuda(x):
+        return x.is_cuda
+''')
+
+
+def test_is_cuda_means_the_selected_device_for_user_code_only(pretend_accelerator, tmp_path, monkeypatch):
+    """One meaning for ``is_cuda`` in the shim and the fixer: "on the device CUDA code is redirected to"."""
+    site = tmp_path / "venv" / "lib" / "site-packages"
+    site.mkdir(parents=True)
+    (site / "iscudalib.py").write_text(IS_CUDA_LIBRARY)
+    monkeypatch.syspath_prepend(str(site))
+    sys.modules.pop("iscudalib", None)
+    lib = importlib.import_module("iscudalib")
+    assert "is_cuda" not in vars(torch.Tensor)
+    s = shim.install(pretend_accelerator)
+    x = torch.ones(2).cuda()
+    assert x.is_cuda is True                 # user code: the tensor is on the selected device
+    assert lib.on_cuda(x) is False           # a library reads the real attribute
+    assert torch.ones(2, device="meta").is_cuda is False
+    assert s.report.records["torch.Tensor.is_cuda"].count == 1
+    shim.uninstall()
+    assert "is_cuda" not in vars(torch.Tensor)  # restored: the inherited descriptor again
+    assert torch.ones(2).is_cuda is False
+    sys.modules.pop("iscudalib", None)

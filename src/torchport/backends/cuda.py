@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any, Callable
+
 from torchport.backends.spec import AmpPolicy, BackendSpec
 
 
@@ -74,6 +76,33 @@ def _facts() -> dict:
     return facts
 
 
+def _set_attr(path: str) -> Callable[[Any], bool]:
+    """A knob setter for ``torch.<path> = value`` (False when this torch build lacks it)."""
+    def setter(value: Any) -> bool:
+        import torch
+
+        owner_path, _, attr = path.rpartition(".")
+        owner = torch
+        for part in owner_path.split("."):
+            owner = getattr(owner, part, None)
+            if owner is None:
+                return False
+        if not hasattr(owner, attr):
+            return False
+        setattr(owner, attr, value)
+        return True
+
+    return setter
+
+
+#: torchport.tune() knobs: cuDNN autotuning and determinism, TF32 matmuls and convolutions.
+KNOBS = {
+    "cudnn_benchmark": _set_attr("backends.cudnn.benchmark"),
+    "cudnn_deterministic": _set_attr("backends.cudnn.deterministic"),
+    "matmul_allow_tf32": _set_attr("backends.cuda.matmul.allow_tf32"),
+    "cudnn_allow_tf32": _set_attr("backends.cudnn.allow_tf32"),
+}
+
 SPEC = BackendSpec(
     name="cuda",
     priority=80,
@@ -89,4 +118,5 @@ SPEC = BackendSpec(
     compile_backend="inductor",
     doctor_facts=_facts,
     shim_active=_shim_active,
+    knobs=KNOBS,
 )

@@ -206,6 +206,35 @@ def _facts() -> dict[str, Any]:
     return facts
 
 
+def _compile_mode(value: Any) -> bool:
+    """``torch.npu.set_compile_mode(jit_compile=value)`` (online operator compilation on or off)."""
+    fn = getattr(_module(), "set_compile_mode", None)
+    if fn is None:
+        return False
+    fn(jit_compile=bool(value))
+    return True
+
+
+def _npu_attr(owner: str, attr: str) -> Callable[[Any], bool]:
+    """A knob setter for ``torch.npu.<owner>.<attr> = value``."""
+    def setter(value: Any) -> bool:
+        target = getattr(_module(), owner, None)
+        if target is None or not hasattr(target, attr):
+            return False
+        setattr(target, attr, value)
+        return True
+
+    return setter
+
+
+#: torchport.tune() knobs: CANN online compilation, private (5HD/NZ) formats, HF32.
+KNOBS = {
+    "jit_compile": _compile_mode,
+    "allow_internal_format": _npu_attr("config", "allow_internal_format"),
+    "matmul_allow_hf32": _npu_attr("matmul", "allow_hf32"),
+    "conv_allow_hf32": _npu_attr("conv", "allow_hf32"),
+}
+
 SPEC = BackendSpec(
     name="npu",
     priority=100,
@@ -224,4 +253,5 @@ SPEC = BackendSpec(
     compile_backend=None,  # torch.compile on Ascend needs torchair; not assumed
     doctor_facts=_facts,
     plugin="torch_npu",
+    knobs=KNOBS,
 )

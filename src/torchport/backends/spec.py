@@ -13,7 +13,7 @@ Every callable field must be cheap and free of side effects at import time:
 from __future__ import annotations
 
 import dataclasses
-from types import ModuleType
+from types import MappingProxyType, ModuleType
 from typing import Any, Callable, Mapping
 
 __all__ = ["BackendSpec", "AmpPolicy", "BackendUnavailable"]
@@ -115,6 +115,9 @@ class BackendSpec:
             device module to another device (e.g. torch_npu's ``transfer_to_npu``).
         plugin: import name of the out-of-tree package that provides the backend
             (``"torch_npu"``), recorded in doctor reports and checkpoint metadata.
+        knobs: backend tuning knobs ``{name: setter}`` for :func:`torchport.tune`
+            (``"cudnn_benchmark"``, ``"jit_compile"`` ...); a setter takes the value and
+            returns True when it applied it (False: this torch build lacks the knob).
     """
 
     name: str
@@ -134,6 +137,7 @@ class BackendSpec:
     emulated: bool = False
     shim_active: Callable[[], bool] = lambda: False
     plugin: str | None = None
+    knobs: Mapping[str, Callable[[Any], bool]] = dataclasses.field(default_factory=lambda: MappingProxyType({}))
 
     @property
     def device_type(self) -> str:

@@ -5,7 +5,8 @@ Exit codes (CI can use them):
 * ``scan``: 0 nothing found; 1 findings (0 with ``--exit-zero``); 6 a file could not be read or
   parsed (also with ``--exit-zero``: it never hides a file that was not analysed); 2 bad usage.
 * ``fix``: with ``--diff`` (default) 1 when anything is found (nothing is written);
-  with ``--write`` 1 when findings remain after the rewrite; 6 a file could not be read, parsed
+  with ``--write`` 1 when findings remain after the rewrite; with ``--check`` 1 when a fix
+  would change a file (nothing is written; for CI), else 0; 6 a file could not be read, parsed
   or written (the others are still fixed, the summary still printed); 2 bad usage.
 * ``rules`` / ``explain``: 0; ``explain`` 2 for an unknown rule.
 """
@@ -19,6 +20,7 @@ from typing import List, Optional
 import typer
 
 from torchport.cli._options import json_option, write_json
+from torchport.errors import ExitCode
 
 _FORMATS = "text | json | sarif | csv"
 
@@ -92,6 +94,22 @@ _OUTPUT = typer.Option(None, "--output", "-o", help="Write the report to this fi
 _JSON = json_option("the report too")
 
 
+def _check_report(report) -> None:
+    """``fix --check``: name the files a fix would change; exit 1 when there is one, 6 when a file failed."""
+    changed = [r for r in report.results if r.fixed_source is not None and r.source is not None]
+    n_fixes = sum(1 for f in report.findings if f.fixed)
+    for res in changed:
+        sys.stdout.write(f"would fix {res.path}\n")
+    for err in report.errors:
+        sys.stderr.write(f"torchport fix: {err.path}: {err.message}\n")
+    if changed:
+        sys.stderr.write(f"{n_fixes} fix(es) in {len(changed)} file(s) of {report.files}; "
+                         "apply them with `torchport fix --write`\n")
+    else:
+        sys.stderr.write(f"nothing to fix in {report.files} file(s)\n")
+    raise typer.Exit(int(ExitCode.IO) if report.errors else (1 if changed else 0))
+
+
 def register(app: typer.Typer) -> None:
     """Attach ``scan``, ``fix``, ``rules`` and ``explain`` to the torchport app."""
 
@@ -130,6 +148,8 @@ def register(app: typer.Typer) -> None:
         fmt: str = _FORMAT,
         output: Optional[Path] = _OUTPUT,
         json_out: Optional[Path] = _JSON,
+        check: bool = typer.Option(False, "--check", help="Write nothing; exit 1 when a fix would change a file "
+                                                          "(for CI), 0 otherwise."),
     ) -> None:
         """Rewrite device-specific code into device-agnostic code (torchport runtime / torch core).
 
@@ -141,6 +161,14 @@ def register(app: typer.Typer) -> None:
         from torchport.migrate.runner import unified_diff
 
         _check_format("fix", fmt)
+        if check and write:
+            from torchport.cli._common import fail
+
+            fail("fix", "--check writes nothing; drop --write (or --check)")
+        if check:
+            report = _run(paths, select, ignore, exclude, no_gitignore, jobs, fix=True, unsafe=unsafe_fixes,
+                          write=False, verb="fix")
+            _check_report(report)
         report = _run(paths, select, ignore, exclude, no_gitignore, jobs, fix=True, unsafe=unsafe_fixes,
                       write=write, verb="fix")
         if not write:

@@ -23,12 +23,34 @@ __all__ = ["RuleSet", "FileContext", "Fix", "Reported"]
 
 Fix = Callable[[cst.CSTNode], cst.CSTNode]
 
-_DEVICE = re.compile(r"^cuda(?::(\d+))?$")
+_DEVICE = re.compile(r"^(cuda|npu|xpu|mps)(?::(\d+))?$")
+_COLLECTIVES = frozenset({"nccl", "hccl", "xccl"})
+_DEVICE_WORDS = ("cuda", "nccl", "npu", "xpu", "mps", "hccl", "xccl")
+#: names that hold an integer device index when bound to an int (or taken as a parameter)
+DEVICE_INDEX_NAMES = frozenset({"rank", "local_rank", "gpu", "gpu_id", "gpu_idx", "device_id", "device_idx",
+                                "gpu_index", "device_index", "local_gpu", "ddp_local_rank", "ddp_rank"})
+#: names of lists of device indices (``device_ids[0]`` is an index)
+DEVICE_INDEX_LISTS = frozenset({"device_ids", "gpu_ids", "gpu_list", "device_list"})
+#: markers of a multi-process script: there ``"cuda:0"`` and ``torchport.device()`` may differ
+_DISTRIBUTED_MARKERS = re.compile(r"init_process_group|LOCAL_RANK|DistributedDataParallel|\bspawn\(|local_rank")
 
 
 @functools.lru_cache(maxsize=512)
 def _parse_expr(code: str) -> cst.BaseExpression:
     return cst.parse_expression(code)
+
+
+#: bound by ``for i in range(torch.cuda.device_count())``: an integer device index
+LOOP_INDEX = cst.Name("__device_index__")
+
+
+def _binding_key(expr: cst.BaseExpression) -> str | None:
+    """``"x"`` for a name, ``"self.x"`` / ``"args.x"`` for an attribute of a name, else None."""
+    if isinstance(expr, cst.Name):
+        return expr.value
+    if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name):
+        return f"{expr.value.value}.{expr.attr.value}"
+    return None
 
 
 class RuleSet:
@@ -50,6 +72,8 @@ class RuleSet:
         self.strings: dict[str, list[Rule]] = {}
         self.values: list[Rule] = []
         self.if_exps: list[Rule] = []
+        self.imports: dict[str, list[Rule]] = {}
+        self.assignments: dict[str, list[Rule]] = {}
         for rule in self.rules:
             for n in rule.names:
                 self.names.setdefault(n, []).append(rule)
@@ -65,6 +89,10 @@ class RuleSet:
                 self.values.append(rule)
             if rule.if_exps:
                 self.if_exps.append(rule)
+            for m in rule.imports:
+                self.imports.setdefault(m, []).append(rule)
+            for a in rule.assignments:
+                self.assignments.setdefault(a, []).append(rule)
         self.prefixes = sorted(prefixes.items(), key=lambda kv: -len(kv[0]))
         needles = sorted({n for r in self.rules if r.code in self.enabled for n in r.needles})
         self.prefilter = re.compile("|".join(map(re.escape, needles))) if needles else None
@@ -109,6 +137,11 @@ class FileContext:
         self.claimed: set[cst.CSTNode] = set()
         self.needs: set[str] = set()
         self.fstring_quotes: list[str] = []
+        self.bindings: dict[str, list[cst.BaseExpression | None]] = {}
+        self.params: set[str] = set()
+        self.deferred: list[Callable[[], None]] = []
+        #: uses of each import-bound name in the code (imports themselves not counted)
+        self.alias_uses: dict[str, int] = {}
 
     @property
     def quote(self) -> str:
@@ -148,35 +181,151 @@ class FileContext:
 
     @staticmethod
     def device_string(expr: cst.BaseExpression) -> DeviceString | None:
-        """``"cuda"``, ``"cuda:N"``, ``f"cuda:{i}"`` or ``"nccl"`` as a record, else None."""
+        """A device or collective string as a record, else None.
+
+        Recognised: ``"cuda"``, ``"cuda:N"``, ``f"cuda:{i}"``, ``"cuda:%d" % i``, ``"cuda:{}".format(i)`` (also for
+        ``npu`` / ``xpu`` / ``mps``), and ``"nccl"`` / ``"hccl"`` / ``"xccl"``.
+        """
         if isinstance(expr, cst.SimpleString):
             raw = expr.value
-            if ("cuda" not in raw and "nccl" not in raw) or "b" in expr.prefix.lower():
+            if not any(w in raw for w in _DEVICE_WORDS) or "b" in expr.prefix.lower():
                 return None
             try:
                 val = expr.evaluated_value
             except Exception:  # pragma: no cover - odd literals
                 return None
-            if val == "nccl":
-                return DeviceString("nccl", "nccl")
+            if val in _COLLECTIVES:
+                return DeviceString(val, val)
             m = _DEVICE.match(val) if isinstance(val, str) else None
             if m is None:
                 return None
-            return DeviceString(val, "cuda", int(m.group(1)) if m.group(1) is not None else None)
+            return DeviceString(val, m.group(1), int(m.group(2)) if m.group(2) is not None else None)
         if isinstance(expr, cst.FormattedString):
             parts = expr.parts
-            if len(parts) == 1 and isinstance(parts[0], cst.FormattedStringText) and parts[0].value == "cuda":
-                return DeviceString("cuda", "cuda")
+            if len(parts) == 1 and isinstance(parts[0], cst.FormattedStringText):
+                m = _DEVICE.match(parts[0].value)
+                if m is not None and m.group(2) is None:
+                    return DeviceString(m.group(1), m.group(1))
             if (
                 len(parts) == 2
                 and isinstance(parts[0], cst.FormattedStringText)
-                and parts[0].value == "cuda:"
+                and parts[0].value.endswith(":")
+                and parts[0].value[:-1] in ("cuda", "npu", "xpu", "mps")
                 and isinstance(parts[1], cst.FormattedStringExpression)
                 and parts[1].conversion is None
                 and parts[1].format_spec is None
             ):
-                return DeviceString(None, "cuda", index_expr=parts[1].expression)
+                return DeviceString(None, parts[0].value[:-1], index_expr=parts[1].expression)
+        if (isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value == "format"
+                and isinstance(expr.func.value, cst.SimpleString) and len(expr.args) == 1
+                and expr.args[0].keyword is None and not expr.args[0].star):
+            try:
+                val = expr.func.value.evaluated_value
+            except Exception:  # pragma: no cover
+                return None
+            if isinstance(val, str) and val.endswith(":{}") and val[:-3] in ("cuda", "npu", "xpu", "mps"):
+                return DeviceString(None, val[:-3], index_expr=expr.args[0].value)
+            return None
+        if (isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Modulo)
+                and isinstance(expr.left, cst.SimpleString)
+                and not isinstance(expr.right, (cst.Tuple, cst.Dict, cst.SimpleString))):
+            try:
+                val = expr.left.evaluated_value
+            except Exception:  # pragma: no cover
+                return None
+            if isinstance(val, str) and val.endswith(":%d") and val[:-3] in ("cuda", "npu", "xpu", "mps"):
+                return DeviceString(None, val[:-3], index_expr=expr.right)
         return None
+
+    # -- integer device indices (local data flow) -------------------------------------------
+    def note_binding(self, target: cst.BaseExpression, value: cst.BaseExpression | None) -> None:
+        """Record ``target = value`` (``value`` None: bound to something unknown) for :meth:`int_device`."""
+        key = _binding_key(target)
+        if key is not None:
+            self.bindings.setdefault(key, []).append(value)
+
+    def note_param(self, name: str) -> None:
+        """A parameter: an int device index when its name says so (``rank``, ``gpu_id`` ...)."""
+        if name in DEVICE_INDEX_NAMES:
+            self.params.add(name)
+
+    def defer(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` after the walk (when every binding in the file is known)."""
+        self.deferred.append(fn)
+
+    def int_device(self, expr: cst.BaseExpression, _seen: frozenset[str] = frozenset()) -> str | None:
+        """What integer device index ``expr`` holds: ``"local"`` (the local rank, from ``LOCAL_RANK``),
+        ``"literal"`` (an int literal), ``"index"`` (another int index: a rank, a loop over the
+        device count, ``args.gpu``) or None (not known to be an int device). Call after the walk
+        (from a :meth:`defer` callback)."""
+        if expr is LOOP_INDEX:
+            return "index"
+        if isinstance(expr, cst.Integer):
+            return "literal"
+        if isinstance(expr, cst.Call):
+            if self.qualname(expr.func) in ("torch.distributed.get_rank", "torch.distributed.get_local_rank"):
+                return "index"
+            if isinstance(expr.func, cst.Name) and expr.func.value == "int" and len(expr.args) == 1:
+                text = self.module.code_for_node(expr.args[0].value)
+                if "LOCAL_RANK" in text:
+                    return "local"
+                if "RANK" in text:
+                    return "index"
+                inner = self.int_device(expr.args[0].value, _seen)
+                return inner if inner in ("local", "index") else None
+            return None
+        if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Modulo):
+            if "device_count" in self.module.code_for_node(expr.right):
+                left = self.int_device(expr.left, _seen)
+                return "local" if left == "local" else "index"
+            return None
+        if (isinstance(expr, cst.Subscript) and isinstance(expr.value, cst.Name)
+                and expr.value.value in DEVICE_INDEX_LISTS):
+            return "index"  # device_ids[0]
+        key = _binding_key(expr)
+        if key is None:
+            return None
+        if key in _seen:
+            return None
+        values = self.bindings.get(key)
+        short = key.rsplit(".", 1)[-1]
+        if not values:
+            if key in self.params:
+                return "index"
+            if isinstance(expr, cst.Attribute) and not key.startswith("self.") and short in DEVICE_INDEX_NAMES:
+                return "index"  # args.gpu, opt.local_rank: command-line integers
+            return None
+        kinds = set()
+        for value in values:
+            if value is None:
+                return None
+            if isinstance(value, cst.Integer):
+                if short not in DEVICE_INDEX_NAMES:
+                    return None
+                kinds.add("index")
+                continue
+            kind = self.int_device(value, _seen | {key})
+            if kind is None:
+                return None
+            kinds.add(kind)
+        if kinds == {"local"}:
+            return "local"
+        return "index"
+
+    @functools.cached_property
+    def distributed(self) -> bool:
+        """True when the file looks multi-process (``init_process_group``, ``LOCAL_RANK``, DDP, spawn)."""
+        return _DISTRIBUTED_MARKERS.search(self.module.code) is not None
+
+    def index_device_expr(self, index: cst.BaseExpression, kind: str | None) -> cst.BaseExpression:
+        """The portable device for an integer index: ``torchport.device()`` for the local rank or a
+        literal 0 in a single-process script, else ``torch.device(torchport.current().type, i)``."""
+        if kind == "local" or (kind == "literal" and isinstance(index, cst.Integer) and index.evaluated_value == 0
+                               and not self.distributed):
+            return self.device_expr()
+        return cst.Call(func=self.expr(f"{self.torch}.device"),
+                        args=[cst.Arg(self.type_expr(), comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))),
+                              cst.Arg(index)])
 
     # -- builders for fixes (call these inside fix functions) -------------------------------
     def _alias(self, module: str) -> str:

@@ -41,6 +41,12 @@ def index_page(rules: list[Rule]) -> str:
              "`src/torchport/migrate/rules/`; do not edit by hand.", "",
              "Code ranges:", ""]
     lines += [f"- `TP{k}xx` {v}" for k, v in CODE_RANGES.items()]
+    lines += ["", "Fix safety: a **safe** fix keeps the behaviour on the machine the code was written for -- a "
+              "CUDA machine for TP1xx-TP5xx (`torch.device(\"cuda:0\")` in a single-process script becomes "
+              "`torchport.device()`, which is `cuda:0` there), the NPU (or XPU, MPS) for TP6xx -- and is applied "
+              "by `torchport fix --write`. An **unsafe** fix can change what the code does there (an index "
+              "dropped, a comparison that now also matches CPU tensors) and needs `--unsafe-fixes`. "
+              "`torchport fix --check` exits 1 when a fix would change a file (for CI)."]
     lines += ["", "| Code | Name | Severity | Fix | Default | What it finds |", "|---|---|---|---|---|---|"]
     for r in rules:
         summary = r.summary.replace("|", "\\|")

@@ -24,11 +24,11 @@ import re
 
 import libcst as cst
 
-from torchport.migrate.context import FileContext, Fix, Reported, RuleSet
+from torchport.migrate.context import LOOP_INDEX, FileContext, Fix, Reported, RuleSet
 from torchport.migrate.finding import FileError, FileResult, Finding
 from torchport.migrate.imports import add_imports, count_names, drop_unused
 from torchport.migrate.positions import positions
-from torchport.migrate.resolve import CANONICAL, assigned_names, param_names
+from torchport.migrate.resolve import CANONICAL, assigned_names, dotted, param_names
 from torchport.migrate.rules.base import Site
 
 __all__ = ["RuleSet", "FileContext", "FastVisitor", "analyze", "Fix"]
@@ -92,12 +92,22 @@ class _Scanner(FastVisitor):
         self._shadow_stack: list[frozenset[str]] = []
         self._func_done: cst.CSTNode | None = None
 
-    # imports are bookkeeping, not uses
+    # imports are bookkeeping, not uses (rules that declared ``imports`` see them)
     def visit_Import(self, node: cst.Import) -> bool:
+        if self.rs.imports:
+            self._import(node, [dotted(a.name) for a in node.names])
         return False
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
+        if self.rs.imports and node.module is not None and not node.relative:
+            self._import(node, [dotted(node.module)])
         return False
+
+    def _import(self, node: cst.Import | cst.ImportFrom, modules: list[str | None]) -> None:
+        for module in modules:
+            root = (module or "").split(".", 1)[0]
+            for rule in self.rs.imports.get(root, ()):
+                rule.on_import(self.ctx, node, module)
 
     # -- scopes: a parameter or local assignment shadows an import inside the function ---------
     def _push(self, names: set[str]) -> None:
@@ -110,7 +120,10 @@ class _Scanner(FastVisitor):
         self.ctx.shadowed = self._shadow_stack.pop()
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-        self._push(param_names(node.params) | assigned_names(node.body))
+        params = param_names(node.params)
+        for name in params:
+            self.ctx.note_param(name)
+        self._push(params | assigned_names(node.body))
 
     def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
         self._pop()
@@ -130,6 +143,10 @@ class _Scanner(FastVisitor):
         q = ctx.qualname(func) if isinstance(func, (cst.Name, cst.Attribute)) else None
         self._func_done = func if q is not None else None
         if q is not None:
+            root = func
+            while isinstance(root, cst.Attribute):
+                root = root.value
+            ctx.alias_uses[root.value] = ctx.alias_uses.get(root.value, 0) + 1
             callee: str | None = q
             for rule in self.rs.lookup(q):
                 rule.on_call(ctx, node, q)
@@ -171,6 +188,11 @@ class _Scanner(FastVisitor):
             return False
         q = ctx.qualname(node)
         if q is not None:
+            root = node.value
+            while isinstance(root, cst.Attribute):
+                root = root.value
+            if isinstance(root, cst.Name):
+                ctx.alias_uses[root.value] = ctx.alias_uses.get(root.value, 0) + 1
             for rule in self.rs.lookup(q):
                 rule.on_reference(ctx, node, q)
             return False
@@ -184,6 +206,8 @@ class _Scanner(FastVisitor):
     def visit_Name(self, node: cst.Name) -> None:
         ctx = self.ctx
         target = ctx.aliases.get(node.value)
+        if target is not None:
+            ctx.alias_uses[node.value] = ctx.alias_uses.get(node.value, 0) + 1
         if target is None or node is self._func_done or node in ctx.claimed or node.value in ctx.shadowed:
             return
         q = CANONICAL.get(target, target)
@@ -196,7 +220,7 @@ class _Scanner(FastVisitor):
 
     # -- strings in value positions -------------------------------------------------------
     def _value(self, expr: cst.BaseExpression | None, site: Site) -> None:
-        if expr is None or not isinstance(expr, (cst.SimpleString, cst.FormattedString)):
+        if expr is None or not isinstance(expr, (cst.SimpleString, cst.FormattedString, cst.BinaryOperation, cst.Call)):
             return
         ctx = self.ctx
         if expr in ctx.claimed:
@@ -210,10 +234,34 @@ class _Scanner(FastVisitor):
             rule.on_value(ctx, expr, ds, site)
 
     def visit_Assign(self, node: cst.Assign) -> None:
+        ctx = self.ctx
+        for target in node.targets:
+            self._bind(target.target, node.value)
+        if self.rs.assignments and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Attribute):
+            q = ctx.qualname(node.targets[0].target)
+            for rule in self.rs.assignments.get(q, ()) if q is not None else ():
+                rule.on_assign(ctx, node, q)
         self._value(node.value, Site("assign"))
 
     def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        self._bind(node.target, node.value)
         self._value(node.value, Site("assign"))
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        self._bind(node.target, None)
+
+    def visit_For(self, node: cst.For) -> None:
+        it = node.iter
+        counted = (isinstance(it, cst.Call) and isinstance(it.func, cst.Name) and it.func.value == "range"
+                   and len(it.args) == 1 and ctx_text_has(self.ctx, it, "device_count"))
+        self._bind(node.target, LOOP_INDEX if counted else None)
+
+    def _bind(self, target: cst.BaseExpression, value: cst.BaseExpression | None) -> None:
+        if isinstance(target, (cst.Tuple, cst.List)):
+            for el in target.elements:
+                self._bind(el.value, None)
+        else:
+            self.ctx.note_binding(target, value)
 
     def visit_Param(self, node: cst.Param) -> None:
         self._value(node.default, Site("default"))
@@ -259,6 +307,11 @@ class _Scanner(FastVisitor):
     def leave_FormattedString(self, node: cst.FormattedString) -> None:
         if self.ctx.fstring_quotes and self.ctx.fstring_quotes[-1] is node.start:
             self.ctx.fstring_quotes.pop()
+
+
+def ctx_text_has(ctx: FileContext, node: cst.CSTNode, text: str) -> bool:
+    """True when the source of ``node`` contains ``text``."""
+    return text in ctx.module.code_for_node(node)
 
 
 class _Fixer(cst.CSTTransformer):
@@ -338,6 +391,8 @@ def analyze(source: str, path: str, ruleset: RuleSet, *, fix: bool = False, unsa
         return result
     ctx = FileContext(module, ruleset)
     module.visit(_Scanner(ctx))
+    for later in ctx.deferred:  # checks that need every binding in the file (integer device indices)
+        later()
     raws = [r for r in ctx.reported if r.rule.code in ruleset.enabled]
     if not raws:
         return result

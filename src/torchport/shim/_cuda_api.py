@@ -16,6 +16,7 @@ CUDA-only kernel -- or torch's own ``torch.manual_seed`` calling
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import platform
 import sys
@@ -158,6 +159,30 @@ def _host_memory() -> tuple[int, int]:
         return 0, 0
 
 
+@dataclasses.dataclass
+class _Api:
+    """What every section of the ``torch.cuda`` stand-ins shares."""
+
+    shim: Any
+    dm: Any
+    target: Any
+    accel: bool
+    mod: Any
+    hit: Callable
+
+    def fn_of(self, name: str) -> Callable | None:
+        """``name`` from the selected backend's device module (None on CPU or when it lacks it)."""
+        return getattr(self.mod, name, None) if self.mod is not None else None
+
+    def dev_arg(self, device: Any) -> Any:
+        """A CUDA device argument as the target module expects it (None stays None)."""
+        if device is None:
+            return None
+        if isinstance(device, int) and not isinstance(device, bool):
+            return self.dm.device(device)
+        return self.dm.map(device)
+
+
 def build_cuda_api(shim: Any, originals: dict[str, Any]) -> dict[str, Any]:
     """Build ``{name: replacement}`` for ``torch.cuda`` attributes.
 
@@ -167,30 +192,24 @@ def build_cuda_api(shim: Any, originals: dict[str, Any]) -> dict[str, Any]:
             queries to give libraries the real answer).
 
     Returns:
-        Replacements only for names that exist in ``originals``.
+        Replacements only for names that exist in ``originals``; each section below
+        builds one group (queries, current device, memory, RNG, streams and events).
     """
-    import torch
-
-    dm = shim.map
-    target = shim.target
-    accel = dm.accelerator
-    mod = target.module if accel else None
-    is_user = shim.classifier.is_user_file
-    hit = shim.hit
+    accel = shim.map.accelerator
+    api = _Api(shim=shim, dm=shim.map, target=shim.target, accel=accel,
+               mod=shim.target.module if accel else None, hit=shim.hit)
     out: dict[str, Any] = {}
+    produces: dict[str, tuple[type, ...]] = {}
+    for section in (_queries, _current_device, _memory, _rng, _streams):
+        out.update(section(api, produces))
+    is_user = shim.classifier.is_user_file
+    return {name: _dispatch(name, fn, originals[name], is_user, produces.get(name, ()))
+            for name, fn in out.items() if name in originals}
 
-    def fn_of(name: str) -> Callable | None:
-        return getattr(mod, name, None) if mod is not None else None
 
-    def dev_arg(device: Any) -> Any:
-        """A CUDA device argument as the target module expects it (None stays None)."""
-        if device is None:
-            return None
-        if isinstance(device, int) and not isinstance(device, bool):
-            return dm.device(device)
-        return dm.map(device)
-
-    # -- queries (user code only: libraries get the real answers) ------------------------
+def _queries(api: _Api, produces: dict) -> dict[str, Any]:
+    """``is_available`` / ``device_count`` / ``is_bf16_supported`` (user code only: libraries get the real answers)."""
+    hit, accel, target = api.hit, api.accel, api.target
     count = max(1, target.backend.device_count()) if accel else 0
     bf16 = bool(accel and target.backend.amp.usable("bf16"))
 
@@ -206,13 +225,23 @@ def build_cuda_api(shim: Any, originals: dict[str, Any]) -> dict[str, Any]:
         hit("torch.cuda.is_bf16_supported", "is_bf16_supported()", bf16)
         return bf16
 
-    out.update(is_available=is_available, device_count=device_count, is_bf16_supported=is_bf16_supported)
+    return dict(is_available=is_available, device_count=device_count, is_bf16_supported=is_bf16_supported)
 
-    # -- current device ---------------------------------------------------------------
+
+def _current_device(api: _Api, produces: dict) -> dict[str, Any]:
+    """``current_device`` / ``set_device`` / ``with torch.cuda.device(i)`` on the selected backend."""
+    dm, hit, fn_of = api.dm, api.hit, api.fn_of
+
     def current_device() -> int:
         """Under the torchport shim: the current index on the selected backend."""
         hit("torch.cuda.current_device", "current_device()", dm.current)
         return dm.current
+
+    def set_dev(idx: int) -> None:
+        dm.set_current(idx)
+        fn = fn_of("set_device")
+        if fn is not None:
+            fn(idx)
 
     def set_device(device: Any) -> None:
         """Under the torchport shim: set the current device of the selected backend."""
@@ -241,15 +270,15 @@ def build_cuda_api(shim: Any, originals: dict[str, Any]) -> dict[str, Any]:
                 set_dev(self.prev)
             return False
 
-    def set_dev(idx: int) -> None:
-        dm.set_current(idx)
-        fn = fn_of("set_device")
-        if fn is not None:
-            fn(idx)
+    produces["device"] = (DeviceContext,)
+    return dict(current_device=current_device, set_device=set_device, device=DeviceContext)
 
-    out.update(current_device=current_device, set_device=set_device, device=DeviceContext)
 
-    # -- synchronize / memory -----------------------------------------------------------
+def _memory(api: _Api, produces: dict) -> dict[str, Any]:
+    """``synchronize``, the allocator statistics and device properties (host stand-ins on CPU)."""
+    dm, hit, fn_of, dev_arg, target = api.dm, api.hit, api.fn_of, api.dev_arg, api.target
+    out: dict[str, Any] = {}
+
     def synchronize(device: Any = None) -> None:
         """Under the torchport shim: synchronize the selected device (no-op on CPU)."""
         hit("torch.cuda.synchronize", f"synchronize({_r(device)})", dm.device(dm.index_of(device)))
@@ -260,12 +289,12 @@ def build_cuda_api(shim: Any, originals: dict[str, Any]) -> dict[str, Any]:
     out["synchronize"] = synchronize
 
     def stat(name: str, default: Callable[[], Any], takes_device: bool = True) -> Callable:
-        api = f"torch.cuda.{name}"
+        api_name = f"torch.cuda.{name}"
 
         def replacement(*args: Any, **kwargs: Any) -> Any:
             device = kwargs.pop("device", args[0] if args else None) if takes_device else None
             fn = fn_of(name)
-            hit(api, f"{name}({_r(device)})", dm.device(dm.index_of(device)) if fn else "host stand-in")
+            hit(api_name, f"{name}({_r(device)})", dm.device(dm.index_of(device)) if fn else "host stand-in")
             if fn is None:
                 return default()
             if takes_device and device is not None:
@@ -290,27 +319,36 @@ def build_cuda_api(shim: Any, originals: dict[str, Any]) -> dict[str, Any]:
     out["get_device_properties"] = stat("get_device_properties", lambda: types.SimpleNamespace(
         name=platform.processor() or "cpu", total_memory=_host_memory()[1], major=0, minor=0,
         multi_processor_count=os.cpu_count() or 1))
+    return out
 
-    # -- seeding and RNG state ------------------------------------------------------------
+
+def _rng(api: _Api, produces: dict) -> dict[str, Any]:
+    """Seeding and RNG state on the selected device's generator (the CPU generator on CPU)."""
+    import torch
+
+    dm, hit, fn_of, dev_arg = api.dm, api.hit, api.fn_of, api.dev_arg
+
     def seeded(name: str, cpu: Callable) -> Callable:
-        api = f"torch.cuda.{name}"
+        api_name = f"torch.cuda.{name}"
 
         def replacement(*args: Any, **kwargs: Any) -> Any:
             fn = fn_of(name)
-            hit(api, f"{name}()", dm.device() if fn else "cpu generator")
+            hit(api_name, f"{name}()", dm.device() if fn else "cpu generator")
             return (fn or cpu)(*args, **kwargs)
 
         replacement.__name__ = replacement.__qualname__ = name
         replacement.__doc__ = f"Under the torchport shim: ``{name}`` on the selected device's generator."
         return replacement
 
-    out["manual_seed"] = seeded("manual_seed", torch.manual_seed)
-    out["manual_seed_all"] = seeded("manual_seed_all", torch.manual_seed)
-    out["seed"] = seeded("seed", torch.seed)
-    out["seed_all"] = seeded("seed_all", torch.seed)
-    out["initial_seed"] = seeded("initial_seed", torch.initial_seed)
-    out["get_rng_state_all"] = seeded("get_rng_state_all", lambda: [torch.get_rng_state()])
-    out["set_rng_state_all"] = seeded("set_rng_state_all", lambda states: torch.set_rng_state(list(states)[0]))
+    out: dict[str, Any] = {
+        "manual_seed": seeded("manual_seed", torch.manual_seed),
+        "manual_seed_all": seeded("manual_seed_all", torch.manual_seed),
+        "seed": seeded("seed", torch.seed),
+        "seed_all": seeded("seed_all", torch.seed),
+        "initial_seed": seeded("initial_seed", torch.initial_seed),
+        "get_rng_state_all": seeded("get_rng_state_all", lambda: [torch.get_rng_state()]),
+        "set_rng_state_all": seeded("set_rng_state_all", lambda states: torch.set_rng_state(list(states)[0])),
+    }
 
     def get_rng_state(device: Any = "cuda") -> Any:
         """Under the torchport shim: RNG state of the selected device (CPU generator on CPU)."""
@@ -325,8 +363,14 @@ def build_cuda_api(shim: Any, originals: dict[str, Any]) -> dict[str, Any]:
         fn(new_state, dev_arg(device)) if fn is not None else torch.set_rng_state(new_state)
 
     out.update(get_rng_state=get_rng_state, set_rng_state=set_rng_state)
+    return out
 
-    # -- streams and events -----------------------------------------------------------------
+
+def _streams(api: _Api, produces: dict) -> dict[str, Any]:
+    """Streams and events of the selected device (:class:`CpuStream` / :class:`CpuEvent` on CPU)."""
+    import torch
+
+    dm, hit, fn_of, dev_arg, accel = api.dm, api.hit, api.fn_of, api.dev_arg, api.accel
     stream_cls = fn_of("Stream") or (CpuStream if not accel else getattr(torch, "Stream", CpuStream))
     event_cls = fn_of("Event") or (CpuEvent if not accel else getattr(torch, "Event", CpuEvent))
     cpu_stream = CpuStream()
@@ -361,7 +405,6 @@ def build_cuda_api(shim: Any, originals: dict[str, Any]) -> dict[str, Any]:
         fn = fn_of("stream")
         return fn(s) if fn is not None and not isinstance(s, CpuStream) else _StreamContext(s)
 
-    out.update(Stream=Stream, Event=Event, current_stream=current_stream, default_stream=default_stream, stream=stream)
-    produces = {"Stream": (stream_cls,), "Event": (event_cls,), "device": (DeviceContext,)}
-    return {name: _dispatch(name, fn, originals[name], is_user, produces.get(name, ()))
-            for name, fn in out.items() if name in originals}
+    produces.update(Stream=(stream_cls,), Event=(event_cls,))
+    return dict(Stream=Stream, Event=Event, current_stream=current_stream, default_stream=default_stream,
+                stream=stream)

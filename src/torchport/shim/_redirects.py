@@ -10,6 +10,7 @@ that runs on the CPU keeps running on the CPU.
 from __future__ import annotations
 
 import functools
+import sys
 from typing import Any, Callable
 
 __all__ = ["FACTORIES", "TENSOR_NEW", "factory_patches", "tensor_patches", "module_patches", "amp_patches",
@@ -93,6 +94,34 @@ def _subclasses(cls: type) -> list[type]:
     return seen
 
 
+def is_cuda_property(shim: Any, real: Any) -> property:
+    """``Tensor.is_cuda`` under the shim: for user code, "on the device CUDA code is redirected to".
+
+    The one meaning torchport gives ``is_cuda`` (the fixer writes the same test,
+    ``x.device.type == torchport.current().type``): True for tensors on the selected
+    device's type, so ``assert images.is_cuda`` after ``images.cuda()`` holds on an NPU
+    and on the CPU fallback. Installed libraries and torch itself read the real
+    attribute (a library branching on ``is_cuda`` must not launch CUDA kernels).
+    torch_npu's ``transfer_to_npu`` sets ``Tensor.is_cuda = Tensor.is_npu`` for everyone.
+    """
+    device_type = shim.target.type
+    is_user = shim.classifier.is_user_file
+    getter = real.__get__
+    hit = shim.hit
+
+    def is_cuda(self: Any) -> bool:
+        real_answer = getter(self)
+        if is_user(sys._getframe(1).f_code.co_filename):
+            answer = self.device.type == device_type
+            if answer != real_answer:
+                hit("torch.Tensor.is_cuda", "is_cuda", f"{answer} ({self.device.type} tensor)")
+            return answer
+        return real_answer
+
+    return property(is_cuda, doc="[torchport shim] True for user code when the tensor is on the selected device "
+                                 "type; the real attribute for libraries (see docs/shim.md).")
+
+
 def tensor_patches(shim: Any) -> Patches:
     """``Tensor.to``, ``Tensor.cuda``, ``Tensor.new_*`` and (per pin policy) ``Tensor.pin_memory``."""
     import torch
@@ -151,6 +180,8 @@ def tensor_patches(shim: Any) -> Patches:
         own = vars(sub).get("to")
         if own is not None and callable(own):
             out.append((sub, "to", make_to(own), api_to))
+
+    out.append((T, "is_cuda", is_cuda_property(shim, T.is_cuda), "torch.Tensor.is_cuda"))
 
     def make_new(original: Callable, api: str) -> Callable:
         def new_method(self: Any, *args: Any, **kwargs: Any) -> Any:

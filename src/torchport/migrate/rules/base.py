@@ -14,6 +14,11 @@ The engine walks each file once and calls a rule only for the events it declared
   conditional, dict value) -> :meth:`Rule.on_value`.
 * ``strings``: exact string values anywhere except log/print arguments -> :meth:`Rule.on_string`.
 * ``if_exps``: conditional expressions -> :meth:`Rule.on_if_exp`.
+* ``imports``: ``import x`` / ``from x... import`` statements of these top-level modules -> :meth:`Rule.on_import`.
+* ``assignments``: ``<qualified name> = value`` statements -> :meth:`Rule.on_assign`.
+
+Checks that need the whole file (is this name an integer device index?) run after the
+walk: a hook calls ``ctx.defer(fn)`` and ``fn`` asks ``ctx.int_device(expr)``.
 
 A rule reports through the file context (``ctx.report``) and may attach a fix: a
 function from the *updated* node (children already rewritten) to its replacement, so
@@ -41,6 +46,7 @@ CODE_RANGES: dict[str, str] = {
     "3": "distributed training",
     "4": "data loading",
     "5": "checkpoints and serialization",
+    "6": "single-backend dialects (Ascend NPU, Intel XPU, Apple MPS) back to portable",
     "9": "noisy rules (off by default)",
 }
 KEBAB = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
@@ -71,10 +77,10 @@ class DeviceString:
     """A string literal that names a device or collective backend.
 
     Attributes:
-        value: the text, ``"cuda"``, ``"cuda:1"`` or ``"nccl"``; None for an f-string.
-        device_type: ``"cuda"`` or ``"nccl"``.
+        value: the text, ``"cuda"``, ``"cuda:1"``, ``"npu:0"`` or ``"nccl"``; None for an f-string.
+        device_type: ``"cuda"``, ``"npu"``, ``"xpu"``, ``"mps"``, or a collective: ``"nccl"``, ``"hccl"``, ``"xccl"``.
         index: the literal device index (``"cuda:1"`` -> 1), else None.
-        index_expr: for ``f"cuda:{expr}"``, the expression node; else None.
+        index_expr: for ``f"cuda:{expr}"`` / ``"cuda:%d" % expr``, the expression node; else None.
     """
 
     value: str | None
@@ -117,6 +123,10 @@ class Rule:
     values: ClassVar[bool] = False
     strings: ClassVar[tuple[str, ...]] = ()
     if_exps: ClassVar[bool] = False
+    #: top-level module names whose ``import`` statements go to :meth:`on_import`
+    imports: ClassVar[tuple[str, ...]] = ()
+    #: qualified names whose assignment (``torch.backends.cudnn.benchmark = True``) goes to :meth:`on_assign`
+    assignments: ClassVar[tuple[str, ...]] = ()
 
     def __init_subclass__(cls, **kwargs) -> None:
         super().__init_subclass__(**kwargs)
@@ -155,6 +165,12 @@ class Rule:
 
     def on_if_exp(self, ctx: "FileContext", node: cst.IfExp) -> None:
         """A conditional expression ``a if cond else b``."""
+
+    def on_import(self, ctx: "FileContext", node: "cst.Import | cst.ImportFrom", module: str | None) -> None:
+        """An import statement of one of ``imports`` (``module``: the dotted module imported)."""
+
+    def on_assign(self, ctx: "FileContext", node: cst.Assign, qualname: str) -> None:
+        """``<qualname> = value`` for one of ``assignments``."""
 
     def __repr__(self) -> str:
         return f"<rule {self.code} {self.name}>"

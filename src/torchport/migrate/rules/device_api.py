@@ -90,7 +90,7 @@ class CudaDeviceQuery(_Mapped):
                                               "is_bf16_supported", "is_initialized", "init"))
     replacements = {
         "current_device": ("{tp}.current().index", "safe"),
-        "device_count": ("{tp}.current().backend.device_count()", "unsafe"),
+        "device_count": ("{tp}.current().backend.device_count()", "safe"),
         "is_bf16_supported": ("{tp}.current().backend.amp.usable({q}bf16{q})", "unsafe"),
     }
     advice = {
@@ -103,9 +103,10 @@ class CudaDeviceQuery(_Mapped):
     example = "import torch\n\nn = torch.cuda.device_count()\ni = torch.cuda.current_device()\n"
     use_instead = ("import torchport\n\nn = torchport.current().backend.device_count()\n"
                    "i = torchport.current().index\n")
-    fix_notes = ("Safe: `current_device()` becomes `torchport.current().index`. Unsafe: `device_count()` becomes "
-                 "`torchport.current().backend.device_count()` (1, not 0, on a CPU-only host); "
-                 "`is_bf16_supported()` becomes `torchport.current().backend.amp.usable(\"bf16\")`. "
+    fix_notes = ("Safe: `current_device()` becomes `torchport.current().index`; `device_count()` becomes "
+                 "`torchport.current().backend.device_count()` (the same count on a CUDA machine; 1, not 0, on a "
+                 "CPU-only host). Unsafe: `is_bf16_supported()` (bf16 *fast*, compute capability >= 8, not bf16 "
+                 "*possible*) becomes `torchport.current().backend.amp.usable(\"bf16\")`. "
                  "Names, properties and capabilities are reported only.")
 
 
@@ -196,11 +197,11 @@ class CudaStreamEvent(_Mapped):
     code = "TP116"
     name = "cuda-stream-event"
     severity = "error"
-    fix = "unsafe"
+    fix = "safe"
     names = tuple(f"torch.cuda.{n}" for n in ("Stream", "Event", "stream", "current_stream", "default_stream",
                                               "StreamContext", "set_stream", "ExternalStream", "graph", "CUDAGraph",
                                               "make_graphed_callables"))
-    replacements = {n: ("{tp}.current().module.%s(" % n, "unsafe")
+    replacements = {n: ("{tp}.current().module.%s(" % n, "safe")
                     for n in ("Stream", "Event", "stream", "current_stream", "StreamContext")}
     advice = {"graph": "CUDA graphs have no portable form; guard them with `torchport.current().type`",
               "CUDAGraph": "CUDA graphs have no portable form; guard them with `torchport.current().type`"}
@@ -209,7 +210,8 @@ class CudaStreamEvent(_Mapped):
     example = "import torch\n\ns = torch.cuda.Stream()\nwith torch.cuda.stream(s):\n    pass\n"
     use_instead = ("import torchport\n\ns = torchport.current().module.Stream()\n"
                    "with torchport.current().module.stream(s):\n    pass\n")
-    fix_notes = ("Unsafe: `Stream`, `Event`, `stream`, `current_stream` and `StreamContext` are taken from the "
+    fix_notes = ("Safe (on a CUDA machine the selected module is `torch.cuda`): `Stream`, `Event`, `stream`, "
+                 "`current_stream` and `StreamContext` are taken from the "
                  "selected backend's module (on CPU these are stubs: no timing in `Event.elapsed_time`). "
                  "Graphs, external streams and `set_stream` are reported only.")
 
@@ -236,22 +238,34 @@ class CudaNvtx(_Mapped):
             super().on_reference(ctx, node, qualname)
 
 
+_CUDA_KNOBS = {
+    "torch.backends.cudnn.benchmark": "cudnn_benchmark",
+    "torch.backends.cudnn.deterministic": "cudnn_deterministic",
+    "torch.backends.cudnn.allow_tf32": "cudnn_allow_tf32",
+    "torch.backends.cuda.matmul.allow_tf32": "matmul_allow_tf32",
+}
+
+
 class CudnnKnob(Rule):
     code = "TP120"
     name = "cudnn-knob"
     severity = "info"
+    fix = "safe"
     names = ("torch.backends.cudnn", "torch.backends.cuda")
     name_prefixes = ("torch.backends.cudnn.", "torch.backends.cuda.")
+    assignments = tuple(_CUDA_KNOBS)
     summary = "Finds `torch.backends.cudnn.*` / `torch.backends.cuda.*` settings (benchmark, deterministic, TF32)."
     why = ("The settings are harmless elsewhere but do nothing there: a run that relied on "
-           "`cudnn.deterministic = True` for reproducibility is not deterministic on an NPU.")
-    example = "import torch\n\ntorch.backends.cudnn.deterministic = True\ntorch.backends.cuda.matmul.allow_tf32 = True\n"
-    use_instead = ("import torch\nimport torchport\n\ntorchport.seed_everything(0, deterministic=True)  "
-                   "# or torch.use_deterministic_algorithms(True)\n"
-                   'torch.set_float32_matmul_precision("high")\n')
-    fix_notes = ("No fix: `benchmark` has no portable equivalent (keep it, it is ignored elsewhere); "
-                 "`deterministic` -> `torch.use_deterministic_algorithms(True)`; `allow_tf32` -> "
-                 "`torch.set_float32_matmul_precision(\"high\")`.")
+           "`cudnn.deterministic = True` for reproducibility is not deterministic on an NPU; and backend tuning "
+           "scattered through a script is how `if is_npu:` branches start.")
+    example = "import torch\n\ntorch.backends.cudnn.benchmark = True\ntorch.backends.cuda.matmul.allow_tf32 = True\n"
+    use_instead = ("import torchport\n\ntorchport.tune(cudnn_benchmark=True)\n"
+                   "torchport.tune(matmul_allow_tf32=True)\n")
+    fix_notes = ("Safe: assignments to `cudnn.benchmark`, `cudnn.deterministic`, `cudnn.allow_tf32` and "
+                 "`cuda.matmul.allow_tf32` become `torchport.tune(<knob>=<value>)`: the cuda backend record sets "
+                 "exactly that attribute, every other backend ignores it (see TP606 for the NPU knobs). "
+                 "For reproducibility on every backend add `torch.use_deterministic_algorithms(True)`; for fast "
+                 "fp32 matmuls everywhere `torch.set_float32_matmul_precision(\"high\")`. Reads are reported only.")
 
     _HINTS = {"deterministic": "use `torch.use_deterministic_algorithms(True)` (all backends)",
               "allow_tf32": 'use `torch.set_float32_matmul_precision("high")` (all backends)',
@@ -260,6 +274,14 @@ class CudnnKnob(Rule):
     def on_reference(self, ctx, node, qualname: str) -> None:
         hint = self._HINTS.get(_short(qualname), "it only affects CUDA")
         ctx.report(self, node, f"`{qualname}` is a CUDA-only setting; {hint}")
+
+    def on_assign(self, ctx, node: cst.Assign, qualname: str) -> None:
+        from torchport.migrate.rules.dialects import tune_statement
+
+        knob = _CUDA_KNOBS[qualname]
+        ctx.claim(node.targets[0].target)
+        ctx.report(self, node, f"`{qualname}` is a CUDA-only setting; use `torchport.tune({knob}=...)`",
+                   fix=lambda n: tune_statement(ctx, knob, n.value))
 
 
 class CudaVisibleDevices(Rule):

@@ -24,7 +24,7 @@ class NcclBackend(Rule):
     use_instead = ("import torch.distributed as dist\nimport torchport\n\n"
                    "dist.init_process_group(backend=torchport.current().backend.dist_backend)\n")
     fix_notes = ('Safe: `"nccl"` becomes `torchport.current().backend.dist_backend` (nccl / hccl / xccl / gloo). '
-                 "Unsafe in comparisons. `torchport.init_distributed()` does the whole torchrun set-up "
+                 "Also in comparisons (the same test on a CUDA machine). `torchport.init_distributed()` does the whole torchrun set-up "
                  "(device per LOCAL_RANK, backend, timeout) in one call.")
 
     def on_value(self, ctx, node, value: DeviceString, site: Site) -> None:
@@ -32,7 +32,7 @@ class NcclBackend(Rule):
             return
         ctx.report(self, node, '"nccl" exists only for NVIDIA GPUs; use `torchport.current().backend.dist_backend`',
                    fix=lambda n: ctx.expr(f"{ctx.tp}.current().backend.dist_backend"),
-                   safety="unsafe" if site.role == "compare" else "safe")
+                   safety="safe")
 
     def on_reference(self, ctx, node, qualname: str) -> None:
         ctx.report(self, node, "`Backend.NCCL` exists only for NVIDIA GPUs; use "
@@ -53,9 +53,12 @@ class DdpDeviceIds(Rule):
     example = ("from torch.nn.parallel import DistributedDataParallel as DDP\n\n"
                "model = DDP(model, device_ids=[local_rank], output_device=local_rank)\n")
     use_instead = "import torchport\n\nmodel = torchport.wrap_ddp(model)\n"
-    fix_notes = ("Unsafe: becomes `torchport.wrap_ddp(model, **other_kwargs)`, which passes the selected "
+    fix_notes = ("Becomes `torchport.wrap_ddp(model, **other_kwargs)`, which passes the selected "
                  "device's index (or None on CPU) and returns the model unwrapped when the process group is "
-                 "not initialised (single-process runs).")
+                 "not initialised (single-process runs). Safe when the ids are the local rank "
+                 "(`device_ids=[local_rank]` with `local_rank` from `LOCAL_RANK`: the device torchport selects); "
+                 "unsafe otherwise (a `rank` from `mp.spawn` is not known to torchport: set `LOCAL_RANK` or "
+                 "call `torchport.select_device(index=rank)` first).")
 
     def on_call(self, ctx, node: cst.Call, qualname: str) -> None:
         ids = keyword(node, "device_ids") or positional(node, 1)
@@ -76,7 +79,24 @@ class DdpDeviceIds(Rule):
             first = mod.with_changes(keyword=None, equal=cst.MaybeSentinel.DEFAULT)
             return with_args(n.with_changes(func=ctx.expr(f"{ctx.tp}.wrap_ddp")), [first, *rest])
 
-        ctx.report(self, node, msg, fix=fix)
+        def later() -> None:
+            safe = all(ctx.int_device(v) == "local" for v in _id_values(ids, out))
+            ctx.report(self, node, msg, fix=fix, safety="safe" if safe else "unsafe")
+
+        ctx.defer(later)
+
+
+def _id_values(ids: cst.Arg | None, out: cst.Arg | None) -> list[cst.BaseExpression]:
+    """The index expressions of ``device_ids=[...]`` and ``output_device=...`` (a non-list poisons the check)."""
+    values: list[cst.BaseExpression] = []
+    if ids is not None:
+        if isinstance(ids.value, (cst.List, cst.Tuple)) and ids.value.elements:
+            values.extend(el.value for el in ids.value.elements)
+        else:
+            values.append(cst.Name("__unknown__"))
+    if out is not None:
+        values.append(out.value)
+    return values
 
 
 class DataParallel(Rule):

@@ -21,10 +21,15 @@ from torchport.migrate.rules.base import (
     with_args,
 )
 
-__all__ = ["CudaMethod", "CudaDeviceConstructor", "CudaDeviceArgument", "CudaDeviceString", "IsCudaAttribute",
+__all__ = ["IntDeviceIndex", "CudaMethod", "CudaDeviceConstructor", "CudaDeviceArgument", "CudaDeviceString", "IsCudaAttribute",
            "CudaTensorType", "CudaAvailabilityIdiom", "CudaFlag", "device_with_index", "is_cuda_device_expr"]
 
 _INDEX_NOTE = "the explicit index is dropped: torchport picks the index from TORCHPORT_DEVICE or LOCAL_RANK"
+#: what "safe" means for indices, shared by the rule pages
+_LITERAL_NOTE = ('A literal index is kept: `"cuda:1"` becomes `torch.device(torchport.current().type, 1)` (on a CUDA '
+                 'machine the same device; the index is ignored on CPU); `"cuda:0"` in a single-process script '
+                 "(no `init_process_group` / `LOCAL_RANK` / DDP / spawn in the file) becomes `torchport.device()`, "
+                 "which is `cuda:0` there too")
 
 
 def device_with_index(ctx, index: cst.BaseExpression) -> cst.Call:
@@ -35,10 +40,38 @@ def device_with_index(ctx, index: cst.BaseExpression) -> cst.Call:
 
 
 def _fstring_index(node: cst.CSTNode) -> cst.BaseExpression:
+    """The index expression of ``f"cuda:{i}"``, ``"cuda:%d" % i`` or ``"cuda:{}".format(i)``."""
+    if isinstance(node, cst.BinaryOperation):
+        return node.right
+    if isinstance(node, cst.Call):
+        return node.args[0].value
     assert isinstance(node, cst.FormattedString)
     part = node.parts[1]
     assert isinstance(part, cst.FormattedStringExpression)
     return part.expression
+
+
+def accelerator_type_expr(ctx, quote: str) -> cst.BaseExpression:
+    """What ``"cuda"`` means in a comparison: the selected accelerator's type, never equal to a device type
+    on a CPU-only run (``x.device.type == "cuda"`` guards accelerator-only work: pinning, syncing)."""
+    tp = ctx.tp
+    return ctx.expr(f"({tp}.current().type if {tp}.current().is_accelerator else {quote}no accelerator{quote})")
+
+
+def literal_device(ctx, ds: DeviceString) -> cst.BaseExpression:
+    """The device object for a literal ``"cuda:N"`` (see ``_LITERAL_NOTE``)."""
+    return ctx.index_device_expr(cst.Integer(str(ds.index)), "literal")
+
+
+def literal_device_str(ctx, ds: DeviceString, quote: str) -> cst.BaseExpression:
+    """The string for a literal ``"cuda:N"``: ``str(torchport.device())`` or ``f"{torchport.current().type}:N"``.
+
+    ``quote``: ``ctx.quote`` read during the walk (inside an f-string the other quote)."""
+    if not (ds.index == 0 and not ctx.distributed):
+        return cst.FormattedString(parts=[cst.FormattedStringExpression(ctx.type_expr()),
+                                          cst.FormattedStringText(f":{ds.index}")], start=f"f{quote}",
+                                   end=quote)
+    return ctx.expr(f"str({ctx.tp}.device())")
 
 
 def is_cuda_device_expr(ctx, expr: cst.BaseExpression) -> DeviceString | None:
@@ -64,23 +97,46 @@ class CudaMethod(Rule):
     example = "model = model.cuda()\nx = x.cuda(non_blocking=True)\n"
     use_instead = ("import torchport\n\nmodel = model.to(torchport.device())\n"
                    "x = x.to(torchport.device(), non_blocking=True)\n")
-    fix_notes = ("Safe: `.cuda()` and `.cuda(non_blocking=...)` become `.to(torchport.device(), ...)`. "
-                 "Unsafe: `.cuda(i)` / `.cuda(device=i)` -- " + _INDEX_NOTE + ".")
+    fix_notes = ("Safe: `.cuda()` and `.cuda(non_blocking=...)` become `.to(torchport.device(), ...)`; "
+                 "`.cuda(i)` with an integer device index known from the file (a literal, `int(os.environ[\"LOCAL_RANK\"])`, "
+                 "a `rank` / `local_rank` / `gpu` / `gpu_id` / `device_id` name or `self.` attribute bound to one, "
+                 "`args.gpu`, a loop over `range(torch.cuda.device_count())`) becomes "
+                 "`.to(torch.device(torchport.current().type, i))` -- or `.to(torchport.device())` when `i` is the "
+                 "local rank or a literal 0 in a single-process script. Unsafe: `.cuda(x)` where `x` is not known "
+                 "to be an integer -- " + _INDEX_NOTE + ".")
 
     def on_method(self, ctx, node: cst.Call, name: str) -> None:
+        msg = "`.cuda()` only targets CUDA devices; use `.to(torchport.device())`"
         if not call_args_plain(node):
-            ctx.report(self, node, "`.cuda()` only targets CUDA devices; use `.to(torchport.device())`")
+            ctx.report(self, node, msg)
             return
-        indexed = positional(node, 0) is not None or keyword(node, "device") is not None
+        index = positional(node, 0) or keyword(node, "device")
 
-        def fix(n: cst.Call) -> cst.Call:
+        def fix(n: cst.Call, kind: str | None = None) -> cst.Call:
             kws = [a for a in n.args if a.keyword is not None and a.keyword.value != "device"]
             func = n.func.with_changes(attr=cst.Name("to"))
-            return with_args(n.with_changes(func=func), [cst.Arg(ctx.device_expr()), *kws])
+            if kind is None:
+                dev = ctx.device_expr()
+            else:
+                arg = positional(n, 0) or keyword(n, "device")
+                dev = ctx.index_device_expr(arg.value, kind)
+            return with_args(n.with_changes(func=func), [cst.Arg(dev), *kws])
 
-        msg = "`.cuda()` only targets CUDA devices; use `.to(torchport.device())`"
-        ctx.report(self, node, msg + (f"; {_INDEX_NOTE}" if indexed else ""), fix=fix,
-                   safety="unsafe" if indexed else "safe")
+        if index is None:
+            ctx.report(self, node, msg, fix=fix, safety="safe")
+            return
+        ctx.claim(index.value)
+
+        def later() -> None:
+            kind = ctx.int_device(index.value)
+            if kind is None:
+                ctx.report(self, node, f"{msg}; {_INDEX_NOTE}", fix=fix, safety="unsafe")
+            else:
+                ctx.report(self, node, "`.cuda(i)` only targets CUDA devices; use "
+                                       "`.to(torch.device(torchport.current().type, i))`",
+                           fix=lambda n: fix(n, kind), safety="safe")
+
+        ctx.defer(later)
 
 
 class CudaDeviceConstructor(Rule):
@@ -96,8 +152,8 @@ class CudaDeviceConstructor(Rule):
     use_instead = ("import torch\nimport torchport\n\ndevice = torchport.device()\n"
                    "rank_device = torch.device(torchport.current().type, rank)\n")
     fix_notes = ('Safe: `torch.device("cuda")` becomes `torchport.device()`; with an index expression '
-                 "(`f\"cuda:{i}\"`, `(\"cuda\", i)`) the index is kept: `torch.device(torchport.current().type, i)`. "
-                 'Unsafe: a literal index (`"cuda:1"`) -- ' + _INDEX_NOTE + ".")
+                 "(`f\"cuda:{i}\"`, `\"cuda:%d\" % i`, `(\"cuda\", i)`) the index is kept: "
+                 "`torch.device(torchport.current().type, i)`. " + _LITERAL_NOTE + ".")
 
     def on_call(self, ctx, node: cst.Call, qualname: str) -> None:
         if not call_args_plain(node):
@@ -118,9 +174,11 @@ class CudaDeviceConstructor(Rule):
         if ds.index_expr is not None:
             ctx.report(self, node, f"{msg}; use `torch.device(torchport.current().type, i)`",
                        fix=lambda n: device_with_index(ctx, _fstring_index(n.args[0].value)))
+        elif ds.index is None:
+            ctx.report(self, node, f"{msg}; use `torchport.device()`", fix=lambda n: ctx.device_expr())
         else:
-            ctx.report(self, node, f"{msg}; use `torchport.device()`" + (f"; {_INDEX_NOTE}" if ds.index is not None else ""),
-                       fix=lambda n: ctx.device_expr(), safety="unsafe" if ds.index is not None else "safe")
+            ctx.report(self, node, f"{msg}; use `torchport.device()` or `torch.device(torchport.current().type, i)`",
+                       fix=lambda n: literal_device(ctx, ds))
 
 
 class CudaDeviceArgument(Rule):
@@ -135,8 +193,7 @@ class CudaDeviceArgument(Rule):
     example = 'x = torch.zeros(8, device="cuda")\ny = y.to("cuda:0")\n'
     use_instead = "import torchport\n\nx = torch.zeros(8, device=torchport.device())\ny = y.to(torchport.device())\n"
     fix_notes = ('Safe: `"cuda"` becomes `torchport.device()`; `f"cuda:{i}"` becomes '
-                 "`torch.device(torchport.current().type, i)`. Unsafe: a literal index (`\"cuda:0\"`) -- "
-                 + _INDEX_NOTE + ".")
+                 "`torch.device(torchport.current().type, i)`. " + _LITERAL_NOTE + ".")
 
     def on_value(self, ctx, node, value: DeviceString, site: Site) -> None:
         if value.device_type != "cuda" or site.role != "arg":
@@ -147,9 +204,11 @@ class CudaDeviceArgument(Rule):
             ctx.report(self, node, "a CUDA-only device argument; use `torch.device(torchport.current().type, i)`",
                        fix=lambda n: device_with_index(ctx, _fstring_index(n)))
             return
-        note = f"; {_INDEX_NOTE}" if value.index is not None else ""
-        ctx.report(self, node, f"a CUDA-only device argument; use `torchport.device()`{note}",
-                   fix=lambda n: ctx.device_expr(), safety="unsafe" if value.index is not None else "safe")
+        if value.index is not None:
+            ctx.report(self, node, "a CUDA-only device argument; use `torchport.device()` or "
+                                   "`torch.device(torchport.current().type, i)`", fix=lambda n: literal_device(ctx, value))
+            return
+        ctx.report(self, node, "a CUDA-only device argument; use `torchport.device()`", fix=lambda n: ctx.device_expr())
 
 
 class CudaDeviceString(Rule):
@@ -163,58 +222,82 @@ class CudaDeviceString(Rule):
     why = ('A `device = "cuda"` variable or a `--device` default of `"cuda"` carries the CUDA assumption into '
            "every place that uses it. Strings in log messages, dict keys and lists of choices are not reported.")
     example = 'device = "cuda"\nif x.device.type == "cuda":\n    pass\n'
-    use_instead = "import torchport\n\ndevice = torchport.current().type\nif x.device.type == torchport.current().type:\n    pass\n"
+    use_instead = ("import torchport\n\ndevice = torchport.current().type\nif x.device.type == (torchport.current().type "
+                   "if torchport.current().is_accelerator else \"no accelerator\"):\n    pass\n")
     fix_notes = ('Safe: `"cuda"` becomes `torchport.current().type` (still a `str`); `f"cuda:{i}"` becomes '
-                 '`f"{torchport.current().type}:{i}"`. Unsafe: comparisons (on a CPU-only host the branch now '
-                 "runs for CPU tensors), parameter defaults (evaluated once, when the function is defined, "
-                 'which selects the device at import time) and literal indices (`"cuda:1"` becomes `str(torchport.device())`, '
-                 + _INDEX_NOTE + ").")
+                 '`f"{torchport.current().type}:{i}"`; in comparisons (`==`, `!=`, `in`) `"cuda"` becomes '
+                 '`(torchport.current().type if torchport.current().is_accelerator else "no accelerator")`: the '
+                 "same test on a CUDA machine, the selected accelerator elsewhere, and -- as on a CPU-only CUDA "
+                 "install -- false on a CPU run, so guards around pinning or synchronising stay closed. Unsafe: parameter defaults (evaluated once, when the function is defined, which selects the "
+                 'device at import time, before the script can choose one). Literal indices: `"cuda:1"` becomes '
+                 '`f"{torchport.current().type}:1"`, `"cuda:0"` in a single-process script `str(torchport.device())` '
+                 "(both the same string on a CUDA machine).")
 
     def on_value(self, ctx, node, value: DeviceString, site: Site) -> None:
         if value.device_type != "cuda":
             return
         # comparisons change meaning on CPU-only hosts; defaults are evaluated once, at definition time
-        unsafe = site.role in ("compare", "default")
+        unsafe = site.role == "default"
         if value.index_expr is not None:
-            def fix(n: cst.FormattedString) -> cst.FormattedString:
+            quote = ctx.quote
+
+            def fix(n: cst.BaseExpression) -> cst.BaseExpression:
+                if isinstance(n, cst.Call):  # "cuda:{}".format(i)
+                    return cst.FormattedString(parts=[cst.FormattedStringExpression(ctx.type_expr()),
+                                                      cst.FormattedStringText(":"),
+                                                      cst.FormattedStringExpression(n.args[0].value)],
+                                               start=f"f{quote}", end=quote)
+                if isinstance(n, cst.BinaryOperation):  # "cuda:%d" % i
+                    return n.with_changes(left=cst.BinaryOperation(
+                        left=ctx.type_expr(), operator=cst.Add(whitespace_before=cst.SimpleWhitespace(" "),
+                                                               whitespace_after=cst.SimpleWhitespace(" ")),
+                        right=cst.SimpleString(f"{quote}:%d{quote}"), lpar=[cst.LeftParen()],
+                        rpar=[cst.RightParen()]))
                 return n.with_changes(parts=[cst.FormattedStringExpression(ctx.type_expr()),
                                              cst.FormattedStringText(":"), n.parts[1]])
 
             ctx.report(self, node, 'a CUDA device string; use `f"{torchport.current().type}:{i}"`', fix=fix,
                        safety="unsafe" if unsafe else "safe")
+        elif value.index is None and site.role == "compare":
+            q = ctx.quote
+            ctx.report(self, node, "a CUDA device string; compare with the selected accelerator's type",
+                       fix=lambda n: accelerator_type_expr(ctx, q))
         elif value.index is None:
             ctx.report(self, node, "a CUDA device string; use `torchport.current().type`",
                        fix=lambda n: ctx.type_expr(), safety="unsafe" if unsafe else "safe")
         else:
-            ctx.report(self, node, f"a CUDA device string; use `str(torchport.device())`; {_INDEX_NOTE}",
-                       fix=lambda n: ctx.expr(f"str({ctx.tp}.device())"), safety="unsafe")
+            ctx.report(self, node, 'a CUDA device string; use `str(torchport.device())` or '
+                                   '`f"{torchport.current().type}:N"`',
+                       fix=lambda n, q=ctx.quote: literal_device_str(ctx, value, q),
+                       safety="unsafe" if unsafe else "safe")
 
 
 class IsCudaAttribute(Rule):
     code = "TP105"
     name = "is-cuda-attribute"
     severity = "warning"
-    fix = "unsafe"
+    fix = "safe"
     attributes = ("is_cuda",)
     needles = ("is_cuda",)
     summary = "Finds `tensor.is_cuda`."
     why = ("`is_cuda` is False for tensors on an NPU or XPU, so code that branches on it (to synchronize, to pin, "
-           "to copy back) silently takes the CPU path on every other accelerator.")
+           "to copy back) silently takes the CPU path on every other accelerator, and `assert x.is_cuda` after "
+           "moving a batch fails there.")
     example = "if x.is_cuda:\n    x = x.cpu()\n"
-    use_instead = 'if (x.device.type != "cpu"):\n    x = x.cpu()\n'
-    fix_notes = ('Unsafe: becomes `(x.device.type != "cpu")` -- true on any accelerator, also for `meta` '
-                 "tensors, where `is_cuda` was false.")
+    use_instead = "import torchport\n\nif (x.device.type == torchport.current().type):\n    x = x.cpu()\n"
+    fix_notes = ("Safe: becomes `(x.device.type == torchport.current().type)` -- \"is the tensor on the selected "
+                 "device\", the one meaning torchport gives `is_cuda` (`torchport run` answers the same for your "
+                 "code, see docs/shim.md). On a CUDA machine that is exactly `is_cuda`; on the CPU fallback it is "
+                 "True for CPU tensors, so `assert x.is_cuda` after a move still holds.")
 
     def on_attribute(self, ctx, node: cst.Attribute) -> None:
-        quote = ctx.quote
-
         def fix(n: cst.Attribute) -> cst.Comparison:
             dev = cst.Attribute(value=cst.Attribute(value=n.value, attr=cst.Name("device")), attr=cst.Name("type"))
             return cst.Comparison(left=dev, comparisons=[cst.ComparisonTarget(
-                operator=cst.NotEqual(), comparator=cst.SimpleString(f"{quote}cpu{quote}"))],
-                lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+                operator=cst.Equal(), comparator=ctx.type_expr())], lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
 
-        ctx.report(self, node, '`is_cuda` is false on every other accelerator; use `x.device.type != "cpu"`', fix=fix)
+        ctx.report(self, node, "`is_cuda` is false on every other accelerator; use "
+                               "`x.device.type == torchport.current().type`", fix=fix)
 
 
 _TENSOR_TYPES = {"FloatTensor": "float32", "DoubleTensor": "float64", "HalfTensor": "float16",
@@ -286,8 +369,8 @@ class CudaAvailabilityIdiom(Rule):
                'name = "cuda" if torch.cuda.is_available() else "cpu"\n')
     use_instead = "import torchport\n\ndevice = torchport.device()\nname = torchport.current().type\n"
     fix_notes = ('Safe: the device form becomes `torchport.device()`, the string form `torchport.current().type` '
-                 "(auto-selects npu > cuda > xpu > mps > cpu; `TORCHPORT_DEVICE` overrides). Unsafe: a literal "
-                 "index in the CUDA branch.")
+                 "(auto-selects npu > cuda > xpu > mps > cpu; `TORCHPORT_DEVICE` overrides); also with `\"cuda:0\"` "
+                 "in a single-process script. Unsafe: any other index in the CUDA branch (it is dropped).")
 
     def _cuda_branch(self, ctx, node: cst.IfExp) -> cst.BaseExpression | None:
         test, negated = node.test, False
@@ -307,9 +390,8 @@ class CudaAvailabilityIdiom(Rule):
         if branch is None:
             return
         ctx.claim(node.args[0].value)
-        indexed = is_cuda_device_expr(ctx, branch).index is not None
         ctx.report(self, node, "picks only CUDA or CPU; use `torchport.device()`", fix=lambda n: ctx.device_expr(),
-                   safety="unsafe" if indexed else "safe")
+                   safety=self._safety(ctx, is_cuda_device_expr(ctx, branch)))
 
     def on_if_exp(self, ctx, node: cst.IfExp) -> None:
         branch = self._cuda_branch(ctx, node)
@@ -318,13 +400,20 @@ class CudaAvailabilityIdiom(Rule):
         ds = is_cuda_device_expr(ctx, branch)
         if isinstance(branch, cst.Call):
             ctx.report(self, node, "picks only CUDA or CPU; use `torchport.device()`", fix=lambda n: ctx.device_expr(),
-                       safety="unsafe" if ds.index is not None else "safe")
+                       safety=self._safety(ctx, ds))
         elif ds.plain:
             ctx.report(self, node, "picks only CUDA or CPU; use `torchport.current().type`",
                        fix=lambda n: ctx.type_expr())
         else:
             ctx.report(self, node, "picks only CUDA or CPU; use `str(torchport.device())`",
-                       fix=lambda n: ctx.expr(f"str({ctx.tp}.device())"), safety="unsafe")
+                       fix=lambda n: ctx.expr(f"str({ctx.tp}.device())"), safety=self._safety(ctx, ds))
+
+    @staticmethod
+    def _safety(ctx, ds: DeviceString) -> str:
+        """`"cuda:0"` in a single-process script is what `torchport.device()` gives; other indices are dropped."""
+        if ds.index is None or (ds.index == 0 and not ctx.distributed):
+            return "safe" if ds.index_expr is None else "unsafe"
+        return "unsafe"
 
 
 def _is_cpu(ctx, expr: cst.BaseExpression) -> bool:
@@ -333,6 +422,76 @@ def _is_cpu(ctx, expr: cst.BaseExpression) -> bool:
     if ctx.is_call_to(expr, "torch.device") and len(expr.args) == 1:
         return _is_cpu(ctx, expr.args[0].value)
     return False
+
+
+_INT_SHAPES = (cst.Integer, cst.Name, cst.Attribute, cst.Call, cst.BinaryOperation, cst.Subscript)
+
+
+_FACTORIES = tuple(f"torch.{n}" for n in (
+    "tensor", "as_tensor", "zeros", "ones", "empty", "full", "rand", "randn", "randint", "randperm", "arange",
+    "linspace", "logspace", "eye", "zeros_like", "ones_like", "empty_like", "full_like", "rand_like", "randn_like",
+    "randint_like", "empty_strided"))
+
+
+class IntDeviceIndex(Rule):
+    code = "TP109"
+    name = "int-device-index"
+    severity = "error"
+    fix = "safe"
+    names = ("torch.device", *_FACTORIES)
+    methods = ("to",)
+    needles = ("cuda", "LOCAL_RANK", "local_rank", "init_process_group", "device_count")  # int indices come with these
+    summary = ("Finds integer device indices used as devices: `.to(rank)`, `.to(device=local_rank)`, "
+               "`torch.device(gpu_id)`, `torch.zeros(2, device=rank)`.")
+    why = ("To PyTorch a bare integer device means CUDA device N, so `model.to(local_rank)` -- the usual DDP "
+           "style -- fails with \"Found no NVIDIA driver\" on an NPU, XPU or CPU host. The rule follows the "
+           "integer through the file: int literals, `int(os.environ[\"LOCAL_RANK\"])`, names such as `rank`, "
+           "`local_rank`, `gpu`, `gpu_id`, `device_id` (parameters, or names and `self.` attributes bound to such "
+           "values), `args.gpu`, and loop variables over `range(torch.cuda.device_count())`.")
+    example = ('import os\nimport torch\n\nlocal_rank = int(os.environ["LOCAL_RANK"])\nmodel = model.to(local_rank)\n\n'
+               "def train(rank, model, x):\n    return model(x.to(rank))\n")
+    use_instead = ('import os\nimport torch\nimport torchport\n\nlocal_rank = int(os.environ["LOCAL_RANK"])\n'
+                   "model = model.to(torchport.device())\n\n"
+                   "def train(rank, model, x):\n    return model(x.to(torch.device(torchport.current().type, rank)))\n")
+    fix_notes = ("Safe (same device on a CUDA machine): an index from `LOCAL_RANK` becomes `torchport.device()` "
+                 "(torchport selects the device of the local rank); any other index `i` becomes "
+                 "`torch.device(torchport.current().type, i)`; a literal 0 in a single-process script becomes "
+                 "`torchport.device()`. Integers the file does not show to be device indices are left alone "
+                 "(`.to(n)` where `n` comes from elsewhere).")
+
+    def _check(self, ctx, arg_value: cst.BaseExpression, report_node: cst.CSTNode, whole_call: bool) -> None:
+        if not isinstance(arg_value, _INT_SHAPES):
+            return
+        if isinstance(arg_value, cst.Call) and not (isinstance(arg_value.func, cst.Name)
+                                                    and arg_value.func.value == "int"):
+            return
+
+        def later() -> None:
+            kind = ctx.int_device(arg_value)
+            if kind is None:
+                return
+            msg = ("an integer device means CUDA device N; use "
+                   + ("`torchport.device()`" if kind == "local" else "`torch.device(torchport.current().type, i)`"))
+            if whole_call:
+                ctx.report(self, report_node, msg, fix=lambda n: ctx.index_device_expr(n.args[0].value, kind))
+            else:
+                ctx.report(self, report_node, msg, fix=lambda n: ctx.index_device_expr(n, kind))
+
+        ctx.defer(later)
+
+    def on_method(self, ctx, node: cst.Call, name: str) -> None:
+        arg = keyword(node, "device") or positional(node, 0)
+        if arg is not None:
+            self._check(ctx, arg.value, arg.value, False)
+
+    def on_call(self, ctx, node: cst.Call, qualname: str) -> None:
+        if qualname != "torch.device":  # a factory: its device= argument
+            arg = keyword(node, "device")
+            if arg is not None:
+                self._check(ctx, arg.value, arg.value, False)
+            return
+        if len(node.args) == 1 and node.args[0].keyword is None and not node.args[0].star:
+            self._check(ctx, node.args[0].value, node, True)
 
 
 _FLAG = re.compile(r"^--?(?:(?:no|use|disable|enable|with|without)[-_]?)?cuda$")

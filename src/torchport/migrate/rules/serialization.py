@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import libcst as cst
 
-from torchport.migrate.rules.base import Rule, call_args_plain, keyword, positional, with_args
+from torchport.migrate.rules.base import DeviceString, Rule, call_args_plain, keyword, positional, with_args
 from torchport.migrate.rules.placement import is_cuda_device_expr
 
 __all__ = ["LoadMapLocationCuda", "LoadWithoutMapLocation"]
+
+
+_NOT = DeviceString(None, "")
 
 
 def _map_location(node: cst.Call) -> cst.Arg | None:
@@ -25,7 +28,9 @@ class LoadMapLocationCuda(Rule):
     example = 'import torch\n\nstate = torch.load("ckpt.pt", map_location="cuda:0")\n'
     use_instead = 'import torch\nimport torchport\n\nstate = torch.load("ckpt.pt", map_location=torchport.device())\n'
     fix_notes = ("Safe: the location becomes `torchport.device()`, also for `\"cuda:N\"` (the checkpoint lands on "
-                 "the device this process trains on). Dicts and callables are reported only.")
+                 "the device this process trains on). Unsafe: a dict that maps CUDA devices to CUDA devices "
+                 "(`{\"cuda:0\": f\"cuda:{rank}\"}`, the DDP-tutorial form) becomes `torchport.device()` -- storages "
+                 "saved on the CPU then land on the device too. Callables are reported only.")
 
     def on_call(self, ctx, node: cst.Call, qualname: str) -> None:
         arg = _map_location(node)
@@ -37,10 +42,17 @@ class LoadMapLocationCuda(Rule):
             ctx.report(self, value, "map_location puts the checkpoint on CUDA; use `torchport.device()`",
                        fix=lambda n: ctx.device_expr())
         elif isinstance(value, cst.Dict) and any(
-            ctx.device_string(el.value) is not None for el in value.elements if isinstance(el, cst.DictElement)
+            (ctx.device_string(el.value) or _NOT).device_type == "cuda"
+            for el in value.elements if isinstance(el, cst.DictElement)
         ):
-            ctx.claim(value, *(el.value for el in value.elements if isinstance(el, cst.DictElement)))
-            ctx.report(self, value, "map_location maps storages onto CUDA; use `map_location=torchport.device()`")
+            elements = [el for el in value.elements if isinstance(el, cst.DictElement)]
+            ctx.claim(value, *(el.value for el in elements), *(el.key for el in elements))
+            targets = [ctx.device_string(el.value) for el in elements]
+            if all(t is not None and t.device_type == "cuda" for t in targets) and len(elements) == len(value.elements):
+                ctx.report(self, value, "map_location maps storages onto CUDA; use `map_location=torchport.device()`",
+                           fix=lambda n: ctx.device_expr(), safety="unsafe")
+            else:
+                ctx.report(self, value, "map_location maps storages onto CUDA; use `map_location=torchport.device()`")
 
 
 class LoadWithoutMapLocation(Rule):
