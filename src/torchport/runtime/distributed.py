@@ -120,7 +120,7 @@ class DistributedError(TorchportError, RuntimeError):
     exit_code = ExitCode.DISTRIBUTED
 
 
-#: Fragments of the errors gloo / nccl / hccl / the store raise when a peer is gone or silent.
+#: Fragments of the errors the collective backends and the store raise when a peer is gone or silent.
 _PEER_GONE = ("Connection closed by peer", "Connection reset by peer", "Broken pipe", "DistBackendError",
               "timed out", "Timed out", "Timeout", "communicator was aborted", "Socket", "Connection refused")
 
