@@ -19,6 +19,25 @@ _EQ = cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_aft
 _AUTOCAST_POSITIONAL = ("enabled", "dtype", "cache_enabled")
 
 
+def report_autocast(rule: Rule, ctx, node: cst.Call, msg: str) -> None:
+    """Report an autocast call, with a fix to ``torch.amp.autocast(<type>, ...)`` when its arguments allow one."""
+    if not call_args_plain(node) or sum(a.keyword is None for a in node.args) > len(_AUTOCAST_POSITIONAL):
+        ctx.report(rule, node, msg)
+        return
+
+    def fix(n: cst.Call) -> cst.Call:
+        args = [cst.Arg(ctx.type_expr(), comma=_COMMA)]
+        i = 0
+        for arg in n.args:
+            if arg.keyword is None:
+                arg = arg.with_changes(keyword=cst.Name(_AUTOCAST_POSITIONAL[i]), equal=_EQ)
+                i += 1
+            args.append(arg)
+        return with_args(n.with_changes(func=ctx.expr(f"{ctx.torch}.amp.autocast")), args)
+
+    ctx.report(rule, node, msg, fix=fix)
+
+
 class CudaAmpAutocast(Rule):
     code = "TP201"
     name = "cuda-amp-autocast"
@@ -35,21 +54,7 @@ class CudaAmpAutocast(Rule):
                  "For a policy per backend (bf16 where fast, fp32 on CPU) use `torchport.Amp(\"auto\").autocast()`.")
 
     def on_call(self, ctx, node: cst.Call, qualname: str) -> None:
-        if not call_args_plain(node) or sum(a.keyword is None for a in node.args) > len(_AUTOCAST_POSITIONAL):
-            ctx.report(self, node, "CUDA-only autocast; use `torch.amp.autocast(torchport.current().type)`")
-            return
-
-        def fix(n: cst.Call) -> cst.Call:
-            args = [cst.Arg(ctx.type_expr(), comma=_COMMA)]
-            i = 0
-            for arg in n.args:
-                if arg.keyword is None:
-                    arg = arg.with_changes(keyword=cst.Name(_AUTOCAST_POSITIONAL[i]), equal=_EQ)
-                    i += 1
-                args.append(arg)
-            return with_args(n.with_changes(func=ctx.expr(f"{ctx.torch}.amp.autocast")), args)
-
-        ctx.report(self, node, "CUDA-only autocast; use `torch.amp.autocast(torchport.current().type)`", fix=fix)
+        report_autocast(self, ctx, node, "CUDA-only autocast; use `torch.amp.autocast(torchport.current().type)`")
 
     def on_reference(self, ctx, node, qualname: str) -> None:
         ctx.report(self, node, "CUDA-only autocast; use `torch.amp.autocast(torchport.current().type)`")

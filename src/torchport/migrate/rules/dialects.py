@@ -17,6 +17,7 @@ import re
 
 import libcst as cst
 
+from torchport.migrate.rules.amp import report_autocast
 from torchport.migrate.rules.base import DeviceString, Rule, Site, call_args_plain, keyword, positional, with_args
 from torchport.migrate.rules.placement import accelerator_type_expr, device_with_index, literal_device, literal_device_str
 
@@ -275,7 +276,6 @@ _API = {
     "stream": ("{tp}.current().module.stream(", "unsafe"),
 }
 _PREFIXES = ("torch.npu.", "torch_npu.npu.", "torch.xpu.", "torch.mps.")
-_AUTOCAST_POSITIONAL = ("enabled", "dtype", "cache_enabled")
 
 
 def _short(qualname: str) -> tuple[str, str]:
@@ -348,21 +348,7 @@ class BackendApi(Rule):
 
     def _autocast(self, ctx, node: cst.Call, qualname: str) -> None:
         msg = f"`{qualname}` is single-backend autocast; use `torch.amp.autocast(torchport.current().type)`"
-        if not call_args_plain(node) or sum(a.keyword is None for a in node.args) > len(_AUTOCAST_POSITIONAL):
-            ctx.report(self, node, msg)
-            return
-
-        def fix(n: cst.Call) -> cst.Call:
-            args = [cst.Arg(ctx.type_expr(), comma=_COMMA)]
-            i = 0
-            for arg in n.args:
-                if arg.keyword is None:
-                    arg = arg.with_changes(keyword=cst.Name(_AUTOCAST_POSITIONAL[i]), equal=_EQ)
-                    i += 1
-                args.append(arg)
-            return with_args(n.with_changes(func=ctx.expr(f"{ctx.torch}.amp.autocast")), args)
-
-        ctx.report(self, node, msg, fix=fix)
+        report_autocast(self, ctx, node, msg)
 
 
 #: knob qualified names -> the torchport.tune() keyword
