@@ -19,7 +19,8 @@ import libcst as cst
 
 from torchport.migrate.rules.amp import report_autocast
 from torchport.migrate.rules.base import DeviceString, Rule, Site, call_args_plain, keyword, positional, with_args
-from torchport.migrate.rules.placement import accelerator_type_expr, device_with_index, literal_device, literal_device_str
+from torchport.migrate.rules.placement import (accelerator_type_expr, device_with_index, literal_device,
+                                               literal_device_str, report_to_method)
 
 __all__ = ["BackendMethod", "BackendDeviceString", "HcclBackend", "TorchNpuImport", "BackendApi",
            "BackendTuningKnob", "BackendVisibleDevices", "MpsAvailability", "BackendFlag", "DIALECTS"]
@@ -52,33 +53,7 @@ class BackendMethod(Rule):
 
     def on_method(self, ctx, node: cst.Call, name: str) -> None:
         msg = f"`.{name}()` only targets one backend; use `.to(torchport.device())`"
-        if not call_args_plain(node):
-            ctx.report(self, node, msg)
-            return
-        index = positional(node, 0) or keyword(node, "device")
-
-        def fix(n: cst.Call, kind: str | None = None) -> cst.Call:
-            kws = [a for a in n.args if a.keyword is not None and a.keyword.value != "device"]
-            if kind is None:
-                dev = ctx.device_expr()
-            else:
-                arg = positional(n, 0) or keyword(n, "device")
-                dev = ctx.index_device_expr(arg.value, kind)
-            return with_args(n.with_changes(func=n.func.with_changes(attr=cst.Name("to"))), [cst.Arg(dev), *kws])
-
-        if index is None:
-            ctx.report(self, node, msg, fix=fix)
-            return
-        ctx.claim(index.value)
-
-        def later() -> None:
-            kind = ctx.int_device(index.value)
-            if kind is None:
-                ctx.report(self, node, msg + "; the index is dropped", fix=fix, safety="unsafe")
-            else:
-                ctx.report(self, node, msg, fix=lambda n: fix(n, kind))
-
-        ctx.defer(later)
+        report_to_method(self, ctx, node, msg, msg + "; the index is dropped", msg)
 
 
 class BackendDeviceString(Rule):

@@ -85,6 +85,37 @@ def is_cuda_device_expr(ctx, expr: cst.BaseExpression) -> DeviceString | None:
     return None
 
 
+def report_to_method(rule: Rule, ctx, node: cst.Call, msg: str, unknown_msg: str, index_msg: str) -> None:
+    """Report a single-backend ``.cuda()``-style method call with a fix to ``.to(<device>, ...)``."""
+    if not call_args_plain(node):
+        ctx.report(rule, node, msg)
+        return
+    index = positional(node, 0) or keyword(node, "device")
+
+    def fix(n: cst.Call, kind: str | None = None) -> cst.Call:
+        kws = [a for a in n.args if a.keyword is not None and a.keyword.value != "device"]
+        if kind is None:
+            dev = ctx.device_expr()
+        else:
+            arg = positional(n, 0) or keyword(n, "device")
+            dev = ctx.index_device_expr(arg.value, kind)
+        return with_args(n.with_changes(func=n.func.with_changes(attr=cst.Name("to"))), [cst.Arg(dev), *kws])
+
+    if index is None:
+        ctx.report(rule, node, msg, fix=fix, safety="safe")
+        return
+    ctx.claim(index.value)
+
+    def later() -> None:
+        kind = ctx.int_device(index.value)
+        if kind is None:
+            ctx.report(rule, node, unknown_msg, fix=fix, safety="unsafe")
+        else:
+            ctx.report(rule, node, index_msg, fix=lambda n: fix(n, kind), safety="safe")
+
+    ctx.defer(later)
+
+
 class CudaMethod(Rule):
     code = "TP101"
     name = "cuda-method"
@@ -107,36 +138,8 @@ class CudaMethod(Rule):
 
     def on_method(self, ctx, node: cst.Call, name: str) -> None:
         msg = "`.cuda()` only targets CUDA devices; use `.to(torchport.device())`"
-        if not call_args_plain(node):
-            ctx.report(self, node, msg)
-            return
-        index = positional(node, 0) or keyword(node, "device")
-
-        def fix(n: cst.Call, kind: str | None = None) -> cst.Call:
-            kws = [a for a in n.args if a.keyword is not None and a.keyword.value != "device"]
-            func = n.func.with_changes(attr=cst.Name("to"))
-            if kind is None:
-                dev = ctx.device_expr()
-            else:
-                arg = positional(n, 0) or keyword(n, "device")
-                dev = ctx.index_device_expr(arg.value, kind)
-            return with_args(n.with_changes(func=func), [cst.Arg(dev), *kws])
-
-        if index is None:
-            ctx.report(self, node, msg, fix=fix, safety="safe")
-            return
-        ctx.claim(index.value)
-
-        def later() -> None:
-            kind = ctx.int_device(index.value)
-            if kind is None:
-                ctx.report(self, node, f"{msg}; {_INDEX_NOTE}", fix=fix, safety="unsafe")
-            else:
-                ctx.report(self, node, "`.cuda(i)` only targets CUDA devices; use "
-                                       "`.to(torch.device(torchport.current().type, i))`",
-                           fix=lambda n: fix(n, kind), safety="safe")
-
-        ctx.defer(later)
+        report_to_method(self, ctx, node, msg, f"{msg}; {_INDEX_NOTE}",
+                         "`.cuda(i)` only targets CUDA devices; use `.to(torch.device(torchport.current().type, i))`")
 
 
 class CudaDeviceConstructor(Rule):
