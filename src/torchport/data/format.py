@@ -287,14 +287,9 @@ class ShardSet:
             index = np.load(ipath, allow_pickle=False)
         except (OSError, ValueError) as e:
             raise ShardFormatError(f"{ipath}: cannot load the index ({e}); re-run `torchport data pack`") from None
-        if index.dtype != INDEX_DTYPE or len(index) != manifest["num_samples"]:
-            raise ShardFormatError(f"{ipath}: index has dtype/length {index.dtype}/{len(index)}, manifest says {manifest['num_samples']} samples")
+        cls._check_index(index, manifest, ipath)
         self = cls(root, manifest, index)
-        if verify != "none":
-            res = self.verify(full=(verify == "full"), samples=False)
-            if not res.ok:
-                err = ChecksumMismatchError if any("sha256" in p for p in res.problems) else ShardCorruptError
-                raise err("; ".join(res.problems))
+        self._verify_open(verify)
         return self
 
     @classmethod
@@ -321,16 +316,25 @@ class ShardSet:
             raise ChecksumMismatchError(f"{url}/{manifest['index']['file']}: sha256 {digest[:16]}... does not match the "
                                         f"manifest ({manifest['index']['sha256'][:16]}...); re-pack")
         index = np.load(io.BytesIO(raw), allow_pickle=False)
-        if index.dtype != INDEX_DTYPE or len(index) != manifest["num_samples"]:
-            raise ShardFormatError(f"{url}: index has dtype/length {index.dtype}/{len(index)}, manifest says {manifest['num_samples']} samples")
+        cls._check_index(index, manifest, url)
         self = cls(url, manifest, index)  # type: ignore[arg-type]
         self.remote = RemoteShards(url, manifest, cache)
+        self._verify_open(verify)
+        return self
+
+    @staticmethod
+    def _check_index(index: np.ndarray, manifest: dict[str, Any], where: Any) -> None:
+        """Raise ShardFormatError unless the index has the expected dtype and the manifest's sample count."""
+        if index.dtype != INDEX_DTYPE or len(index) != manifest["num_samples"]:
+            raise ShardFormatError(f"{where}: index has dtype/length {index.dtype}/{len(index)}, manifest says {manifest['num_samples']} samples")
+
+    def _verify_open(self, verify: str) -> None:
+        """Run the ``verify`` level chosen at open time and raise on the first failed check."""
         if verify != "none":
             res = self.verify(full=(verify == "full"), samples=False)
             if not res.ok:
                 err = ChecksumMismatchError if any("sha256" in p for p in res.problems) else ShardCorruptError
                 raise err("; ".join(res.problems))
-        return self
 
     @staticmethod
     def _check_manifest(manifest: dict[str, Any], where: str) -> None:
