@@ -83,16 +83,20 @@ class FaultProxy:
             def log_message(self, *a):  # quiet
                 pass
 
+            def _hang_up(self):
+                """Close the client connection at once (both directions)."""
+                self.close_connection = True
+                try:
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
             def _handle(self):
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
                 kind = proxy._decide()
                 if kind == "drop":
-                    self.close_connection = True
-                    try:
-                        self.connection.shutdown(socket.SHUT_RDWR)
-                    except OSError:
-                        pass
+                    self._hang_up()
                     return
                 if kind == "stall":
                     time.sleep(proxy.stall_s)
@@ -130,11 +134,7 @@ class FaultProxy:
                 if kind == "reset" and self.command != "HEAD" and len(data) > 1:
                     self.wfile.write(data[: len(data) // 2])  # half the body, then the connection goes away
                     self.wfile.flush()
-                    self.close_connection = True
-                    try:
-                        self.connection.shutdown(socket.SHUT_RDWR)
-                    except OSError:
-                        pass
+                    self._hang_up()
                     return
                 if self.command != "HEAD":
                     self.wfile.write(data)
