@@ -1,5 +1,6 @@
 """Run by test_distributed under torchrun: a DDP step written only with the runtime API."""
 
+import gc
 import json
 import os
 import sys
@@ -31,4 +32,9 @@ out = {
 with open(os.path.join(sys.argv[1], f"rank{r}.json"), "w") as fh:
     json.dump(out, fh)
 dist.barrier()  # no rank tears gloo down while its peer still talks to it
+# Drop the DDP wrapper (its reducer holds the process group) before destroying the group: otherwise the
+# group's C++ threads are torn down during interpreter finalization, where gloo can abort the process
+# ("terminate called without an active exception") after all the work is done.
+del model, opt
+gc.collect()
 torchport.runtime.distributed.destroy()
