@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import libcst as cst
 
+from torchport.migrate.rules.base import COMMA as _COMMA
+from torchport.migrate.rules.base import EQ as _EQ
 from torchport.migrate.rules.base import Rule, call_args_plain, keyword, positional, with_args
 
 __all__ = ["CudaAmpAutocast", "CudaAmpGradScaler", "AutocastCudaDevice", "GradScalerDefaultDevice", "ApexAmp"]
 
-_COMMA = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
-_EQ = cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
 # torch.cuda.amp.autocast(enabled, dtype, cache_enabled) -- positional order differs in torch.amp.autocast
 _AUTOCAST_POSITIONAL = ("enabled", "dtype", "cache_enabled")
 

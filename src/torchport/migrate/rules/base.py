@@ -177,6 +177,23 @@ class Rule:
 
 
 # -- small helpers for rules ------------------------------------------------------------------
+#: ``a, b`` and ``k=v`` as the fixes write them.
+COMMA = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+EQ = cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
+
+
+def tune_statement(ctx, knob: str, value: cst.BaseExpression) -> cst.Expr:
+    """``torchport.tune(<knob>=<value>)`` as a statement."""
+    call = cst.Call(func=ctx.expr(f"{ctx.tp}.tune"), args=[cst.Arg(value, keyword=cst.Name(knob), equal=EQ)])
+    return cst.Expr(call)
+
+
+def report_tune_assign(rule: "Rule", ctx, node: cst.Assign, knob: str, message: str) -> None:
+    """Report an assignment to a backend knob, fixed to ``torchport.tune(<knob>=<value>)``."""
+    ctx.claim(node.targets[0].target)
+    ctx.report(rule, node, message, fix=lambda n: tune_statement(ctx, knob, n.value))
+
+
 def keyword(call: cst.Call, name: str) -> cst.Arg | None:
     """The ``name=`` argument of ``call``, or None."""
     for arg in call.args:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from torchport.migrate.rules.base import Rule, call_args_plain
+from torchport.migrate.rules.base import Rule, call_args_plain, report_tune_assign
 
 __all__ = ["CudaIsAvailable", "CudaDeviceQuery", "CudaSetDevice", "CudaSynchronize", "CudaMemoryApi", "CudaRngApi",
            "CudaStreamEvent", "CudaNvtx", "CudnnKnob", "CudaVisibleDevices", "CudaApiOther"]
@@ -276,12 +276,8 @@ class CudnnKnob(Rule):
         ctx.report(self, node, f"`{qualname}` is a CUDA-only setting; {hint}")
 
     def on_assign(self, ctx, node: cst.Assign, qualname: str) -> None:
-        from torchport.migrate.rules.dialects import tune_statement
-
         knob = _CUDA_KNOBS[qualname]
-        ctx.claim(node.targets[0].target)
-        ctx.report(self, node, f"`{qualname}` is a CUDA-only setting; use `torchport.tune({knob}=...)`",
-                   fix=lambda n: tune_statement(ctx, knob, n.value))
+        report_tune_assign(self, ctx, node, knob, f"`{qualname}` is a CUDA-only setting; use `torchport.tune({knob}=...)`")
 
 
 class CudaVisibleDevices(Rule):

@@ -18,7 +18,9 @@ import re
 import libcst as cst
 
 from torchport.migrate.rules.amp import report_autocast
-from torchport.migrate.rules.base import DeviceString, Rule, Site, call_args_plain, keyword, positional, with_args
+from torchport.migrate.rules.base import COMMA as _COMMA
+from torchport.migrate.rules.base import (DeviceString, Rule, Site, call_args_plain, keyword, positional,
+                                          report_tune_assign, tune_statement, with_args)
 from torchport.migrate.rules.placement import (accelerator_type_expr, device_with_index, literal_device,
                                                literal_device_str, report_to_method)
 
@@ -27,8 +29,6 @@ __all__ = ["BackendMethod", "BackendDeviceString", "HcclBackend", "TorchNpuImpor
 
 #: device types of the single-backend dialects
 DIALECTS = ("npu", "xpu", "mps")
-_COMMA = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
-_EQ = cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
 _NPU_NEEDLES = (".npu", "npu:", '"npu', "'npu", "torch_npu")
 _XPU_NEEDLES = (".xpu", "xpu:", '"xpu', "'xpu")
 _MPS_NEEDLES = (".mps", "mps:", '"mps', "'mps", "_mps", "-mps")
@@ -335,12 +335,6 @@ _KNOB_ASSIGNS = {
 }
 
 
-def tune_statement(ctx, knob: str, value: cst.BaseExpression) -> cst.Expr:
-    """``torchport.tune(<knob>=<value>)`` as a statement."""
-    call = cst.Call(func=ctx.expr(f"{ctx.tp}.tune"), args=[cst.Arg(value, keyword=cst.Name(knob), equal=_EQ)])
-    return cst.Expr(call)
-
-
 class BackendTuningKnob(Rule):
     code = "TP606"
     name = "backend-tuning-knob"
@@ -374,9 +368,7 @@ class BackendTuningKnob(Rule):
 
     def on_assign(self, ctx, node: cst.Assign, qualname: str) -> None:
         knob = _KNOB_ASSIGNS[qualname]
-        ctx.claim(node.targets[0].target)
-        ctx.report(self, node, f"`{qualname}` exists only with torch_npu; use `torchport.tune({knob}=...)`",
-                   fix=lambda n: tune_statement(ctx, knob, n.value))
+        report_tune_assign(self, ctx, node, knob, f"`{qualname}` exists only with torch_npu; use `torchport.tune({knob}=...)`")
 
 
 class BackendVisibleDevices(Rule):

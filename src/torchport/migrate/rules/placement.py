@@ -11,6 +11,7 @@ import re
 
 import libcst as cst
 
+from torchport.migrate.rules.base import EQ as _EQ
 from torchport.migrate.rules.base import (
     DeviceString,
     Rule,
@@ -355,7 +356,6 @@ class CudaTensorType(Rule):
                                f"`.to(device=torchport.device(), dtype=torch.{dtype})`", fix=fix)
 
 
-_EQ = cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
 
 
 class CudaAvailabilityIdiom(Rule):

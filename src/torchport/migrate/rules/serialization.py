@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from torchport.migrate.rules.base import DeviceString, Rule, call_args_plain, keyword, positional, with_args
+from torchport.migrate.rules.base import EQ, DeviceString, Rule, call_args_plain, keyword, positional, with_args
 from torchport.migrate.rules.placement import is_cuda_device_expr
 
 __all__ = ["LoadMapLocationCuda", "LoadWithoutMapLocation"]
@@ -73,8 +73,7 @@ class LoadWithoutMapLocation(Rule):
     def on_call(self, ctx, node: cst.Call, qualname: str) -> None:
         if _map_location(node) is not None or not call_args_plain(node) or not node.args:
             return
-        eq = cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
         ctx.report(self, node, "torch.load without map_location restores tensors onto the device they were saved "
                                "from; pass `map_location=torchport.device()`",
                    fix=lambda n: with_args(n, [*n.args, cst.Arg(ctx.device_expr(), keyword=cst.Name("map_location"),
-                                                                equal=eq)]))
+                                                                equal=EQ)]))
