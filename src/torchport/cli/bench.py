@@ -1,15 +1,14 @@
 """`torchport bench`: FP32 vs AMP side by side; `torchport bench compare A.json B.json`.
 
 ``torchport bench`` is a command group: run without a sub-command it benchmarks the
-model (the seed table); ``compare`` puts two ``--json`` files side by side; ``data``
-(the input-pipeline benchmark) is attached when ``torchport.bench.data_bench`` exists.
+model (the seed table); ``compare`` puts two ``--json`` files side by side; ``data`` is the old,
+hidden spelling of ``torchport data bench`` (the input-pipeline benchmark), kept as a deprecated alias.
 
 Exit codes: 0 done; 2 bad settings or unreadable report file.
 """
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from typing import Optional
 
@@ -19,15 +18,6 @@ from torchport.cli._common import ExitCode, fail
 from torchport.cli._options import (MARKUP, alias, device_arg, device_option, json_option, parse_precision,
                                     precision_option, preset_arg, renamed, require_accelerator_option,
                                     write_json)
-
-
-def _attach_data_bench(bench_app: typer.Typer) -> None:
-    """Add `bench data` when its module is installed (import errors inside it are real errors)."""
-    if importlib.util.find_spec("torchport.bench.data_bench") is None:
-        return
-    from torchport.bench.data_bench import register_bench_data
-
-    register_bench_data(bench_app, "data", deprecated_as="bench data")   # home: `torchport data bench`
 
 
 def register(app: typer.Typer) -> None:
@@ -135,5 +125,7 @@ def register(app: typer.Typer) -> None:
         if write_json(json_out, result):
             typer.echo(f"wrote {json_out}")
 
-    _attach_data_bench(bench_app)
+    from torchport.data.bench import register_bench_data
+
+    register_bench_data(bench_app, "data", deprecated_as="bench data")   # home: `torchport data bench`
     app.add_typer(bench_app, name="bench")
