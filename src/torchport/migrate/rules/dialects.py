@@ -21,7 +21,8 @@ from torchport.migrate.rules.amp import report_autocast
 from torchport.migrate.rules.base import COMMA as _COMMA
 from torchport.migrate.rules.base import (DeviceString, Rule, Site, call_args_plain, keyword, positional,
                                           report_tune_assign, tune_statement, with_args)
-from torchport.migrate.rules.placement import (accelerator_type_expr, device_with_index, literal_device,
+from torchport.migrate.rules.placement import (DEVICE_FLAG_INSTEAD, accelerator_type_expr, backend_flag_pattern,
+                                               device_with_index, literal_device, report_backend_flags,
                                                literal_device_str, report_to_method)
 
 __all__ = ["BackendMethod", "BackendDeviceString", "HcclBackend", "TorchNpuImport", "BackendApi",
@@ -415,7 +416,7 @@ class MpsAvailability(Rule):
         ctx.report(self, node, f"`{qualname}` asks about one backend; use `torchport.current().is_accelerator`")
 
 
-_FLAG = re.compile(r"^--?(?:(?:no|use|disable|enable|with|without)[-_]?)?(?:mps|npu|xpu)$")
+_FLAG = backend_flag_pattern("mps|npu|xpu")
 
 
 class BackendFlag(Rule):
@@ -428,15 +429,8 @@ class BackendFlag(Rule):
     why = ("A flag per backend can only choose between that backend and the CPU: the script has no way to run on "
            "the team's other accelerators, and each new backend adds a flag and a branch.")
     example = 'parser.add_argument("--no-mps", action="store_true")\n'
-    use_instead = ('import torchport\n\nparser.add_argument("--device", default="auto", '
-                   'help="auto, cpu, cuda[:N], npu[:N], xpu, mps")\n'
-                   "args = parser.parse_args()\ndevice = torchport.select_device(args.device).device\n")
+    use_instead = DEVICE_FLAG_INSTEAD
     fix_notes = "No fix: the flag is part of the script's interface; replace it by hand (see above)."
 
     def on_method(self, ctx, node: cst.Call, name: str) -> None:
-        for arg in node.args:
-            if arg.keyword is None and isinstance(arg.value, cst.SimpleString):
-                flag = arg.value.evaluated_value
-                if isinstance(flag, str) and _FLAG.match(flag):
-                    ctx.report(self, arg.value, f"`{flag}` ties the script to one backend; accept `--device` "
-                                                "(default `auto`) and call `torchport.select_device(args.device)`")
+        report_backend_flags(self, ctx, node, _FLAG, "one backend")

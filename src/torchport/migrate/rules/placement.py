@@ -497,7 +497,28 @@ class IntDeviceIndex(Rule):
             self._check(ctx, node.args[0].value, node, True)
 
 
-_FLAG = re.compile(r"^--?(?:(?:no|use|disable|enable|with|without)[-_]?)?cuda$")
+def backend_flag_pattern(backends: str) -> "re.Pattern[str]":
+    """``--x`` / ``--no-x`` / ``--use_x`` ... for the backend names in the regex alternation ``backends``."""
+    return re.compile(rf"^--?(?:(?:no|use|disable|enable|with|without)[-_]?)?(?:{backends})$")
+
+
+#: What a backend-flag rule suggests instead (TP108, TP609).
+DEVICE_FLAG_INSTEAD = ('import torchport\n\nparser.add_argument("--device", default="auto", '
+                       'help="auto, cpu, cuda[:N], npu[:N], xpu, mps")\n'
+                       "args = parser.parse_args()\ndevice = torchport.select_device(args.device).device\n")
+
+
+def report_backend_flags(rule: Rule, ctx, node: cst.Call, pattern: "re.Pattern[str]", backend: str) -> None:
+    """Report each positional ``add_argument`` flag matching ``pattern`` as tying the script to ``backend``."""
+    for arg in node.args:
+        if arg.keyword is None and isinstance(arg.value, cst.SimpleString):
+            flag = arg.value.evaluated_value
+            if isinstance(flag, str) and pattern.match(flag):
+                ctx.report(rule, arg.value, f"`{flag}` ties the script to {backend}; accept `--device` (default "
+                                            "`auto`) and call `torchport.select_device(args.device)`")
+
+
+_FLAG = backend_flag_pattern("cuda")
 
 
 class CudaFlag(Rule):
@@ -509,15 +530,8 @@ class CudaFlag(Rule):
     why = ("A boolean CUDA flag can only choose between CUDA and CPU, so the script has no way to run on an NPU "
            "or XPU, and the flag's name lies once it does.")
     example = 'parser.add_argument("--no-cuda", action="store_true")\n'
-    use_instead = ('import torchport\n\nparser.add_argument("--device", default="auto", '
-                   'help="auto, cpu, cuda[:N], npu[:N], xpu, mps")\n'
-                   "args = parser.parse_args()\ndevice = torchport.select_device(args.device).device\n")
+    use_instead = DEVICE_FLAG_INSTEAD
     fix_notes = "No fix: the flag is part of the script's interface; replace it by hand (see above)."
 
     def on_method(self, ctx, node: cst.Call, name: str) -> None:
-        for arg in node.args:
-            if arg.keyword is None and isinstance(arg.value, cst.SimpleString) and "cuda" in arg.value.value:
-                flag = arg.value.evaluated_value
-                if isinstance(flag, str) and _FLAG.match(flag):
-                    ctx.report(self, arg.value, f"`{flag}` ties the script to CUDA; accept `--device` (default "
-                                                "`auto`) and call `torchport.select_device(args.device)`")
+        report_backend_flags(self, ctx, node, _FLAG, "CUDA")
