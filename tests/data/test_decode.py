@@ -22,11 +22,46 @@ def test_region_decoder_is_active_here():
     assert decode.native_status().startswith("libjpeg-turbo region decoder"), decode.native_status()
 
 
+def _gray(h, w, seed=0):
+    rng = np.random.default_rng(seed)
+    img = np.clip(np.mgrid[0:h, 0:w][1] * 3 % 256 + rng.integers(-40, 40, (h, w)), 0, 255).astype(np.uint8)
+    return simplejpeg.encode_jpeg(img[:, :, None], quality=90, colorspace="GRAY")
+
+
+def _pil(h, w, **save):
+    """A JPEG written by Pillow (e.g. with its own restart interval)."""
+    import io
+
+    from PIL import Image
+
+    rng = np.random.default_rng(2)
+    buf = io.BytesIO()
+    Image.fromarray(rng.integers(0, 256, (h, w, 3), dtype=np.uint8)).save(buf, "JPEG", quality=90, **save)
+    return buf.getvalue()
+
+
+# original bytes; rewritten with a restart marker every MCU / every 32 px; a restart interval that does not tile
+# the rows (3 MCUs on a 16-MCU row: the segment grid is unusable, the whole-file path must take over)
+_SOURCES = ["plain", "rst16", "rst32", "pil-rst3", "gray-rst16"]
+
+
+def _source(kind, H, W, sub):
+    if kind == "pil-rst3":
+        return _pil(H, W, restart_marker_blocks=3)
+    data = _gray(H, W) if kind.startswith("gray") else _photo(H, W, sub)
+    if kind.endswith("rst16"):
+        return decode.add_restart_markers(data, chunk_px=16)
+    if kind == "rst32":
+        return decode.add_restart_markers(data, chunk_px=32)
+    return data
+
+
+@pytest.mark.parametrize("kind", _SOURCES)
 @pytest.mark.parametrize("sub", ["420", "422", "444"])
 @pytest.mark.parametrize("fast", [True, False])
-def test_region_equals_crop_of_full_decode(sub, fast):
+def test_region_equals_crop_of_full_decode(sub, fast, kind):
     H, W = 187, 250
-    data = _photo(H, W, sub)
+    data = _source(kind, H, W, sub)
     rng = np.random.default_rng(1)
     boxes = [(0, 0, H, W), (H - 1, W - 1, 1, 1), (5, 7, 3, 200)]
     for _ in range(12):
@@ -42,6 +77,69 @@ def test_region_equals_crop_of_full_decode(sub, fast):
             assert (ih, iw) == (h, w)
             assert img.shape[0] * img.shape[1] <= full.shape[0] * full.shape[1]
             np.testing.assert_array_equal(img[it : it + ih, il : il + iw], full[t : t + h, l_ : l_ + w], err_msg=str((box, out)))
+
+
+def _segments(data):
+    """(start, end) of each restart segment's entropy-coded bytes."""
+    sos = data.find(b"\xff\xda")
+    pos = sos + 2 + int.from_bytes(data[sos + 2 : sos + 4], "big")
+    out, i = [], pos
+    while True:
+        i = data.find(b"\xff", i)
+        if data[i + 1] == 0:
+            i += 2
+            continue
+        out.append((pos, i))
+        if not 0xD0 <= data[i + 1] <= 0xD7:
+            return out
+        pos = i = i + 2
+
+
+def test_crop_reads_only_its_restart_segments():
+    """Garbage in the segments above and left of a crop breaks a whole-file decode but not the crop."""
+    H, W = 128, 256  # 4:2:0, 16-px MCUs, a marker every 32 px: 8 segments per MCU row, 8 MCU rows
+    data = decode.add_restart_markers(_photo(H, W, "420"), chunk_px=32)
+    segs = _segments(data)
+    assert len(segs) == 8 * 8
+    box = (80, 160, 40, 90)  # MCU rows 5-7, segments 5-7 of each row
+    clean, cbox, _ = decode.decode_crop(data, (H, W), box, (40, 90))
+    bad = bytearray(data)
+    for r in range(8):
+        for c in range(8):
+            if r < 5 or c < 5:
+                a, b = segs[r * 8 + c]
+                bad[a:b] = bytes([0x00]) * (b - a)  # valid bytes, nonsense Huffman codes
+    bad = bytes(bad)
+    with pytest.raises(ValueError):
+        simplejpeg.decode_jpeg(bad, colorspace="RGB")  # the corruption is live for anything that reads it
+    with pytest.raises(ValueError):  # so does the whole-file region decoder: it entropy-decodes the rows above
+        decode._native_region(decode.native_lib(), bad, 1, True, box, (H, W), restarts=False)
+    img, ibox, _ = decode.decode_crop(bad, (H, W), box, (40, 90))
+    t, l_, h, w = ibox
+    ct, cl, ch, cw = cbox
+    np.testing.assert_array_equal(img[t : t + h, l_ : l_ + w], clean[ct : ct + ch, cl : cl + cw])
+
+
+def test_restart_rewrite_is_lossless_and_keeps_metadata():
+    import io
+
+    from PIL import Image
+
+    rng = np.random.default_rng(4)
+    buf = io.BytesIO()
+    exif = Image.Exif()
+    exif[0x010E] = "torchport test image"  # ImageDescription
+    Image.fromarray(rng.integers(0, 256, (61, 83, 3), dtype=np.uint8)).save(buf, "JPEG", quality=85, exif=exif)
+    data = buf.getvalue()
+    out = decode.add_restart_markers(data)
+    np.testing.assert_array_equal(simplejpeg.decode_jpeg(out), simplejpeg.decode_jpeg(data))
+    with Image.open(io.BytesIO(out)) as im:
+        assert im.getexif()[0x010E] == "torchport test image"
+    buf = io.BytesIO()
+    Image.fromarray(rng.integers(0, 256, (61, 83, 3), dtype=np.uint8)).save(buf, "JPEG", progressive=True)
+    assert decode.add_restart_markers(buf.getvalue()) is None  # progressive: left as it is
+    with pytest.raises(ValueError):
+        decode.add_restart_markers(data[: len(data) // 3])
 
 
 def test_region_decode_reads_less_than_the_image():

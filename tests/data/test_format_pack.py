@@ -27,12 +27,35 @@ def test_predecoded_round_trip_is_pixel_exact(shards, train_folder):
         assert int(s.labels[i]) == label
 
 
-def test_jpeg_mode_keeps_original_bytes(shards, train_folder):
+def _has_restart_interval(data: bytes) -> bool:
+    """A DRI segment (FF DD) with a non-zero interval before the scan."""
+    i = data.find(b"\xff\xdd")
+    return 0 <= i < data.find(b"\xff\xda") and int.from_bytes(data[i + 4 : i + 6], "big") > 0
+
+
+def test_jpeg_mode_keeps_pixels_and_adds_restart_markers(shards, train_folder):
     s = ShardSet.open(shards["jpeg"], verify="full")
     _, items = scan_image_folder(train_folder)
     for i, (path, _) in enumerate(items):
-        assert bytes(s.raw(i)) == open(path, "rb").read()
+        original = open(path, "rb").read()
+        stored = bytes(s.raw(i))
+        assert not _has_restart_interval(original) and _has_restart_interval(stored), path
+        # lossless: the very same pixels from every decoder setting
+        for fast in (False, True):
+            assert np.array_equal(simplejpeg.decode_jpeg(stored, colorspace="RGB", fastdct=fast, fastupsample=fast),
+                                  simplejpeg.decode_jpeg(original, colorspace="RGB", fastdct=fast, fastupsample=fast))
         assert (int(s.heights[i]), int(s.widths[i])) == (40, 40)
+    report = json.loads((shards["jpeg"] / "pack_report.json").read_text())
+    assert report["restart_markers"] == len(items) and report["reencoded"] == 0
+
+
+def test_jpeg_mode_without_restart_markers_keeps_original_bytes(tmp_path, train_folder):
+    pack(train_folder, tmp_path / "s", mode="jpeg", workers=1, restart_markers=False)
+    s = ShardSet.open(tmp_path / "s", verify="full")
+    _, items = scan_image_folder(train_folder)
+    for i, (path, _) in enumerate(items):
+        assert bytes(s.raw(i)) == open(path, "rb").read()
+    assert json.loads((tmp_path / "s" / "pack_report.json").read_text())["restart_markers"] == 0
 
 
 def test_manifest_label_map_and_report(shards):

@@ -35,12 +35,223 @@ static void tp_emit(j_common_ptr c, int level) {
   if (level < 0) tp_error_exit(c);
 }
 
-int tp_abi_version(void) { return 2; }
+int tp_abi_version(void) { return 3; }
+
+/* ------------------------------------------------------------------------------------------------ restart markers */
+/* A sequential Huffman JPEG whose restart interval divides the MCUs of a row is a grid of segments, each k MCUs
+ * wide and one MCU row high, that decode independently (the DC predictors restart at every marker). A crop then
+ * needs only the segments it overlaps: tp_rst_sub copies them, with the headers (image size patched) and fresh
+ * RST numbers, into a smaller JPEG whose blocks are the very same coefficients, so every pixel decodes to the same
+ * value -- but Huffman decoding (60% of a worker's time) no longer covers the rows above or the columns beside the
+ * crop. tp_add_restarts puts such markers into a file losslessly (coefficients copied, as `jpegtran -restart`). */
+typedef struct {
+  unsigned long sof_len; /* offset of the SOF segment's length field (height at +3, width at +5) */
+  unsigned long data;    /* first byte of the entropy-coded data */
+  int H, W, mw, mh, interval;
+} tp_jinfo;
+
+static int rd16(const unsigned char *p) { return (p[0] << 8) | p[1]; }
+
+/* 1 when buf is a single-scan sequential Huffman JPEG with a restart interval (fills j), else 0. */
+static int tp_parse(const unsigned char *b, unsigned long n, tp_jinfo *j) {
+  unsigned long p = 2;
+  int ncomp = 0, hmax = 1, vmax = 1, sof = 0;
+  if (n < 4 || b[0] != 0xFF || b[1] != 0xD8) return 0;
+  j->interval = 0;
+  while (p + 4 <= n) {
+    if (b[p] != 0xFF) return 0;
+    while (p < n && b[p] == 0xFF) p++; /* fill bytes */
+    if (p + 3 > n) return 0;
+    int m = b[p++];
+    if (m == 0xD8 || (m >= 0xD0 && m <= 0xD7) || m == 0x01) continue; /* no length */
+    if (m == 0xD9) return 0;
+    unsigned long len = (unsigned long)rd16(b + p);
+    if (len < 2 || p + len > n) return 0;
+    const unsigned char *s = b + p + 2;
+    if (m == 0xC0 || m == 0xC1) {
+      if (len < 8 || s[0] != 8) return 0;
+      ncomp = s[5];
+      if (ncomp < 1 || ncomp > 4 || len < 8 + 3 * (unsigned long)ncomp) return 0;
+      j->sof_len = p;
+      j->H = rd16(s + 1);
+      j->W = rd16(s + 3);
+      for (int c = 0; c < ncomp; c++) {
+        int hs = s[7 + 3 * c] >> 4, vs = s[7 + 3 * c] & 15;
+        if (hs > hmax) hmax = hs;
+        if (vs > vmax) vmax = vs;
+      }
+      sof = 1;
+    } else if (m >= 0xC2 && m <= 0xCF && m != 0xC4 && m != 0xC8 && m != 0xCC) {
+      return 0; /* progressive, lossless, hierarchical or arithmetic-coded */
+    } else if (m == 0xDD) {
+      if (len < 4) return 0;
+      j->interval = rd16(s);
+    } else if (m == 0xDA) {
+      if (!sof || j->H == 0 || j->W == 0 || s[0] != ncomp) return 0; /* H == 0: DNL; Ns != Nf: several scans */
+      j->data = p + len;
+      j->mw = ncomp == 1 ? 8 : 8 * hmax;
+      j->mh = ncomp == 1 ? 8 : 8 * vmax;
+      return j->interval > 0;
+    }
+    p += len;
+  }
+  return 0;
+}
+
+/* End of the segment starting at b[i]: index of the 0xFF that starts the next marker (fill bytes before it
+ * included); *rst = 1 when that marker is RSTn, and *next is the first byte after it. */
+static unsigned long tp_seg_end(const unsigned char *b, unsigned long i, unsigned long n, int *rst,
+                                unsigned long *next) {
+  *rst = 0;
+  *next = n;
+  for (;;) {
+    const unsigned char *f = i < n ? memchr(b + i, 0xFF, n - i) : NULL;
+    if (!f) return n;
+    i = (unsigned long)(f - b);
+    unsigned long q = i + 1;
+    while (q < n && b[q] == 0xFF) q++; /* fill bytes before a marker */
+    if (q >= n) return n;
+    if (b[q] == 0x00) { /* stuffed 0xFF data byte */
+      i = q + 1;
+      continue;
+    }
+    *rst = b[q] >= 0xD0 && b[q] <= 0xD7;
+    *next = q + 1;
+    return i;
+  }
+}
+
+/* Build the JPEG holding just the segments that the scaled region (x0, y0, w, h) at 1/denom overlaps.
+ * Returns a malloc'd buffer (its size in *sub_n; the region's offset inside it subtracted from *x0 / *y0),
+ * or NULL when the file has no usable restart grid or the grid would save nothing. */
+static unsigned char *tp_rst_sub(const unsigned char *b, unsigned long n, int denom, int *x0, int *y0, int w, int h,
+                                 unsigned long *sub_n) {
+  tp_jinfo j = {0};
+  if (!tp_parse(b, n, &j)) return NULL;
+  int mpr = (j.W + j.mw - 1) / j.mw, rows = (j.H + j.mh - 1) / j.mh, k = j.interval;
+  if (mpr % k) return NULL; /* segments would straddle rows */
+  int cpr = mpr / k, cw = k * j.mw;
+  long fx0 = (long)*x0 * denom, fy0 = (long)*y0 * denom;
+  long fx1 = (long)(*x0 + w) * denom, fy1 = (long)(*y0 + h) * denom;
+  if (fx1 > j.W) fx1 = j.W;
+  if (fy1 > j.H) fy1 = j.H;
+  int c0 = (int)(fx0 / cw), c1 = (int)((fx1 + cw - 1) / cw), r0 = (int)(fy0 / j.mh), r1 = (int)((fy1 + j.mh - 1) / j.mh);
+  if (c1 > cpr) c1 = cpr;
+  if (r1 > rows) r1 = rows;
+  if (c0 >= c1 || r0 >= r1) return NULL;
+  if (r0 == 0 && (long)(c1 - c0) * 10 >= (long)cpr * 9) return NULL; /* < 10% fewer segments than rows [0, r1) */
+  long nseg = (long)(r1 - r0) * (c1 - c0), last = (long)(r1 - 1) * cpr + (c1 - 1);
+  unsigned char *o = malloc(n + 2 * (size_t)nseg + 16);
+  if (!o) return NULL;
+  memcpy(o, b, j.data);
+  unsigned long sp = j.sof_len, q = j.data;
+  int sh = (r1 * j.mh < j.H ? r1 * j.mh : j.H) - r0 * j.mh, sw = (c1 * cw < j.W ? c1 * cw : j.W) - c0 * cw;
+  o[sp + 3] = (unsigned char)(sh >> 8);
+  o[sp + 4] = (unsigned char)sh;
+  o[sp + 5] = (unsigned char)(sw >> 8);
+  o[sp + 6] = (unsigned char)sw;
+  unsigned long pos = j.data;
+  long written = 0;
+  for (long s = 0; s <= last; s++) {
+    int rst;
+    unsigned long next;
+    unsigned long end = tp_seg_end(b, pos, n, &rst, &next);
+    if (s < last && !rst) { /* fewer segments than the grid promises */
+      free(o);
+      return NULL;
+    }
+    int r = (int)(s / cpr), c = (int)(s % cpr);
+    if (r >= r0 && c >= c0 && c < c1) {
+      if (written) {
+        o[q++] = 0xFF;
+        o[q++] = (unsigned char)(0xD0 + ((written - 1) & 7));
+      }
+      memcpy(o + q, b + pos, end - pos);
+      q += end - pos;
+      written++;
+    }
+    pos = next;
+  }
+  o[q++] = 0xFF;
+  o[q++] = 0xD9;
+  *sub_n = q;
+  *x0 -= c0 * cw / denom;
+  *y0 -= r0 * j.mh / denom;
+  return o;
+}
+
+/* Losslessly rewrite a sequential JPEG with a restart marker every k MCUs, k the largest divisor of the MCUs per
+ * row that is at most chunk_px / MCU width (so the segments tile each row). The DCT coefficients and quantisation
+ * tables are copied, Huffman tables re-optimised, APPn/COM markers kept. Returns 0 (*out malloc'd: tp_free it),
+ * 1 when the file is progressive / arithmetic-coded / not 8-bit (left as it is), -1 on a libjpeg error (msg). */
+int tp_add_restarts(const unsigned char *buf, unsigned long n, int chunk_px, unsigned char **out, unsigned long *out_n,
+                    char *msg) {
+  struct jpeg_decompress_struct src;
+  struct jpeg_compress_struct dst;
+  struct tp_err e;
+  volatile int have_dst = 0;
+  unsigned long cap = n + n / 4 + 4096, on = cap;
+  unsigned char *mine = malloc(cap), *ob = mine;
+  if (!mine) {
+    snprintf(msg, JMSG_LENGTH_MAX, "out of memory");
+    return -1;
+  }
+  src.err = jpeg_std_error(&e.pub);
+  dst.err = &e.pub;
+  e.pub.error_exit = tp_error_exit;
+  e.pub.emit_message = tp_emit;
+  if (setjmp(e.jb)) {
+    (*e.pub.format_message)((j_common_ptr)&src, msg);
+    if (have_dst) jpeg_destroy_compress(&dst);
+    jpeg_destroy_decompress(&src);
+    free(mine); /* a buffer libjpeg grew into instead is not ours to free here */
+    return -1;
+  }
+  jpeg_create_decompress(&src);
+  jpeg_mem_src(&src, buf, n);
+  for (int m = 0; m < 16; m++) jpeg_save_markers(&src, JPEG_APP0 + m, 0xFFFF);
+  jpeg_save_markers(&src, JPEG_COM, 0xFFFF);
+  jpeg_read_header(&src, TRUE);
+  if (src.progressive_mode || src.arith_code || src.data_precision != 8) {
+    jpeg_destroy_decompress(&src);
+    free(mine);
+    return 1;
+  }
+  jvirt_barray_ptr *coef = jpeg_read_coefficients(&src);
+  jpeg_create_compress(&dst);
+  have_dst = 1;
+  jpeg_copy_critical_parameters(&src, &dst);
+  int mw = src.num_components == 1 ? 8 : 8 * src.max_h_samp_factor;
+  int mpr = ((int)src.image_width + mw - 1) / mw, k = chunk_px / mw;
+  if (k < 1) k = 1;
+  while (k > 1 && mpr % k) k--;
+  dst.restart_interval = (unsigned int)k;
+  dst.optimize_coding = TRUE;
+  jpeg_mem_dest(&dst, &ob, &on);
+  jpeg_write_coefficients(&dst, coef);
+  for (jpeg_saved_marker_ptr mk = src.marker_list; mk; mk = mk->next) {
+    const JOCTET *d = mk->data;
+    if (dst.write_JFIF_header && mk->marker == JPEG_APP0 && mk->data_length >= 5 && !memcmp(d, "JFIF", 5)) continue;
+    if (dst.write_Adobe_marker && mk->marker == JPEG_APP0 + 14 && mk->data_length >= 5 && !memcmp(d, "Adobe", 5))
+      continue;
+    jpeg_write_marker(&dst, mk->marker, d, mk->data_length);
+  }
+  jpeg_finish_compress(&dst);
+  jpeg_destroy_compress(&dst);
+  jpeg_finish_decompress(&src);
+  jpeg_destroy_decompress(&src);
+  if (ob != mine) free(mine); /* libjpeg grew the output into a buffer of its own (malloc'd) */
+  *out = ob;
+  *out_n = on;
+  return 0;
+}
+
+void tp_free(void *p) { free(p); }
 
 /* Decode rows [y0, y0+h) x columns [x0, x0+w) of the image scaled by 1/denom (denom 1, 2, 4, 8) as
  * RGB into out (row stride out_stride bytes). colorspace 0 = RGB, 1 = YCbCr (no colour conversion;
  * profiling only). Returns 0; -1 (libjpeg error, message in msg, JMSG_LENGTH_MAX bytes); -2 bad region. */
-int tp_decode_region(const unsigned char *buf, unsigned long n, int denom, int fast, int colorspace, int x0, int y0,
+static int tp_decode(const unsigned char *buf, unsigned long n, int denom, int fast, int colorspace, int x0, int y0,
                      int w, int h, unsigned char *out, long out_stride, int *out_hw, char *msg) {
   struct jpeg_decompress_struct ci;
   struct tp_err e;
@@ -95,6 +306,23 @@ int tp_decode_region(const unsigned char *buf, unsigned long n, int denom, int f
   jpeg_destroy_decompress(&ci);
   free(row);
   return 0;
+}
+
+/* tp_decode on the restart segments the region needs (when the file has a usable restart grid), else on the
+ * whole file; use_rst = 0 forces the whole file. out_hw is the size of the image actually decoded. */
+int tp_decode_region(const unsigned char *buf, unsigned long n, int denom, int fast, int colorspace, int x0, int y0,
+                     int w, int h, unsigned char *out, long out_stride, int *out_hw, char *msg, int use_rst) {
+  if (use_rst) {
+    int sx = x0, sy = y0;
+    unsigned long sn = 0;
+    unsigned char *sub = tp_rst_sub(buf, n, denom, &sx, &sy, w, h, &sn);
+    if (sub) {
+      int rc = tp_decode(sub, sn, denom, fast, colorspace, sx, sy, w, h, out, out_stride, out_hw, msg);
+      free(sub);
+      if (rc == 0) return 0; /* otherwise: the whole file decides (and reports its own error) */
+    }
+  }
+  return tp_decode(buf, n, denom, fast, colorspace, x0, y0, w, h, out, out_stride, out_hw, msg);
 }
 
 /* ------------------------------------------------------------------------------------------------ kernels */

@@ -111,7 +111,8 @@ def _prepare(cfg: BenchConfig, log: Callable[[str], None]) -> dict[str, Path]:
     for mode in ("jpeg", "predecoded"):
         if mode not in cfg.modes:
             continue
-        dst = cache_dir() / "bench-shards" / (f"{tag}-{mode}" + ("" if mode == "jpeg" else f"{cfg.predecoded_size}"))
+        # "-rst": jpeg shards packed with restart markers (older caches are packed again)
+        dst = cache_dir() / "bench-shards" / (f"{tag}-{mode}" + ("-rst" if mode == "jpeg" else f"{cfg.predecoded_size}"))
         ok = False
         if is_shard_dir(dst):
             try:

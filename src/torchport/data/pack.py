@@ -4,9 +4,12 @@ Two modes:
 
 * ``predecoded`` -- decode once, resize so the shorter side is ``size`` (aspect kept), store
   uint8 RGB pixels. Reading is a memory-map slice: no decoding at training time.
-* ``jpeg`` -- store each file's JPEG bytes unchanged when libjpeg-turbo decodes them cleanly;
+* ``jpeg`` -- store each file's JPEG data unchanged when libjpeg-turbo decodes it cleanly;
   re-encode (at ``quality``) files that are not JPEG, are CMYK, or exceed ``max_size`` on their
-  longer side.
+  longer side. Sequential JPEGs are rewritten losslessly with restart markers
+  (:func:`~torchport.data.decode.add_restart_markers`: same coefficients, same pixels -- checked
+  for every file -- and usually a few % smaller), so a random crop Huffman-decodes only the
+  segments it covers; ``restart_markers`` in the report counts them.
 
 Every source file is decoded while packing; files that fail are *skipped and listed* in
 ``pack_report.json`` with the reason -- never silently dropped.
@@ -32,7 +35,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from torchport.data.decode import decode_any, is_jpeg
+from torchport.data.decode import add_restart_markers, decode_any, is_jpeg
 from torchport.data.errors import SourceError
 from torchport.data.folder import IMAGE_EXTENSIONS, list_class_files, list_classes
 from torchport.data.format import MODES, ShardWriter
@@ -53,6 +56,8 @@ class PackConfig:
         quality: JPEG quality used when re-encoding.
         shard_bytes: target shard size.
         workers: decoding processes (default: CPU count).
+        restart_markers: jpeg: rewrite sequential JPEGs losslessly with restart markers (faster
+            random crops, same pixels); False keeps every accepted file byte for byte.
     """
 
     mode: str = "jpeg"
@@ -61,6 +66,7 @@ class PackConfig:
     quality: int = 90
     shard_bytes: int = 256 << 20
     workers: int | None = None
+    restart_markers: bool = True
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -132,9 +138,32 @@ def resize_shorter(img: np.ndarray, size: int) -> np.ndarray:
     return np.asarray(Image.fromarray(img).resize((nw, nh), Image.BILINEAR))
 
 
-def _encode_one(args: tuple[str, str, int, int | None, int]) -> tuple[bytes | None, int, int, str | None, str | None]:
-    """Pool task: read + check + convert one file. Returns (payload, h, w, error, note)."""
-    path, mode, size, max_size, quality = args
+def _encode_one(args: tuple[str, str, int, int | None, int, bool]) -> tuple[bytes | None, int, int, str | None, str | None, bool]:
+    """Pool task: read + check + convert one file. Returns (payload, h, w, error, note, restart markers added)."""
+    payload, h, w, err, note = _convert_one(*args[:5])
+    if payload is None or args[1] != "jpeg" or not args[5]:
+        return payload, h, w, err, note, False
+    out = _with_restarts(payload)
+    return (out or payload), h, w, err, note, out is not None
+
+
+def _with_restarts(data: bytes) -> bytes | None:
+    """``data`` with restart markers for fast crops (lossless; checked pixel for pixel), or None to keep it."""
+    import simplejpeg
+
+    try:
+        out = add_restart_markers(data)
+        if out is None:
+            return None
+        same = np.array_equal(simplejpeg.decode_jpeg(out, colorspace="RGB"), simplejpeg.decode_jpeg(data, colorspace="RGB"))
+    except ValueError:
+        return None
+    return out if same else None
+
+
+def _convert_one(path: str, mode: str, size: int, max_size: int | None, quality: int
+                 ) -> tuple[bytes | None, int, int, str | None, str | None]:
+    """Read + check + convert one file. Returns (payload, h, w, error, note)."""
     import simplejpeg
 
     try:
@@ -242,18 +271,20 @@ def pack(
     skipped: list[dict[str, str]] = []
     reencoded: list[dict[str, str]] = []
     per_class = [0] * len(classes)
-    tasks = [(p, cfg.mode, cfg.size, cfg.max_size, cfg.quality) for p, _ in items]
+    restarts = 0
+    tasks = [(p, cfg.mode, cfg.size, cfg.max_size, cfg.quality, cfg.restart_markers) for p, _ in items]
     workers = max(1, cfg.workers if cfg.workers is not None else (os.cpu_count() or 1))
     ctx = mp.get_context("fork") if hasattr(os, "fork") else mp.get_context()
     pool = ctx.Pool(workers, initializer=_pool_init) if workers > 1 and len(tasks) > 16 else None
     try:
         results = pool.imap(_encode_one, tasks, chunksize=8) if pool else map(_encode_one, tasks)
-        for n, ((path, label), (payload, h, w, err, note)) in enumerate(zip(items, results), 1):
+        for n, ((path, label), (payload, h, w, err, note, rst)) in enumerate(zip(items, results), 1):
             if err is not None:
                 skipped.append({"path": path, "reason": err})
             else:
                 writer.add(payload, label=label, height=h, width=w)
                 per_class[label] += 1
+                restarts += rst
                 if note:
                     reencoded.append({"path": path, "reason": note})
             if progress:
@@ -277,6 +308,7 @@ def pack(
         "skipped_files": skipped,
         "reencoded": len(reencoded),
         "reencoded_files": reencoded,
+        "restart_markers": restarts,
         "per_class": dict(zip(classes, per_class)),
         "shards": len(manifest["shards"]),
         "bytes": int(sum(s["bytes"] for s in manifest["shards"])),
