@@ -36,6 +36,16 @@ def test_synth_pack_inspect_verify(tmp_path):
     assert not v["train"]["ok"] and "shard-00000.tps" in v["train"]["problems"][0] and v["val"]["ok"]
 
 
+def test_pack_jpeg_restart_markers_flag(tmp_path, train_folder):
+    for flag, expect in (("--restart-markers", 36), ("--no-restart-markers", 0)):
+        out = tmp_path / flag.strip("-")
+        r = runner.invoke(app, ["data", "pack", str(train_folder), str(out), "--mode", "jpeg", "--workers", "1", flag,
+                                "--json", str(out) + ".json"])
+        assert r.exit_code == 0, r.output
+        assert f"{expect} with restart markers" in r.output
+        assert json.loads(open(str(out) + ".json").read())["all"]["restart_markers"] == expect
+
+
 def test_pack_bad_source_exit_code(tmp_path):
     r = runner.invoke(app, ["data", "pack", str(tmp_path / "missing"), str(tmp_path / "out")])
     assert r.exit_code == 3 and "does not exist" in r.output       # ExitCode.DATA: the source is bad input data

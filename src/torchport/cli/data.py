@@ -119,6 +119,9 @@ def pack_cmd(
     shard_mb: int = typer.Option(256, "--shard-mb", help="target shard size in MiB"),
     workers: int = typer.Option(None, help="decoding processes (default: all CPUs)"),
     overwrite: bool = typer.Option(False, help="replace an existing DST"),
+    restart_markers: bool = typer.Option(True, "--restart-markers/--no-restart-markers",
+                                         help="jpeg: rewrite JPEGs losslessly with restart markers (same pixels; random "
+                                              "crops decode ~25% faster); --no-restart-markers keeps the files' bytes"),
     json_out: Path = json_option("the pack report(s)"),
     size: int = alias("--size"),
 ) -> None:
@@ -129,7 +132,8 @@ def pack_cmd(
     from torchport.errors import StorageError
 
     try:
-        cfg = PackConfig(mode=mode, size=size, max_size=max_size, quality=quality, shard_bytes=shard_mb << 20, workers=workers)
+        cfg = PackConfig(mode=mode, size=size, max_size=max_size, quality=quality, shard_bytes=shard_mb << 20, workers=workers,
+                         restart_markers=restart_markers)
     except ValueError as e:
         _fail(str(e))
     splits = split_dirs(src) if src.is_dir() else []
@@ -156,6 +160,7 @@ def pack_cmd(
                  "choose a writable destination", ExitCode.IO)
         reports[name or "all"] = rep
         console.print(f"{name or 'packed'}: {rep['written']} written, {rep['skipped']} skipped, {rep['reencoded']} re-encoded, "
+                      f"{rep['restart_markers']} with restart markers, "
                       f"{rep['shards']} shard(s), {rep['bytes'] / 2**20:.1f} MiB in {rep['seconds']:.1f}s -> {s_dst}")
         for item in rep["skipped_files"][:10]:
             console.print(f"  [yellow]skipped[/] {item['path']}: {item['reason']}")
