@@ -60,7 +60,8 @@ def test_jpeg_worker_profile_has_every_stage(shards):
 
     prof = profile_jpeg(shards["jpeg"], image_size=16, n=16, reps=1, batch_size=4)
     st = prof["stages_us"]
-    for k in ("read", "entropy", "idct_upsample", "colour", "decode_as_used", "crop_resize_flip", "normalise", "ipc"):
+    for k in ("read", "entropy", "idct_upsample", "colour", "decode_as_used", "decode_as_used_no_restarts", "crop_resize_flip",
+              "normalise", "ipc"):
         assert st[k] >= 0
     assert st["entropy"] > 0 and st["decode_as_used"] > 0
     assert prof["worker_us"] >= st["decode_as_used"]

@@ -11,7 +11,10 @@ a noisy neighbour inflates them less than wall time would):
 * ``colour`` -- full-size RGB decode minus the YCbCr decode;
 * ``full_decode_simplejpeg`` -- what the pipeline did before region decoding (reference);
 * ``decode_as_used`` -- :func:`torchport.data.decode.decode_crop` with the real crop boxes
-  (only the crop's rows/columns, DCT-scaled when the crop allows);
+  (only the crop's rows/columns, DCT-scaled when the crop allows; with shards packed with restart
+  markers, Huffman decoding covers only the restart segments the crop overlaps);
+* ``decode_as_used_no_restarts`` -- the same, decoding from the top of the file as when the shards
+  have no restart markers (the difference is what the markers save);
 * ``crop_resize_flip`` -- antialiased resize of the decoded region into a uint8 CHW batch slot;
 * ``normalise`` -- consumer side: uint8 -> normalised float32 into a preallocated buffer (the
   loader's kernel: native one-pass SSE2 with streaming stores, or numpy);
@@ -114,6 +117,9 @@ def profile_jpeg(shard_dir: str | Path, *, image_size: int = 224, n: int = 128, 
         for k in range(n):
             regions.append(decode.decode_crop(raws[k], (int(H[k]), int(W[k])), boxes[k], out_hw, fast=True)[:2])
 
+    st["decode_as_used_no_restarts"] = _best_us(
+        lambda: [decode.decode_crop(raws[k], (int(H[k]), int(W[k])), boxes[k], out_hw, restarts=False) for k in range(n)],
+        n, reps)
     st["decode_as_used"] = _best_us(as_used, n, reps)
     slot = torch.empty((n, 3) + out_hw, dtype=torch.uint8)
 

@@ -284,7 +284,8 @@ def _native_region(lib, data, denom: int, fast: bool, box, scaled_hw, *, colorsp
 
 
 # ---------------------------------------------------------------------------------------- decoding
-def decode_crop(data, hw: tuple[int, int], box: tuple[int, int, int, int], out: tuple[int, int], *, fast: bool = True):
+def decode_crop(data, hw: tuple[int, int], box: tuple[int, int, int, int], out: tuple[int, int], *, fast: bool = True,
+                restarts: bool = True):
     """Decode what ``box`` needs, at the smallest DCT scale that keeps it at least ``out`` pixels.
 
     Args:
@@ -292,6 +293,8 @@ def decode_crop(data, hw: tuple[int, int], box: tuple[int, int, int, int], out: 
         box: crop (top, left, height, width) in full-size pixels.
         out: (height, width) the crop will be resized to.
         fast: libjpeg-turbo's fast integer IDCT and plain upsampling.
+        restarts: use the file's restart-marker grid when it has one (False: decode from the top,
+            for measuring what the grid saves; the pixels are the same).
 
     Returns:
         ``(image HWC uint8, box inside it, factor)``. The pixels of ``image[box]`` are the same
@@ -307,7 +310,7 @@ def decode_crop(data, hw: tuple[int, int], box: tuple[int, int, int, int], out: 
     if lib is not None:
         denom = int(round(1 / f))
         shw = (-(-H // denom), -(-W // denom))
-        img, ibox = _native_region(lib, data, denom, fast, scale_box(box, hw, shw), shw)
+        img, ibox = _native_region(lib, data, denom, fast, scale_box(box, hw, shw), shw, restarts=restarts)
         return img, ibox, f
     img, f = decode_for_crop(data, hw, box, out, fast=fast)
     if img.ndim == 2:
