@@ -35,7 +35,7 @@ def run_cli(args: list[str], *, env: dict[str, str] | None = None, timeout: floa
     """Run ``python -m torchport ARGS`` in a fresh interpreter (device settings cleared)."""
     full_env = {k: v for k, v in os.environ.items()
                 if k not in ("TORCHPORT_DEVICE", "TORCHPORT_REQUIRE_ACCELERATOR", "TORCHPORT_EMULATE",
-                             "TORCHPORT_SHIM_REPORT", "RANK", "WORLD_SIZE", "LOCAL_RANK")}
+                             "TORCHPORT_SHIM_REPORT", "TORCHPORT_RUN_CHILD", "RANK", "WORLD_SIZE", "LOCAL_RANK")}
     full_env["PYTHONWARNINGS"] = "default"
     full_env.update(env or {})
     return subprocess.run([sys.executable, "-m", "torchport", *args], cwd=cwd, env=full_env, capture_output=True,

@@ -86,6 +86,20 @@ class RedirectReport:
         if text not in self.notes:
             self.notes.append(text)
 
+    def merge(self, other: dict[str, Any]) -> None:
+        """Add another report's records (a :meth:`to_dict` document, e.g. a child process's) to this one."""
+        with self._lock:
+            for r in other.get("redirects", ()):
+                rec = self.records.get(r["api"])
+                if rec is None:
+                    self.records[r["api"]] = RedirectRecord(api=r["api"], count=int(r["count"]),
+                                                            first_call_site=r.get("first_call_site", ""),
+                                                            example=r.get("example", ""))
+                else:
+                    rec.count += int(r["count"])
+        for n in other.get("notes", ()):
+            self.note(n)
+
     @property
     def total(self) -> int:
         """Number of redirected calls, all APIs together."""

@@ -156,6 +156,16 @@ def _run(config: RunConfig, user_paths: list) -> int:
 
     sys.argv = [argv0, *config.args]
     code = 0
+    import shutil
+    import tempfile
+
+    from torchport.shim import child
+
+    # interpreters the script starts (mp.spawn ...) install the same shim at start-up and leave their reports here
+    children = tempfile.mkdtemp(prefix="torchport-run-")
+    saved_env = os.environ.get(child.ENV)
+    os.environ[child.ENV] = child.settings(device=config.device, require_accelerator=config.require_accelerator,
+                                           user_paths=user_paths, report_dir=children)
     try:
         if config.module:
             runpy.run_module(config.target, run_name="__main__", alter_sys=True)
@@ -169,6 +179,12 @@ def _run(config: RunConfig, user_paths: list) -> int:
         traceback.print_exc()
         code = 1
     finally:
+        if saved_env is None:
+            os.environ.pop(child.ENV, None)
+        else:
+            os.environ[child.ENV] = saved_env
+        child.collect(shim.report, children)
+        shutil.rmtree(children, ignore_errors=True)
         _emit(shim.report, config)
     return code
 
