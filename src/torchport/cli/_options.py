@@ -170,12 +170,13 @@ def format_option(formats: Sequence[str], *, where: str = "on the terminal (stdo
                              + ("; none = no report." if "none" in formats else "."))
 
 
-def output_option(formats: Sequence[str]) -> Any:
+def output_option(formats: Sequence[str], *, extra: str = "") -> Any:
     """``--output/-o [FMT:]FILE``, repeatable: report files in any of ``formats``."""
     files = _file_formats(formats)
     return typer.Option(None, "--output", "-o", metavar="[FMT:]FILE",
                         help=f"Also write the report to FILE (repeatable; '-' = stdout). Its format is FMT "
-                             f"({' | '.join(files)}), else comes from the suffix ({' '.join(_suffixes(files))}).")
+                             f"({' | '.join(files)}), else comes from the suffix ({' '.join(_suffixes(files))})."
+                             + (f" {extra}" if extra else ""))
 
 
 def parse_format(verb: str, value: Optional[str], formats: Sequence[str]) -> str:

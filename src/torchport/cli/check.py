@@ -137,7 +137,8 @@ def register(app: typer.Typer) -> None:
             if shown == "text":
                 render_terminal(report, term, verbose=verbose)
             else:
-                term.file.write(RENDERERS[shown](report))
+                text = RENDERERS[shown](report)
+                term.file.write(text if text.endswith("\n") else text + "\n")
                 term = err
             written = write_outputs("check", outputs, lambda f: RENDERERS[f](report),
                                     announce=lambda line: term.print(line, highlight=False, soft_wrap=True))

@@ -105,7 +105,8 @@ _EXCLUDE = typer.Option(None, "--exclude", help="gitignore-style pattern of path
 _NO_GITIGNORE = typer.Option(False, "--no-gitignore", help="Also scan files that .gitignore excludes.")
 _JOBS = typer.Option(None, "--jobs", "-j", help="Worker processes (default: CPU count).")
 _FORMAT = format_option(FORMATS)
-_OUTPUT = output_option(FORMATS)
+_OUTPUT = output_option(
+    FORMATS, extra="(Deprecated: --format X with one -o FILE and no FMT: writes FILE in X and shows nothing.)")
 _JSON = json_option("the report too")
 
 
