@@ -32,7 +32,7 @@ for bs in 64 256; do
         --device cuda --require-accelerator --json "$OUT/bench-bs$bs.json" --png "$OUT/bench-bs$bs.png"
 done
 # 3. the readiness checks on cuda
-step check "$TP" check --device cuda --require-accelerator --json "$OUT/check.json" --html "$OUT/check.html"
+step check "$TP" check --device cuda --require-accelerator --json "$OUT/check.json" -o "$OUT/check.html"
 # 4. migration: the CUDA-only fixture script, unmodified under `torchport run`, and after `fix`
 step run "$TP" run --device cuda --json "$OUT/run-report.json" tests/fixtures/cuda_train_script.py --steps 5
 cp tests/fixtures/cuda_train_script.py "$OUT/fixed_script.py"

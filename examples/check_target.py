@@ -3,7 +3,7 @@
 Run every check against it from the repository root::
 
     torchport check --target examples.check_target:target
-    torchport check --target examples.check_target:target --only audit,amp --html check.html
+    torchport check --target examples.check_target:target --only audit,amp -o check.html
     TORCHPORT_EMULATE=npu torchport check --target examples.check_target:target     # the NPU path
     torchport check --target examples.check_target:target --only parity --record ref.json      # platform A
     torchport check --target examples.check_target:target --only parity --reference ref.json   # platform B

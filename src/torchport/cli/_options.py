@@ -7,7 +7,11 @@ Every verb spells the same idea the same way (see the table in the README):
   ``auto`` (= ``TORCHPORT_DEVICE`` when set, else the first available backend);
 * ``--precision fp32|fp16|bf16|auto|amp`` -- validated by :func:`parse_precision` (one parser);
 * ``--json FILE`` with ``-`` meaning stdout (:func:`write_json`);
-* ``--require-accelerator``.
+* ``--require-accelerator``;
+* report formats, for every verb that writes a report: ``--format FMT`` (what is shown on the terminal,
+  default ``text``) and ``--output/-o [FMT:]FILE`` (repeatable report files; the format from ``FMT:``, else
+  from the suffix through :data:`SUFFIX_FORMATS`) -- :func:`format_option`, :func:`output_option`,
+  :func:`report_outputs`, :func:`write_outputs`.
 
 A renamed flag keeps its old spelling as a hidden option; :func:`renamed` merges the two and prints
 one deprecation line. :func:`normalise_help` makes ``--help`` look the same whatever typer version
@@ -16,17 +20,21 @@ is installed (plain text, no rich markup, explicit metavars, none on boolean fla
 
 from __future__ import annotations
 
-from typing import Any, Optional
+import dataclasses
+import os
+from typing import Any, Callable, Iterable, Optional, Sequence
 
 import typer
 
-from torchport._json import write_json
+from torchport._json import write_json, write_text
 from torchport.cli._common import fail
 
 __all__ = [
     "PRECISIONS", "device_help", "device_option", "device_arg", "precision_option", "parse_precision",
     "json_option", "write_json", "require_accelerator_option", "alias", "renamed", "warn_deprecated",
     "normalise_help", "MARKUP", "preset_arg",
+    "REPORT_FORMATS", "SUFFIX_FORMATS", "ReportFile", "format_option", "output_option", "parse_format",
+    "suffix_format", "split_output", "parse_outputs", "report_outputs", "write_outputs",
 ]
 
 #: typer's ``rich_markup_mode`` for every app: plain text, so ``[a|b]`` in a help string is printed as is.
@@ -121,6 +129,143 @@ def preset_arg(verb: str, name: Optional[str]) -> Optional[str]:
         warn_deprecated(verb, f"--preset {name}", f"--preset {PRESET_ALIASES[name]}")
         return PRESET_ALIASES[name]
     return name
+
+
+# -- report formats: --format FMT (the terminal) and --output/-o [FMT:]FILE (files), the same in every verb --
+
+#: Every report format a verb can show or write; each verb declares the ones it supports
+#: (``none`` = show nothing, for the terminal only).
+REPORT_FORMATS = ("text", "json", "sarif", "csv", "junit", "markdown", "html", "none")
+
+#: The one suffix table: a report file's format from its name (the longest matching suffix wins).
+SUFFIX_FORMATS = {".json": "json", ".sarif": "sarif", ".sarif.json": "sarif", ".csv": "csv", ".xml": "junit",
+                  ".html": "html", ".htm": "html", ".md": "markdown", ".txt": "text"}
+
+
+@dataclasses.dataclass(frozen=True)
+class ReportFile:
+    """One ``-o`` value: the format to write and where (``-`` = stdout); ``prefixed`` when given as FMT:FILE."""
+
+    fmt: str
+    path: str
+    prefixed: bool = False
+
+    @property
+    def to_stdout(self) -> bool:
+        return self.path == "-"
+
+
+def _file_formats(formats: Sequence[str]) -> list[str]:
+    return [f for f in formats if f != "none"]
+
+
+def _suffixes(formats: Sequence[str]) -> list[str]:
+    return [s for s, f in SUFFIX_FORMATS.items() if f in formats]
+
+
+def format_option(formats: Sequence[str], *, where: str = "on the terminal (stdout)") -> Any:
+    """``--format FMT``: the report shown ``where``, one of ``formats`` (None = ``text``, see :func:`parse_format`)."""
+    return typer.Option(None, "--format", metavar="FMT",
+                        help=f"The report shown {where}: {' | '.join(formats)} (default text)"
+                             + ("; none = no report." if "none" in formats else "."))
+
+
+def output_option(formats: Sequence[str], *, extra: str = "") -> Any:
+    """``--output/-o [FMT:]FILE``, repeatable: report files in any of ``formats``."""
+    files = _file_formats(formats)
+    return typer.Option(None, "--output", "-o", metavar="[FMT:]FILE",
+                        help=f"Also write the report to FILE (repeatable; '-' = stdout). Its format is FMT "
+                             f"({' | '.join(files)}), else comes from the suffix ({' '.join(_suffixes(files))})."
+                             + (f" {extra}" if extra else ""))
+
+
+def parse_format(verb: str, value: Optional[str], formats: Sequence[str]) -> str:
+    """The ``--format`` value (``text`` when not given); one usage line naming the supported ones otherwise."""
+    fmt = "text" if value is None else value.strip().lower()
+    if fmt not in formats:
+        fail(verb, f"unknown --format {value!r}; {verb} shows {' | '.join(formats)}")
+    return fmt
+
+
+def suffix_format(path: str) -> Optional[str]:
+    """The report format a file name's suffix names (:data:`SUFFIX_FORMATS`), or None."""
+    name = os.path.basename(str(path)).lower()
+    for suffix in sorted(SUFFIX_FORMATS, key=len, reverse=True):
+        if name.endswith(suffix) and len(name) > len(suffix):
+            return SUFFIX_FORMATS[suffix]
+    return None
+
+
+def split_output(value: str) -> tuple[Optional[str], str]:
+    """``json:r.out`` -> ("json", "r.out"); a value without a word prefix (``r.json``, ``C:\\r.json``) -> (None, value)."""
+    head, sep, rest = value.partition(":")
+    if sep and len(head) > 1 and head.isalpha():
+        return head.lower(), rest
+    return None, value
+
+
+def parse_outputs(verb: str, values: Optional[Iterable[str]], formats: Sequence[str]) -> list[ReportFile]:
+    """Every ``-o`` value as a :class:`ReportFile`, or one usage line (exit 2) for the first bad one.
+
+    The format is the ``FMT:`` prefix, else the file's suffix; either must be one ``verb`` writes.
+    """
+    files = _file_formats(formats)
+    spelling = f"name the format as -o FMT:FILE (FMT: {' | '.join(files)})"
+    out = []
+    for value in values or ():
+        fmt, path = split_output(value)
+        if fmt is not None:
+            if fmt not in files:
+                fail(verb, f"-o {value}: {verb} does not write {fmt!r}; it writes {' | '.join(files)}")
+            if not path:
+                fail(verb, f"-o {value}: no file after {fmt}:; give -o {fmt}:FILE ('-' = stdout)")
+            out.append(ReportFile(fmt, path, prefixed=True))
+            continue
+        fmt = suffix_format(path) if path != "-" else None
+        if fmt is None or fmt not in files:
+            what = "stdout has no suffix" if path == "-" else (
+                f"{verb} does not write {fmt!r}" if fmt else "the suffix names no report format")
+            fail(verb, f"-o {value}: {what}; {verb} writes {' '.join(_suffixes(files))}, or {spelling}")
+        out.append(ReportFile(fmt, path))
+    return out
+
+
+def report_outputs(verb: str, outputs: Sequence[ReportFile], json_out: Any = None) -> bool:
+    """Check that at most one report goes to stdout (``--json -`` counts); True when one does."""
+    n = sum(o.to_stdout for o in outputs) + (json_out is not None and str(json_out) == "-")
+    if n > 1:
+        fail(verb, "only one report can go to stdout ('-'); write the others to files")
+    return n == 1
+
+
+def write_outputs(verb: str, outputs: Sequence[ReportFile], render: Callable[[str], str], *,
+                  announce: Optional[Callable[[str], None]] = None,
+                  path_for: Optional[Callable[[str], str]] = None) -> bool:
+    """Write each report (atomically; ``-`` = stdout) and announce ``wrote PATH``.
+
+    A file that cannot be written is one error line; the others are still written. Returns True
+    when every report was written.
+
+    Args:
+        render: format name -> report text.
+        announce: where ``wrote PATH`` goes (default: stderr).
+        path_for: maps each path before writing (``run`` adds ``.rankN`` under torchrun).
+    """
+    from torchport.cli._common import error_line
+
+    say = announce or (lambda line: typer.echo(line, err=True))
+    ok = True
+    for out in outputs:
+        path = out.path if out.to_stdout or path_for is None else path_for(out.path)
+        try:
+            written = write_text(path, render(out.fmt))
+        except OSError as exc:
+            error_line(verb, f"cannot write {path}: {exc.strerror or exc}")
+            ok = False
+            continue
+        if written is not None:
+            say(f"wrote {written}")
+    return ok
 
 
 def normalise_help(command: Any) -> Any:

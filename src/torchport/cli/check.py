@@ -6,7 +6,7 @@ Exit codes: 0 no check failed (warnings allowed); 1 at least one check failed; 2
 Examples::
 
     torchport check                                        # every check, default target, selected device
-    torchport check --only audit,amp --json check.json --junit check.xml --html check.html
+    torchport check --only audit,amp --json check.json -o check.xml -o check.html
     torchport check --target my_project.checks:target --skip distributed
     torchport check --only parity --record ref.json        # on platform A (writes ref.json + ref.init.pt + ref.trace.pt)
     torchport check --only parity --reference ref.json     # on platform B
@@ -22,10 +22,15 @@ from typing import List, Optional
 
 import typer
 
-from torchport.cli._options import device_arg, device_option, json_option, warn_deprecated
+from torchport.cli._options import (ReportFile, alias, device_arg, device_option, format_option, json_option,
+                                    output_option, parse_format, parse_outputs, report_outputs, warn_deprecated,
+                                    write_outputs)
 from torchport.errors import ExitCode
 
 EXIT_FAILED, EXIT_USAGE = int(ExitCode.FAILED), int(ExitCode.USAGE)
+
+#: What ``check`` shows (``--format``) and writes (``-o``).
+FORMATS = ("text", "json", "junit", "markdown", "html")
 
 
 def register(app: typer.Typer) -> None:
@@ -45,9 +50,11 @@ def register(app: typer.Typer) -> None:
                                                  "reference (platform B)."),
         device: str = device_option(),
         json_out: Optional[Path] = json_option("the report (one entry per check)"),
-        junit: Optional[Path] = typer.Option(None, "--junit", help="Write a JUnit XML report."),
-        html: Optional[Path] = typer.Option(None, "--html", help="Write an HTML report with plots."),
-        markdown: Optional[Path] = typer.Option(None, "--markdown", help="Write a Markdown report."),
+        fmt: Optional[str] = format_option(FORMATS),
+        output: Optional[List[str]] = output_option(FORMATS),
+        junit: Optional[Path] = alias("--junit"),
+        html: Optional[Path] = alias("--html"),
+        markdown: Optional[Path] = alias("--markdown"),
         nproc: int = typer.Option(2, "--nproc", min=2, help="Distributed: processes to launch."),
         dist_timeout: float = typer.Option(120.0, "--dist-timeout", help="Distributed: hard limit in seconds."),
         require_accelerator: Optional[bool] = typer.Option(None, "--require-accelerator/--allow-cpu",
@@ -65,6 +72,14 @@ def register(app: typer.Typer) -> None:
 
         con = Console()
         err = Console(stderr=True)
+        shown = parse_format("check", fmt, FORMATS)   # every report option is checked before any work
+        outputs = parse_outputs("check", output, FORMATS)
+        for flag, kind, value in (("--junit", "junit", junit), ("--html", "html", html),
+                                  ("--markdown", "markdown", markdown)):
+            if value is not None:
+                warn_deprecated("check", f"{flag} FILE", f"-o {kind}:{value}")
+                outputs.append(ReportFile(kind, str(value), prefixed=True))
+        to_stdout = report_outputs("check", outputs, json_out)
         if expect_accelerator:
             warn_deprecated("check", "--expect-accelerator", "--require-accelerator")
             require_accelerator = True
@@ -110,17 +125,24 @@ def register(app: typer.Typer) -> None:
         finally:
             if status is not None:
                 status.stop()
+        written = True
         if rank0:
-            from torchport.checks.report import render_terminal, to_json, write_reports
+            from torchport.checks.report import RENDERERS, render_terminal, to_json
 
-            to_stdout = json_out is not None and str(json_out) == "-"
-            if to_stdout:  # machine-readable only: the table goes to stderr
+            if json_out is not None and str(json_out) == "-":
                 typer.echo(to_json(report))
-            render_terminal(report, err if to_stdout else con, verbose=verbose)
-            for p in write_reports(report, json=None if to_stdout else json_out, junit=junit, html=html,
-                                   markdown=markdown):
-                (err if to_stdout else con).print(f"wrote {p}", highlight=False)
-        raise typer.Exit(report.exit_code)
+            elif json_out is not None:
+                outputs.insert(0, ReportFile("json", str(json_out)))
+            term = err if to_stdout else con   # stdout carries a machine-readable report: the rest goes to stderr
+            if shown == "text":
+                render_terminal(report, term, verbose=verbose)
+            else:
+                text = RENDERERS[shown](report)
+                term.file.write(text if text.endswith("\n") else text + "\n")
+                term = err
+            written = write_outputs("check", outputs, lambda f: RENDERERS[f](report),
+                                    announce=lambda line: term.print(line, highlight=False, soft_wrap=True))
+        raise typer.Exit(report.exit_code if written else int(ExitCode.IO))
 
 
 def _select(device: Optional[str], err):

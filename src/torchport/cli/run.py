@@ -5,6 +5,7 @@ Examples::
     torchport run train.py --epochs 1                 # report printed at exit
     torchport run -m mypkg.train --lr 0.1
     torchport run --json redirects.json train.py
+    torchport run --format none -o redirects.txt train.py   # no report on stderr, a text file
     torchport run --require-accelerator train.py      # exit 7 instead of a CPU run
     torchrun --nproc-per-node 2 -m torchport run train.py --ddp
 
@@ -19,7 +20,11 @@ from typing import List, Optional
 
 import typer
 
-from torchport.cli._options import alias, device_arg, device_option, renamed, warn_deprecated
+from torchport.cli._options import (alias, device_arg, device_option, format_option, output_option, parse_format,
+                                    parse_outputs, renamed, report_outputs, warn_deprecated)
+
+#: What ``run`` shows on stderr (``--format``; ``none`` = nothing) and writes (``-o``: text, json).
+FORMATS = ("text", "json", "none")
 
 
 def register(app: typer.Typer) -> None:
@@ -38,8 +43,9 @@ def register(app: typer.Typer) -> None:
             None, "--require-accelerator/--allow-cpu",
             help="Fail (exit 7) instead of running on CPU when no accelerator is found "
                  "(default TORCHPORT_REQUIRE_ACCELERATOR)."),
-        report: str = typer.Option("text", "--report", metavar="text|none",
-                                   help="The redirect report on stderr at exit: text, or none."),
+        fmt: Optional[str] = format_option(FORMATS, where="on stderr at exit (stdout belongs to the script)"),
+        output: Optional[List[str]] = output_option(FORMATS),
+        report: Optional[str] = alias("--report"),
         json_out: Optional[Path] = typer.Option(None, "--json", metavar="FILE", help="Write the redirect report as JSON "
                                                 "to FILE ('-' for stdout, after the script's output; ranks > 0 add "
                                                 ".rankN before the suffix)."),
@@ -58,17 +64,24 @@ def register(app: typer.Typer) -> None:
         from torchport.shim.runner import run as run_target
 
         json_out = renamed("run", "--json", json_out, "--report-file", report_file)
-        if report == "json":   # the old way to ask for JSON
+        if report is not None and report.strip().lower() == "json":   # the old way to ask for JSON
             warn_deprecated("run", "--report json", "--json FILE")
-        report_file = json_out   # the JSON file is written with either report; text still goes to stderr
+            fmt = fmt or ("none" if json_out is not None else "json")   # the file alone, else JSON on stderr
+        elif report is not None:
+            fmt = renamed("run", "--format", fmt, "--report", report)
+        shown = parse_format("run", fmt, FORMATS)   # report options are checked before the script starts
+        outputs = parse_outputs("run", output, FORMATS)
+        report_outputs("run", outputs, json_out)
+        report_file = json_out
         config = RunConfig(
             target=target,
             args=list(ctx.args),
             module=module,
             device=device_arg(device),
             require_accelerator=require_accelerator,
-            report=report,
+            report=shown,
             report_file=str(report_file) if report_file is not None else None,
+            outputs=outputs,
             user_paths=list(user_path or ()),
         )
         code = run_target(config)

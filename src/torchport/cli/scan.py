@@ -19,10 +19,13 @@ from typing import List, Optional
 
 import typer
 
-from torchport.cli._options import json_option, write_json
+from torchport.cli._options import (ReportFile, format_option, json_option, output_option, parse_format,
+                                    parse_outputs, report_outputs, split_output, warn_deprecated,
+                                    write_json, write_outputs)
 from torchport.errors import ExitCode
 
-_FORMATS = "text | json | sarif | csv"
+#: What ``scan`` / ``fix`` show (``--format``) and write (``-o``).
+FORMATS = ("text", "json", "sarif", "csv")
 
 
 def _tokens(values: Optional[List[str]]) -> tuple[str, ...]:
@@ -36,39 +39,51 @@ def _fail(verb: str, exc: Exception) -> None:
     fail(verb, str(exc))     # one line, ExitCode.USAGE
 
 
-def _exit(report, findings, *, exit_zero: bool = False) -> None:
-    """Files that could not be read, parsed or written: IO (6), even with ``--exit-zero``;
-    else findings: FAILED (1) unless ``--exit-zero``; else 0."""
-    from torchport.errors import ExitCode
-
-    if report.errors:
+def _exit(report, findings, *, exit_zero: bool = False, written: bool = True) -> None:
+    """Files that could not be read, parsed or written (a report included): IO (6), even with
+    ``--exit-zero``; else findings: FAILED (1) unless ``--exit-zero``; else 0."""
+    if report.errors or not written:
         raise typer.Exit(int(ExitCode.IO))
     if findings and not exit_zero:
         raise typer.Exit(int(ExitCode.FAILED))
 
 
-def _check_format(verb: str, fmt: str) -> None:
+def _reports(verb: str, fmt_value: Optional[str], values: Optional[List[str]],
+             json_out: Optional[Path]) -> tuple[Optional[str], list[ReportFile], bool]:
+    """``--format`` and ``-o``, checked before any work: (terminal format or None, report files, stdout taken).
+
+    The old spelling stays: ``--format X`` with exactly ONE ``-o FILE`` that has no ``FMT:`` prefix writes
+    FILE in X whatever its suffix and shows no report, as before -- with a deprecation line naming the
+    new spelling ``-o X:FILE``. (To show X and write files, give the files a prefix or two ``-o``.)
+    """
+    fmt = parse_format(verb, fmt_value, FORMATS)
+    values = list(values or ())
+    if fmt_value is not None and len(values) == 1 and values[0] != "-" and split_output(values[0])[0] is None:
+        warn_deprecated(verb, f"--format {fmt_value} -o FILE",
+                        f"-o {fmt}:{values[0]} (--format now chooses what the terminal shows)")
+        outputs = [ReportFile(fmt, values[0], prefixed=True)]
+        return None, outputs, report_outputs(verb, outputs, json_out)
+    outputs = parse_outputs(verb, values, FORMATS)
+    return fmt, outputs, report_outputs(verb, outputs, json_out)
+
+
+def _emit(verb: str, report, fmt: Optional[str], outputs: list[ReportFile], json_out: Optional[Path], *,
+          to_stdout: bool = False, stream=None) -> bool:
+    """Show the report in ``fmt`` (None: not at all), write the ``-o`` files and ``--json``; False when a
+    report file could not be written."""
     from torchport.migrate import render
 
-    if fmt not in render.FORMATS:
-        _fail(verb, ValueError(f"unknown --format {fmt!r}; choose one of {_FORMATS}"))
-
-
-def _emit(report, fmt: str, output: Optional[Path], json_out: Optional[Path], *, stream=None) -> None:
-    """Write the report in ``fmt`` to ``output`` (or the terminal), plus JSON to ``json_out``."""
-    from torchport.migrate import render
-
-    if json_out is not None and str(json_out) == "-":
-        stream = sys.stderr   # stdout carries the JSON
-    if output is not None:
-        output.write_text(render.render(report, fmt), encoding="utf-8")
-    elif fmt == "text":
+    if to_stdout:
+        stream = sys.stderr   # stdout carries a machine-readable report
+    if fmt == "text":
         from rich.console import Console
 
         render.print_rich(report, Console(file=stream or sys.stdout, highlight=False, soft_wrap=True))
-    else:
+    elif fmt is not None:
         (stream or sys.stdout).write(render.render(report, fmt))
+    written = write_outputs(verb, outputs, lambda f: render.render(report, f))
     write_json(json_out, render.to_json(report))
+    return written
 
 
 def _run(paths, select, ignore, exclude, no_gitignore, jobs, *, fix=False, unsafe=False, write=False, verb="scan"):
@@ -89,8 +104,9 @@ _IGNORE = typer.Option(None, "--ignore", help="Skip these rule codes / prefixes 
 _EXCLUDE = typer.Option(None, "--exclude", help="gitignore-style pattern of paths to skip (repeatable).")
 _NO_GITIGNORE = typer.Option(False, "--no-gitignore", help="Also scan files that .gitignore excludes.")
 _JOBS = typer.Option(None, "--jobs", "-j", help="Worker processes (default: CPU count).")
-_FORMAT = typer.Option("text", "--format", help=f"Report format: {_FORMATS}.")
-_OUTPUT = typer.Option(None, "--output", "-o", help="Write the report to this file instead of the terminal.")
+_FORMAT = format_option(FORMATS)
+_OUTPUT = output_option(
+    FORMATS, extra="(Deprecated: --format X with one -o FILE and no FMT: writes FILE in X and shows nothing.)")
 _JSON = json_option("the report too")
 
 
@@ -121,19 +137,19 @@ def register(app: typer.Typer) -> None:
         exclude: Optional[List[str]] = _EXCLUDE,
         no_gitignore: bool = _NO_GITIGNORE,
         jobs: Optional[int] = _JOBS,
-        fmt: str = _FORMAT,
-        output: Optional[Path] = _OUTPUT,
+        fmt: Optional[str] = _FORMAT,
+        output: Optional[List[str]] = _OUTPUT,
         json_out: Optional[Path] = _JSON,
         exit_zero: bool = typer.Option(False, "--exit-zero", help="Exit 0 even when something is found (files that could not be read still exit 6)."),
     ) -> None:
         """Find code that only runs on one device type (CUDA), with a rule code per construct.
 
-        Example: torchport scan src --select TP1,TP2 --format sarif -o scan.sarif
+        Example: torchport scan src --select TP1,TP2 -o scan.sarif -o scan.csv
         """
-        _check_format("scan", fmt)
+        shown, outputs, to_stdout = _reports("scan", fmt, output, json_out)
         report = _run(paths, select, ignore, exclude, no_gitignore, jobs)
-        _emit(report, fmt, output, json_out)
-        _exit(report, report.remaining, exit_zero=exit_zero)
+        written = _emit("scan", report, shown, outputs, json_out, to_stdout=to_stdout)
+        _exit(report, report.remaining, exit_zero=exit_zero, written=written)
 
     @app.command("fix")
     def fix(
@@ -145,8 +161,8 @@ def register(app: typer.Typer) -> None:
         exclude: Optional[List[str]] = _EXCLUDE,
         no_gitignore: bool = _NO_GITIGNORE,
         jobs: Optional[int] = _JOBS,
-        fmt: str = _FORMAT,
-        output: Optional[Path] = _OUTPUT,
+        fmt: Optional[str] = _FORMAT,
+        output: Optional[List[str]] = _OUTPUT,
         json_out: Optional[Path] = _JSON,
         check: bool = typer.Option(False, "--check", help="Write nothing; exit 1 when a fix would change a file "
                                                           "(for CI), 0 otherwise."),
@@ -156,11 +172,11 @@ def register(app: typer.Typer) -> None:
         Without --write, prints a unified diff and changes nothing. Fixes keep formatting
         and comments, add `import torchport` once, and are idempotent.
 
-        Example: torchport fix train.py --write --unsafe-fixes --format csv -o changes.csv
+        Example: torchport fix train.py --write --unsafe-fixes -o changes.csv
         """
         from torchport.migrate.runner import unified_diff
 
-        _check_format("fix", fmt)
+        shown, outputs, to_stdout = _reports("fix", fmt, output, json_out)
         if check and write:
             from torchport.cli._common import fail
 
@@ -175,8 +191,9 @@ def register(app: typer.Typer) -> None:
             for res in report.results:
                 if res.fixed_source is not None and res.source is not None:
                     sys.stdout.write(unified_diff(res.path, res.source, res.fixed_source))
-        _emit(report, fmt, output, json_out, stream=sys.stderr if not write else None)
-        _exit(report, report.findings if not write else report.remaining)
+        written = _emit("fix", report, shown, outputs, json_out, to_stdout=to_stdout,
+                        stream=sys.stderr if not write else None)
+        _exit(report, report.findings if not write else report.remaining, written=written)
 
     @app.command("rules")
     def rules(

@@ -128,14 +128,10 @@ class RedirectReport:
         return json.dumps(self.to_dict(), indent=indent)
 
     def write_json(self, path: str | os.PathLike[str]) -> None:
-        """Write :meth:`to_json` to ``path`` (parent directories are created)."""
-        path = os.fspath(path)
-        parent = os.path.dirname(path)
-        if parent:
-            os.makedirs(parent, exist_ok=True)
-        with open(path, "w", encoding="utf-8") as fh:
-            fh.write(self.to_json())
-            fh.write("\n")
+        """Write :meth:`to_json` to ``path`` (atomically; parent directories are created)."""
+        from torchport._json import write_text
+
+        write_text(os.fspath(path), self.to_json() + "\n")
 
     def to_text(self) -> str:
         """Plain text table (what :meth:`print` shows without colour)."""

@@ -3,7 +3,7 @@
 Kept apart from the CLI so it can be called (and tested) in-process::
 
     from torchport.shim.runner import RunConfig, run
-    code = run(RunConfig(target="train.py", args=["--steps", "2"], report="json", report_file="r.json"))
+    code = run(RunConfig(target="train.py", args=["--steps", "2"], report="none", report_file="r.json"))
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import runpy
 import sys
 import traceback
 import warnings
-from typing import Sequence
+from typing import Any, Sequence
 
 from torchport.errors import ExitCode, exit_code_for
 
@@ -41,9 +41,11 @@ class RunConfig:
         module: run ``target`` like ``python -m target``.
         device: ``"auto"``/None, a backend name or ``"npu:1"``.
         require_accelerator: fail (exit 3) instead of running on CPU; None = env default.
-        report: ``"text"`` (printed to stderr at exit), ``"json"`` or ``"none"``.
+        report: what rank 0 prints on stderr at exit: ``"text"``, ``"json"`` or ``"none"``.
         report_file: where the JSON report goes (ranks > 0 add ``.rank<N>`` before the suffix);
-            with ``report="json"`` and no file, JSON is printed to stderr.
+            ``"-"`` = stdout after the script's output (rank 0; then nothing is printed on stderr).
+        outputs: more report files, each with a ``fmt`` (``text`` or ``json``) and a ``path`` (``-`` =
+            stdout, rank 0): :class:`torchport.cli._options.ReportFile` (``torchport run -o``).
         user_paths: extra files/directories counted as user code.
     """
 
@@ -54,6 +56,7 @@ class RunConfig:
     require_accelerator: bool | None = None
     report: str = "text"
     report_file: str | None = None
+    outputs: Sequence[Any] = ()
     user_paths: Sequence[str] = ()
 
 
@@ -197,14 +200,20 @@ def _emit(report, config: RunConfig) -> None:
         if config.report_file == "-":   # --json -: JSON on stdout after the script's own output (rank 0)
             if rank == 0:
                 print(report.to_json(), flush=True)
-            return
-        if config.report_file and config.report in ("json", "text"):
+        elif config.report_file:
             report.write_json(report_path_for_rank(config.report_file, rank))
-        if rank != 0:
+        if config.outputs:
+            from torchport.cli._options import write_outputs
+
+            texts = {"text": report.to_text, "json": report.to_json}
+            write_outputs("run", [o for o in config.outputs if rank == 0 or o.path != "-"],
+                          lambda fmt: texts[fmt]() + "\n", path_for=lambda p: report_path_for_rank(p, rank),
+                          announce=None if rank == 0 else (lambda line: None))
+        if rank != 0 or config.report_file == "-":
             return
         if config.report == "text":
             report.print(sys.stderr)
-        elif config.report == "json" and not config.report_file:
+        elif config.report == "json":
             print(report.to_json(), file=sys.stderr)
     except Exception as exc:  # never hide the script's result behind a reporting failure
         _err(f"could not write the redirect report: {exc}")

@@ -1,6 +1,6 @@
 """Renderers over :class:`~torchport.checks.result.Report`: one record, many views.
 
-* :func:`render_terminal` -- rich table + the evidence behind every warn/fail;
+* :func:`render_terminal` -- rich table + the evidence behind every warn/fail (:func:`to_text`: as plain text);
 * :func:`to_markdown` -- for pull-request comments and CI summaries;
 * :func:`to_json` -- ``{"format", "status", "counts", "meta", "checks": [{"name", "status", "summary",
   "evidence": [{"what", "measured", "threshold", "where", "status", "detail"}], "series", ...}]}``;
@@ -17,24 +17,27 @@ Example::
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
+from torchport._json import write_text
 from torchport.checks.report.html import to_html
 from torchport.checks.report.junit import to_junit
-from torchport.checks.report.text import render_terminal, to_json, to_markdown
+from torchport.checks.report.text import render_terminal, to_json, to_markdown, to_text
 
-__all__ = ["render_terminal", "to_markdown", "to_json", "to_junit", "to_html", "write_reports"]
+__all__ = ["render_terminal", "to_text", "to_markdown", "to_json", "to_junit", "to_html", "write_reports",
+           "RENDERERS"]
+
+#: Report format name -> renderer (the names ``torchport check --format`` / ``-o FMT:FILE`` use).
+RENDERERS: dict[str, Callable[[Any], str]] = {"text": to_text, "json": to_json, "junit": to_junit,
+                                              "markdown": to_markdown, "html": to_html}
 
 
 def write_reports(report: Any, *, json: str | Path | None = None, junit: str | Path | None = None,
                   html: str | Path | None = None, markdown: str | Path | None = None) -> list[Path]:
-    """Write every requested format; returns the paths written."""
+    """Write every requested format (atomically, parents created); returns the paths written."""
     written = []
     for path, render in ((json, to_json), (junit, to_junit), (html, to_html), (markdown, to_markdown)):
-        if path is None:
-            continue
-        p = Path(path)
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(render(report), encoding="utf-8")
-        written.append(p)
+        if path is not None:
+            write_text(path, render(report))
+            written.append(Path(path))
     return written

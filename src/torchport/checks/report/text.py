@@ -59,6 +59,18 @@ def render_terminal(report: Report, console: Any = None, *, verbose: bool = Fals
                   f" in {meta.get('seconds', 0):.1f}s")
 
 
+def to_text(report: Report, *, verbose: bool = False, width: int = 120) -> str:
+    """:func:`render_terminal` as plain text (no colour): the ``text`` report file."""
+    import io
+
+    from rich.console import Console
+
+    buf = io.StringIO()
+    render_terminal(report, Console(file=buf, width=width, color_system=None, force_terminal=False,
+                                    highlight=False), verbose=verbose)
+    return buf.getvalue()
+
+
 def _md(text: Any) -> str:
     return _fmt(text).replace("|", "\\|").replace("\n", " ")
 
