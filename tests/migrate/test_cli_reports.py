@@ -214,3 +214,20 @@ def test_fix_check_exits_1_when_a_fix_would_change_a_file_and_writes_nothing(tmp
     assert res.exit_code == 0, res.output
     res = CliRunner().invoke(app, ["fix", "--check", "--write", str(dirty)])
     assert res.exit_code == 2
+
+
+def test_fix_check_writes_the_report_files_it_is_asked_for(tmp_path):
+    """`fix --check` speaks the same report vocabulary: --json / -o files, --format on stdout."""
+    dirty = tmp_path / "dirty.py"
+    dirty.write_text("import torch\nx = torch.ones(2).npu()\n")
+    res = CliRunner().invoke(app, ["fix", "--check", str(dirty), "--json", str(tmp_path / "r.json"),
+                                   "-o", str(tmp_path / "r.sarif")])
+    assert res.exit_code == 1, res.output
+    assert f"would fix {dirty}" in res.output
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert [f["code"] for f in doc["findings"]] and "dirty.py" in json.dumps(doc["findings"][0])
+    assert json.loads((tmp_path / "r.sarif").read_text())["version"] == "2.1.0"
+    assert dirty.read_text() == "import torch\nx = torch.ones(2).npu()\n"
+    res = CliRunner().invoke(app, ["fix", "--check", str(dirty), "--format", "json"])
+    assert res.exit_code == 1
+    assert "would fix" not in res.stdout and json.loads(res.stdout)["findings"]

@@ -110,11 +110,12 @@ _OUTPUT = output_option(
 _JSON = json_option("the report too")
 
 
-def _check_report(report) -> None:
-    """``fix --check``: name the files a fix would change; exit 1 when there is one, 6 when a file failed."""
+def _check_report(report, *, lines: bool = True, written: bool = True) -> None:
+    """``fix --check``: name the files a fix would change (``lines``: on stdout); exit 1 when there is one,
+    6 when a file failed or a report file could not be written."""
     changed = [r for r in report.results if r.fixed_source is not None and r.source is not None]
     n_fixes = sum(1 for f in report.findings if f.fixed)
-    for res in changed:
+    for res in changed if lines else ():
         sys.stdout.write(f"would fix {res.path}\n")
     for err in report.errors:
         sys.stderr.write(f"torchport fix: {err.path}: {err.message}\n")
@@ -123,7 +124,7 @@ def _check_report(report) -> None:
                          "apply them with `torchport fix --write`\n")
     else:
         sys.stderr.write(f"nothing to fix in {report.files} file(s)\n")
-    raise typer.Exit(int(ExitCode.IO) if report.errors else (1 if changed else 0))
+    raise typer.Exit(int(ExitCode.IO) if report.errors or not written else (1 if changed else 0))
 
 
 def register(app: typer.Typer) -> None:
@@ -184,7 +185,10 @@ def register(app: typer.Typer) -> None:
         if check:
             report = _run(paths, select, ignore, exclude, no_gitignore, jobs, fix=True, unsafe=unsafe_fixes,
                           write=False, verb="fix")
-            _check_report(report)
+            # the report files (-o, --json) as without --check; a non-text --format replaces the "would fix" lines
+            shown_check = None if shown == "text" else shown
+            written = _emit("fix", report, shown_check, outputs, json_out, to_stdout=to_stdout)
+            _check_report(report, lines=shown_check is None and not to_stdout, written=written)
         report = _run(paths, select, ignore, exclude, no_gitignore, jobs, fix=True, unsafe=unsafe_fixes,
                       write=write, verb="fix")
         if not write:
