@@ -89,3 +89,15 @@ def _fresh_selection():
     reset_selection()
     yield
     reset_selection()
+
+
+@pytest.fixture(autouse=True)
+def _no_leftover_shim():
+    """An in-process ``torchport run`` leaves its shim installed (for the script's atexit handlers); a test
+    that ran one must not hand it to the next test (it would, e.g., turn ``pin_memory()`` into a no-op)."""
+    yield
+    import sys
+
+    core = sys.modules.get("torchport.shim.core")
+    if core is not None and core.active() is not None:
+        core.uninstall()
