@@ -251,3 +251,48 @@ def test_dropping_the_loader_stops_its_workers_promptly(shards, cpu):
         time.sleep(0.05)
     assert not any(w.is_alive() for w in workers)
     assert time.perf_counter() - t < 4.0
+
+
+def test_workers_normalise_into_float_slots_and_fall_back_to_uint8_without_shm_room(shards, cpu, monkeypatch):
+    """CPU targets: workers write normalised float32 into the shared ring and the batch handed out is the slot
+    itself; with too little /dev/shm the ring is uint8 and the consumer normalises -- the same floats."""
+    from torchport.data import decode, loader as loader_mod
+
+    kw = dict(batch_size=4, train=True, image_size=24, seed=9, target=cpu, return_indices=True)
+    L = make_loader(shards["jpeg"], num_workers=2, **kw)
+    L.set_epoch(2)
+    fused = []
+    it = iter(L)
+    for x, y, i in it:
+        assert L._slots.dtype == torch.float32
+        base, size = L._slots.data_ptr(), L._slots.numel() * 4
+        assert base <= x.data_ptr() < base + size  # zero-copy: the worker's slot
+        fused.append((x.clone(), i.clone()))
+    L.close()
+    monkeypatch.setattr(loader_mod, "_shm_room", lambda nbytes: False)
+    U = make_loader(shards["jpeg"], num_workers=2, **kw)
+    plain = _collect(U, 2)
+    assert U._slots.dtype == torch.uint8
+    U.close()
+    monkeypatch.undo()
+    monkeypatch.setattr(decode, "_native_state", (None, "simplejpeg (forced by test)"))  # numpy fallbacks, forked
+    N = make_loader(shards["jpeg"], num_workers=2, **kw)
+    numpy_path = _collect(N, 2)
+    N.close()
+    assert len(fused) == len(plain) == len(numpy_path) == 36 // 4
+    for (xf, i_f), (xu, _, iu), (xn, _, i_n) in zip(fused, plain, numpy_path):
+        assert torch.equal(i_f, iu) and torch.equal(i_f, i_n)
+        assert torch.equal(xf, xu) and torch.equal(xf, xn)  # bit-identical floats on all three paths
+
+
+def test_a_float_slot_batch_stays_valid_until_the_next_but_one_is_requested(shards, cpu):
+    L = make_loader(shards["predecoded"], batch_size=2, image_size=24, seed=3, num_workers=2, target=cpu)
+    L.set_epoch(0)
+    it = iter(L)
+    held, _ = next(it)
+    copy = held.clone()
+    for _ in range(1):  # the next batch may be requested and used while `held` is still read
+        nxt, _ = next(it)
+        assert torch.equal(held, copy)
+    assert L._slots.dtype == torch.float32
+    L.close()

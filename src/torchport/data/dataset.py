@@ -136,6 +136,7 @@ class BatchDataset:
         self.aug = aug
         #: optional shared-memory ring ``(K, B, 3, H, W)`` uint8 the loader hands to its workers
         self.slots = None
+        self.slot_norm = None  # (scale, bias) float32 arrays when the slots are float32 (normalised in the workers)
 
     # -- source interface ------------------------------------------------------------
     def __len__(self) -> int:
@@ -199,7 +200,7 @@ class BatchDataset:
             for k, i in enumerate(indices):
                 try:
                     img, box = self._image_for(int(i), k, p, int(H[k]), int(W[k]))
-                    resize_into(out[len(keep)], img, box, bool(p.flip[k]))
+                    resize_into(out[len(keep)], img, box, bool(p.flip[k]), norm=self.slot_norm if slot is not None else None)
                 except (ValueError, OSError) as e:
                     self._on_corrupt(int(i), e, skipped)
                     continue

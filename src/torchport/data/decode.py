@@ -156,6 +156,14 @@ def _self_check(lib) -> str | None:
     ref = x.astype(np.float32) * scale.reshape(1, 3, 1, 1) + bias.reshape(1, 3, 1, 1)
     if not np.array_equal(got, ref):
         return "normalise kernel differs from numpy"
+    for flip in (0, 1):  # the fused transpose + flip + normalise kernel: the same floats as the two steps
+        got = np.empty((3, 5, 37), dtype=np.float32)
+        lib.tp_hwc_to_chw_norm(src.ctypes.data, src.strides[0], got.ctypes.data, 5, 37, flip, scale.ctypes.data,
+                               bias.ctypes.data)
+        chw = src.transpose(2, 0, 1)
+        chw = chw[:, :, ::-1] if flip else chw
+        if not np.array_equal(got, chw.astype(np.float32) * scale.reshape(3, 1, 1) + bias.reshape(3, 1, 1)):
+            return f"fused hwc_to_chw + normalise kernel differs from numpy (flip={flip})"
     rst = _restarts(lib, data, 16)  # a marker every MCU (16 px): the region decode reads a sub-grid of segments
     if rst is None or not np.array_equal(simplejpeg.decode_jpeg(rst, colorspace="RGB"),
                                          simplejpeg.decode_jpeg(data, colorspace="RGB")):
@@ -193,9 +201,12 @@ def _load_native() -> tuple[object, str]:
         lib.tp_free.argtypes = [ctypes.c_void_p]
         lib.tp_hwc_to_chw.restype = None
         lib.tp_hwc_to_chw.argtypes = [ctypes.c_void_p, ctypes.c_long, ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int]
+        lib.tp_hwc_to_chw_norm.restype = None
+        lib.tp_hwc_to_chw_norm.argtypes = [ctypes.c_void_p, ctypes.c_long, ctypes.c_void_p, ctypes.c_int, ctypes.c_int,
+                                           ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]
         lib.tp_normalise.restype = None
         lib.tp_normalise.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
-        if lib.tp_abi_version() != 3:
+        if lib.tp_abi_version() != 4:
             return None, "simplejpeg (region decoder: ABI mismatch)"
         bad = _self_check(lib)
         if bad:

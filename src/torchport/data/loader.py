@@ -7,11 +7,14 @@ Per batch, the path is:
    the loader copies it with ``non_blocking=True`` and normalises it *on the device*
    (uint8 -> float/bf16/fp16 fused with ``(x/255 - mean) / std``); the next batch is staged
    before the current one is handed out, so the copy overlaps the step;
-3. CPU: workers write uint8 pixels straight into a ring of shared-memory slots mapped once by
-   every process (no per-batch shared-memory segment, page faults or file-descriptor passing);
-   normalisation writes into one of two preallocated buffers (no fresh 40 MB allocation
-   and its page faults per batch). A batch stays valid until the next-but-one is requested;
-   ``.clone()`` it to keep it longer, or pass ``reuse_buffers=False``.
+3. CPU: workers write straight into a ring of shared-memory slots mapped once by every process
+   (no per-batch shared-memory segment, page faults or file-descriptor passing). For float32
+   batches the workers also normalise (fused into their transpose + flip pass) and the batch
+   handed out *is* the slot: the main process does no per-pixel work. When ``/dev/shm`` lacks
+   room for the float ring (containers often give it 64 MB) the ring holds uint8 and the main
+   process normalises into one of two preallocated buffers -- the same floats. Either way a
+   batch stays valid until the next-but-one is requested; ``.clone()`` it to keep it longer, or
+   pass ``reuse_buffers=False``.
 
 Augmentation runs in workers (``augment="cpu"``: crop + antialiased resize on uint8) or on the
 device (``augment="device"``: workers send whole images, one batched ``grid_sample`` crops them).
@@ -290,12 +293,19 @@ class Loader:
 
         self._slots = None
         self.dataset.slots = None
+        self.dataset.slot_norm = None
         if self.target.is_accelerator or self.num_workers == 0 or self.dataset.aug.where != "cpu":
             return
         oh, ow = self.dataset.aug.out_hw
         k = self.cfg.prefetch_factor * self.num_workers + 2
-        self._slots = torch.empty((k, self.cfg.batch_size, 3, oh, ow), dtype=torch.uint8).share_memory_()
+        shape = (k, self.cfg.batch_size, 3, oh, ow)
+        # float32 batches normalised by the workers when shared memory has room for them (4x the uint8 ring):
+        # the consumer then hands out the slot itself -- no pass over 600 KB per image in the main process
+        fused = self.dtype == torch.float32 and self.cfg.reuse_buffers and _shm_room(4 * int(np.prod(shape)))
+        self._slots = torch.empty(shape, dtype=torch.float32 if fused else torch.uint8).share_memory_()
         self.dataset.slots = self._slots
+        if fused:
+            self.dataset.slot_norm = (self._scale_c, self._bias_c)
 
     def _dataloader(self):
         import torch
@@ -370,7 +380,8 @@ class Loader:
             batch.labels, batch.indices = torch.from_numpy(batch.labels), torch.from_numpy(batch.indices)
         labels = batch.labels.to(self.device, non_blocking=self.pin)
         if batch.slot is not None:
-            images = self._normalize_cpu(self._slots[batch.slot][: labels.shape[0]])
+            x = self._slots[batch.slot][: labels.shape[0]]
+            images = x if x.dtype == self.dtype else self._normalize_cpu(x)  # float slots: normalised by the workers
         elif batch.boxes is not None:
             images = self._device_augment(batch)
         elif self.target.is_accelerator:
@@ -436,6 +447,19 @@ class Loader:
         flips = batch.flips.to(self.device, non_blocking=self.pin)
         y = device_crop_resize(x, boxes, flips, None, self.dataset.aug.out_hw)
         return torch.addcmul(self._bias, y, self._scale).to(self.dtype)
+
+
+def _shm_room(nbytes: int) -> bool:
+    """True when POSIX shared memory (``/dev/shm``) has at least twice ``nbytes`` free (unknown: False).
+
+    Containers often give it 64 MB: a float32 slot ring (~230 MB at batch 64, 224 px) would die there with
+    a bus error, so the loader falls back to the uint8 ring (a quarter of the size) and normalises itself.
+    """
+    try:
+        st = os.statvfs("/dev/shm")
+    except OSError:
+        return False
+    return st.f_bavail * st.f_frsize >= 2 * nbytes
 
 
 def _identity(x):
