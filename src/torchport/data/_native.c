@@ -343,9 +343,10 @@ static void hwc_to_chw_scalar(const uint8_t *s, uint8_t *r, uint8_t *g, uint8_t 
 }
 
 #ifdef TP_X86
-/* 16 RGB pixels (48 bytes) -> 16 R, 16 G, 16 B with three pshufb per plane (SSSE3). */
-__attribute__((target("ssse3"))) static void hwc_to_chw_row_ssse3(const uint8_t *s, uint8_t *r, uint8_t *g, uint8_t *b,
-                                                                 int w, int flip) {
+/* 16 RGB pixels at s + 3x (48 bytes) -> 16 R, 16 G, 16 B with three pshufb per plane (SSSE3), reversed when flip;
+ * returns where they go in a row of w (x, or w - x - 16 when flipped). */
+__attribute__((target("ssse3"))) static inline int deinterleave16(const uint8_t *s, int x, int w, int flip, __m128i *R,
+                                                                 __m128i *G, __m128i *B) {
   const __m128i ra = _mm_setr_epi8(0, 3, 6, 9, 12, 15, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
   const __m128i rb = _mm_setr_epi8(-1, -1, -1, -1, -1, -1, 2, 5, 8, 11, 14, -1, -1, -1, -1, -1);
   const __m128i rc = _mm_setr_epi8(-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 1, 4, 7, 10, 13);
@@ -356,22 +357,27 @@ __attribute__((target("ssse3"))) static void hwc_to_chw_row_ssse3(const uint8_t 
   const __m128i bb = _mm_setr_epi8(-1, -1, -1, -1, -1, 1, 4, 7, 10, 13, -1, -1, -1, -1, -1, -1);
   const __m128i bc = _mm_setr_epi8(-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0, 3, 6, 9, 12, 15);
   const __m128i rev = _mm_setr_epi8(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+  const uint8_t *p = s + 3 * x;
+  __m128i a = _mm_loadu_si128((const __m128i *)p);
+  __m128i bq = _mm_loadu_si128((const __m128i *)(p + 16));
+  __m128i c = _mm_loadu_si128((const __m128i *)(p + 32));
+  *R = _mm_or_si128(_mm_or_si128(_mm_shuffle_epi8(a, ra), _mm_shuffle_epi8(bq, rb)), _mm_shuffle_epi8(c, rc));
+  *G = _mm_or_si128(_mm_or_si128(_mm_shuffle_epi8(a, ga), _mm_shuffle_epi8(bq, gb)), _mm_shuffle_epi8(c, gc));
+  *B = _mm_or_si128(_mm_or_si128(_mm_shuffle_epi8(a, ba), _mm_shuffle_epi8(bq, bb)), _mm_shuffle_epi8(c, bc));
+  if (!flip) return x;
+  *R = _mm_shuffle_epi8(*R, rev);
+  *G = _mm_shuffle_epi8(*G, rev);
+  *B = _mm_shuffle_epi8(*B, rev);
+  return w - x - 16;
+}
+
+/* One row: 16 RGB pixels at a time -> three uint8 planes (flipped if asked). */
+__attribute__((target("ssse3"))) static void hwc_to_chw_row_ssse3(const uint8_t *s, uint8_t *r, uint8_t *g, uint8_t *b,
+                                                                 int w, int flip) {
   int x = 0;
   for (; x + 16 <= w; x += 16) {
-    const uint8_t *p = s + 3 * x;
-    __m128i a = _mm_loadu_si128((const __m128i *)p);
-    __m128i bq = _mm_loadu_si128((const __m128i *)(p + 16));
-    __m128i c = _mm_loadu_si128((const __m128i *)(p + 32));
-    __m128i R = _mm_or_si128(_mm_or_si128(_mm_shuffle_epi8(a, ra), _mm_shuffle_epi8(bq, rb)), _mm_shuffle_epi8(c, rc));
-    __m128i G = _mm_or_si128(_mm_or_si128(_mm_shuffle_epi8(a, ga), _mm_shuffle_epi8(bq, gb)), _mm_shuffle_epi8(c, gc));
-    __m128i B = _mm_or_si128(_mm_or_si128(_mm_shuffle_epi8(a, ba), _mm_shuffle_epi8(bq, bb)), _mm_shuffle_epi8(c, bc));
-    int o = x;
-    if (flip) {
-      R = _mm_shuffle_epi8(R, rev);
-      G = _mm_shuffle_epi8(G, rev);
-      B = _mm_shuffle_epi8(B, rev);
-      o = w - x - 16;
-    }
+    __m128i R, G, B;
+    int o = deinterleave16(s, x, w, flip, &R, &G, &B);
     _mm_storeu_si128((__m128i *)(r + o), R);
     _mm_storeu_si128((__m128i *)(g + o), G);
     _mm_storeu_si128((__m128i *)(b + o), B);
@@ -387,24 +393,6 @@ __attribute__((target("ssse3"))) static void hwc_to_chw_row_ssse3(const uint8_t 
 }
 #endif
 
-/* src: h x w x 3 (row stride src_stride bytes) -> dst: 3 planes of h x w (plane stride h*w), flipped if asked. */
-void tp_hwc_to_chw(const uint8_t *src, long src_stride, uint8_t *dst, int h, int w, int flip) {
-  long plane = (long)h * w;
-#ifdef TP_X86
-  int simd = __builtin_cpu_supports("ssse3");
-#endif
-  for (int y = 0; y < h; y++) {
-    const uint8_t *s = src + (long)y * src_stride;
-    uint8_t *r = dst + (long)y * w, *g = r + plane, *b = g + plane;
-#ifdef TP_X86
-    if (simd) {
-      hwc_to_chw_row_ssse3(s, r, g, b, w, flip);
-      continue;
-    }
-#endif
-    hwc_to_chw_scalar(s, r, g, b, 0, w, flip);
-  }
-}
 
 /* 16 float32 values v * sc + bi (a multiply, then an add: the same rounding as numpy) from 16 uint8 in v8. */
 #ifdef TP_X86
@@ -432,34 +420,12 @@ __attribute__((target("ssse3"))) static inline void norm16(__m128i v8, float *d,
 __attribute__((target("ssse3"))) static void hwc_to_chw_norm_row_ssse3(const uint8_t *s, float *r, float *g, float *b,
                                                                       int w, int flip, const float *sc,
                                                                       const float *bi) {
-  const __m128i ra = _mm_setr_epi8(0, 3, 6, 9, 12, 15, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
-  const __m128i rb = _mm_setr_epi8(-1, -1, -1, -1, -1, -1, 2, 5, 8, 11, 14, -1, -1, -1, -1, -1);
-  const __m128i rc = _mm_setr_epi8(-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 1, 4, 7, 10, 13);
-  const __m128i ga = _mm_setr_epi8(1, 4, 7, 10, 13, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
-  const __m128i gb = _mm_setr_epi8(-1, -1, -1, -1, -1, 0, 3, 6, 9, 12, 15, -1, -1, -1, -1, -1);
-  const __m128i gc = _mm_setr_epi8(-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 2, 5, 8, 11, 14);
-  const __m128i ba = _mm_setr_epi8(2, 5, 8, 11, 14, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
-  const __m128i bb = _mm_setr_epi8(-1, -1, -1, -1, -1, 1, 4, 7, 10, 13, -1, -1, -1, -1, -1, -1);
-  const __m128i bc = _mm_setr_epi8(-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0, 3, 6, 9, 12, 15);
-  const __m128i rev = _mm_setr_epi8(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
   const __m128 sr = _mm_set1_ps(sc[0]), sg = _mm_set1_ps(sc[1]), sb = _mm_set1_ps(sc[2]);
   const __m128 br = _mm_set1_ps(bi[0]), bg = _mm_set1_ps(bi[1]), bb_ = _mm_set1_ps(bi[2]);
   int x = 0;
   for (; x + 16 <= w; x += 16) {
-    const uint8_t *p = s + 3 * x;
-    __m128i a = _mm_loadu_si128((const __m128i *)p);
-    __m128i bq = _mm_loadu_si128((const __m128i *)(p + 16));
-    __m128i c = _mm_loadu_si128((const __m128i *)(p + 32));
-    __m128i R = _mm_or_si128(_mm_or_si128(_mm_shuffle_epi8(a, ra), _mm_shuffle_epi8(bq, rb)), _mm_shuffle_epi8(c, rc));
-    __m128i G = _mm_or_si128(_mm_or_si128(_mm_shuffle_epi8(a, ga), _mm_shuffle_epi8(bq, gb)), _mm_shuffle_epi8(c, gc));
-    __m128i B = _mm_or_si128(_mm_or_si128(_mm_shuffle_epi8(a, ba), _mm_shuffle_epi8(bq, bb)), _mm_shuffle_epi8(c, bc));
-    int o = x;
-    if (flip) {
-      R = _mm_shuffle_epi8(R, rev);
-      G = _mm_shuffle_epi8(G, rev);
-      B = _mm_shuffle_epi8(B, rev);
-      o = w - x - 16;
-    }
+    __m128i R, G, B;
+    int o = deinterleave16(s, x, w, flip, &R, &G, &B);
     norm16(R, r + o, sr, br);
     norm16(G, g + o, sg, bg);
     norm16(B, b + o, sb, bb_);
@@ -473,33 +439,60 @@ __attribute__((target("ssse3"))) static void hwc_to_chw_norm_row_ssse3(const uin
 }
 #endif
 
-/* tp_hwc_to_chw and tp_normalise in one pass: src h x w x 3 uint8 (row stride src_stride bytes) -> dst: 3 float32
- * planes of h x w, flipped if asked, channel c = v * scale[c] + bias[c] (same bytes as the two kernels). */
-void tp_hwc_to_chw_norm(const uint8_t *src, long src_stride, float *dst, int h, int w, int flip, const float *scale,
-                        const float *bias) {
+static void norm_row_scalar(const uint8_t *s, float *r, float *g, float *b, int w, int flip, const float *sc,
+                            const float *bi) {
+  for (int x = 0; x < w; x++) {
+    int xs = flip ? w - 1 - x : x;
+    r[x] = (float)s[3 * xs] * sc[0] + bi[0];
+    g[x] = (float)s[3 * xs + 1] * sc[1] + bi[1];
+    b[x] = (float)s[3 * xs + 2] * sc[2] + bi[2];
+  }
+}
+
+/* The row driver of both entry points below: uint8 planes when scale is NULL, else normalised float32 planes. */
+static void hwc_rows(const uint8_t *src, long src_stride, void *dst, int h, int w, int flip, const float *scale,
+                     const float *bias) {
   long plane = (long)h * w;
 #ifdef TP_X86
   int simd = __builtin_cpu_supports("ssse3");
 #endif
   for (int y = 0; y < h; y++) {
     const uint8_t *s = src + (long)y * src_stride;
-    float *r = dst + (long)y * w, *g = r + plane, *b = g + plane;
+    if (scale) {
+      float *r = (float *)dst + (long)y * w, *g = r + plane, *b = g + plane;
+#ifdef TP_X86
+      if (simd) {
+        hwc_to_chw_norm_row_ssse3(s, r, g, b, w, flip, scale, bias);
+        continue;
+      }
+#endif
+      norm_row_scalar(s, r, g, b, w, flip, scale, bias);
+      continue;
+    }
+    uint8_t *r = (uint8_t *)dst + (long)y * w, *g = r + plane, *b = g + plane;
 #ifdef TP_X86
     if (simd) {
-      hwc_to_chw_norm_row_ssse3(s, r, g, b, w, flip, scale, bias);
+      hwc_to_chw_row_ssse3(s, r, g, b, w, flip);
       continue;
     }
 #endif
-    for (int x = 0; x < w; x++) {
-      int xs = flip ? w - 1 - x : x;
-      r[x] = (float)s[3 * xs] * scale[0] + bias[0];
-      g[x] = (float)s[3 * xs + 1] * scale[1] + bias[1];
-      b[x] = (float)s[3 * xs + 2] * scale[2] + bias[2];
-    }
+    hwc_to_chw_scalar(s, r, g, b, 0, w, flip);
   }
 #ifdef TP_X86
-  _mm_sfence();
+  _mm_sfence(); /* the float rows used streaming stores */
 #endif
+}
+
+/* src: h x w x 3 (row stride src_stride bytes) -> dst: 3 planes of h x w (plane stride h*w), flipped if asked. */
+void tp_hwc_to_chw(const uint8_t *src, long src_stride, uint8_t *dst, int h, int w, int flip) {
+  hwc_rows(src, src_stride, dst, h, w, flip, NULL, NULL);
+}
+
+/* tp_hwc_to_chw and tp_normalise in one pass: src h x w x 3 uint8 (row stride src_stride bytes) -> dst: 3 float32
+ * planes of h x w, flipped if asked, channel c = v * scale[c] + bias[c] (same bytes as the two kernels). */
+void tp_hwc_to_chw_norm(const uint8_t *src, long src_stride, float *dst, int h, int w, int flip, const float *scale,
+                        const float *bias) {
+  hwc_rows(src, src_stride, dst, h, w, flip, scale, bias);
 }
 
 #ifdef TP_X86
