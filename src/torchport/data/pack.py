@@ -140,44 +140,48 @@ def resize_shorter(img: np.ndarray, size: int) -> np.ndarray:
 
 def _encode_one(args: tuple[str, str, int, int | None, int, bool]) -> tuple[bytes | None, int, int, str | None, str | None, bool]:
     """Pool task: read + check + convert one file. Returns (payload, h, w, error, note, restart markers added)."""
-    payload, h, w, err, note = _convert_one(*args[:5])
+    payload, h, w, err, note, pixels = _convert_one(*args[:5])
     if payload is None or args[1] != "jpeg" or not args[5]:
         return payload, h, w, err, note, False
-    out = _with_restarts(payload)
+    out = _with_restarts(payload, pixels)
     return (out or payload), h, w, err, note, out is not None
 
 
-def _with_restarts(data: bytes) -> bytes | None:
-    """``data`` with restart markers for fast crops (lossless; checked pixel for pixel), or None to keep it."""
+def _with_restarts(data: bytes, pixels: np.ndarray | None = None) -> bytes | None:
+    """``data`` with restart markers for fast crops (lossless; checked pixel for pixel against ``pixels``, the
+    decode of ``data`` when the caller has it), or None to keep ``data``."""
     import simplejpeg
 
     try:
         out = add_restart_markers(data)
         if out is None:
             return None
-        same = np.array_equal(simplejpeg.decode_jpeg(out, colorspace="RGB"), simplejpeg.decode_jpeg(data, colorspace="RGB"))
+        if pixels is None:
+            pixels = simplejpeg.decode_jpeg(data, colorspace="RGB")
+        same = np.array_equal(simplejpeg.decode_jpeg(out, colorspace="RGB"), pixels)
     except ValueError:
         return None
     return out if same else None
 
 
 def _convert_one(path: str, mode: str, size: int, max_size: int | None, quality: int
-                 ) -> tuple[bytes | None, int, int, str | None, str | None]:
-    """Read + check + convert one file. Returns (payload, h, w, error, note)."""
+                 ) -> tuple[bytes | None, int, int, str | None, str | None, np.ndarray | None]:
+    """Read + check + convert one file. Returns (payload, h, w, error, note, the payload's RGB pixels when the
+    check decoded them, else None)."""
     import simplejpeg
 
     try:
         with open(path, "rb") as f:
             data = f.read()
     except OSError as e:
-        return None, 0, 0, f"unreadable: {e}", None
+        return None, 0, 0, f"unreadable: {e}", None, None
     try:
         if mode == "jpeg" and is_jpeg(data):
             try:
                 img = simplejpeg.decode_jpeg(data, colorspace="RGB")  # strict: also catches truncation
                 h, w = img.shape[:2]
                 if max_size is None or max(h, w) <= max_size:
-                    return data, h, w, None, None
+                    return data, h, w, None, None, img
                 note = "re-encoded: larger than max_size"
             except ValueError as e:
                 img = decode_any(data)  # Pillow may still read it (CMYK, odd markers); else -> corrupt
@@ -186,7 +190,7 @@ def _convert_one(path: str, mode: str, size: int, max_size: int | None, quality:
             img = decode_any(data)
             note = "re-encoded: not a JPEG" if mode == "jpeg" else None
     except ValueError as e:
-        return None, 0, 0, str(e), None
+        return None, 0, 0, str(e), None, None
     if img.ndim == 2:
         img = np.repeat(img[:, :, None], 3, axis=2)
     if mode == "predecoded":
@@ -201,7 +205,7 @@ def _convert_one(path: str, mode: str, size: int, max_size: int | None, quality:
                 except ValueError:
                     pass
         out = resize_shorter(img, size)
-        return out.tobytes(), out.shape[0], out.shape[1], None, None
+        return out.tobytes(), out.shape[0], out.shape[1], None, None, None
     h, w = img.shape[:2]
     if max_size is not None and max(h, w) > max_size:
         from PIL import Image
@@ -209,7 +213,8 @@ def _convert_one(path: str, mode: str, size: int, max_size: int | None, quality:
         s = max_size / max(h, w)
         img = np.asarray(Image.fromarray(img).resize((max(1, round(w * s)), max(1, round(h * s))), Image.BILINEAR))
     img = np.ascontiguousarray(img)
-    return simplejpeg.encode_jpeg(img, quality=quality, colorspace="RGB", colorsubsampling="420"), img.shape[0], img.shape[1], None, note
+    data = simplejpeg.encode_jpeg(img, quality=quality, colorspace="RGB", colorsubsampling="420")
+    return data, img.shape[0], img.shape[1], None, note, None
 
 
 def _pool_init() -> None:
