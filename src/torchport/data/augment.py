@@ -34,6 +34,7 @@ __all__ = [
     "center_params",
     "resize_into",
     "hwc_to_chw_into",
+    "normalise_into",
     "device_crop_resize",
     "IMAGENET_MEAN",
     "IMAGENET_STD",
@@ -210,9 +211,31 @@ def hwc_to_chw_into(out: np.ndarray, hwc: np.ndarray, flip: bool, norm=None) -> 
     if norm is None:
         np.copyto(out, chw)
         return
-    np.copyto(out, chw, casting="unsafe")
-    np.multiply(out, norm[0].reshape(3, 1, 1), out=out)
-    np.add(out, norm[1].reshape(3, 1, 1), out=out)
+    normalise_into(out, chw, *norm)
+
+
+def normalise_into(out: np.ndarray, x: np.ndarray, scale: np.ndarray, bias: np.ndarray) -> None:
+    """``out = x * scale[c] + bias[c]``: uint8 ``x`` of shape (..., 3, H, W) into float32 ``out`` of the same shape.
+
+    A multiply, then an add, each rounded to float32. The native one-pass SSE2 kernel with streaming stores runs
+    when both arrays are contiguous; otherwise numpy, 4 images at a time so the 2nd and 3rd passes hit the cache
+    (numpy, not torch: torch's OpenMP threads would fight the DataLoader workers for the cores). Same bytes.
+    ``scale``, ``bias``: contiguous float32 arrays of 3.
+    """
+    from torchport.data.decode import native_lib
+
+    lib = native_lib()
+    if lib is not None and x.flags.c_contiguous and out.flags.c_contiguous:
+        plane = x.shape[-2] * x.shape[-1]
+        lib.tp_normalise(x.ctypes.data, out.ctypes.data, plane, x.size // plane, scale.ctypes.data, bias.ctypes.data)
+        return
+    s, b = scale.reshape(3, 1, 1), bias.reshape(3, 1, 1)
+    xb, ob = (x, out) if x.ndim == 4 else (x[None], out[None])
+    for i in range(0, len(xb), 4):
+        o = ob[i : i + 4]
+        np.copyto(o, xb[i : i + 4], casting="unsafe")
+        np.multiply(o, s, out=o)
+        np.add(o, b, out=o)
 
 
 def device_crop_resize(images, boxes, flips, sizes, out_size: tuple[int, int]):

@@ -81,7 +81,7 @@ def profile_jpeg(shard_dir: str | Path, *, image_size: int = 224, n: int = 128, 
     import torch
 
     from torchport.data import decode
-    from torchport.data.augment import IMAGENET_MEAN, IMAGENET_STD, resize_into, rrc_params
+    from torchport.data.augment import IMAGENET_MEAN, IMAGENET_STD, normalise_into, resize_into, rrc_params
     from torchport.data.format import ShardSet
 
     torch.set_num_threads(1)
@@ -138,15 +138,8 @@ def profile_jpeg(shard_dir: str | Path, *, image_size: int = 224, n: int = 128, 
     buf = np.empty((n, 3) + out_hw, dtype=np.float32)
     xs = slot.numpy()
 
-    def normalise():  # the loader's CPU path: the native one-pass kernel, else numpy 4 images at a time
-        if lib is not None:
-            lib.tp_normalise(xs.ctypes.data, buf.ctypes.data, out_hw[0] * out_hw[1], n * 3, sc.ctypes.data, bi.ctypes.data)
-            return
-        for i in range(0, n, 4):
-            o = buf[i : i + 4]
-            np.copyto(o, xs[i : i + 4], casting="unsafe")
-            np.multiply(o, scale, out=o)
-            np.add(o, bias, out=o)
+    def normalise():  # the loader's CPU path (uint8 ring): native one-pass kernel, else numpy
+        normalise_into(buf, xs, sc, bi)
 
     st["normalise"] = _best_us(normalise, n, reps)
     st["ipc"] = _ipc_us(batch_size)

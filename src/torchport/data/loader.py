@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from torchport.data.augment import IMAGENET_MEAN, IMAGENET_STD, device_crop_resize
+from torchport.data.augment import IMAGENET_MEAN, IMAGENET_STD, device_crop_resize, normalise_into
 from torchport.data.dataset import AugmentConfig, Batch, BatchDataset, ImageFolderDataset, ShardDataset
 from torchport.data.errors import SourceError
 from torchport.data.format import is_shard_dir
@@ -226,10 +226,8 @@ class Loader:
         std = torch.tensor(cfg.std, dtype=torch.float32).view(1, 3, 1, 1)
         self._scale = (1.0 / (255.0 * std)).to(self.device)
         self._bias = (-mean / std).to(self.device)
-        self._scale_np = (1.0 / (255.0 * std)).numpy()
-        self._bias_np = (-mean / std).numpy()
-        self._scale_c = np.ascontiguousarray(self._scale_np.ravel())  # (3,) float32 for the native kernel
-        self._bias_c = np.ascontiguousarray(self._bias_np.ravel())
+        self._scale_c = np.ascontiguousarray((1.0 / (255.0 * std)).numpy().ravel())  # (3,) float32
+        self._bias_c = np.ascontiguousarray((-mean / std).numpy().ravel())
         self.pin = bool(target.backend.pin_memory) and bool(target.is_accelerator)
 
     # ------------------------------------------------------------------ epochs / state
@@ -409,27 +407,7 @@ class Loader:
             out = self._buffers[self._turn][:b]
             self._turn ^= 1
         if self.dtype == torch.float32:
-            # numpy, single-threaded, 4 images (2.4 MB) at a time so passes 2 and 3 hit the cache.
-            # Not torch: its OpenMP threads would fight the DataLoader workers for the same cores
-            # (measured 3-4x slower wall time on a busy 2-core machine) and spin after each op.
-            import numpy as np
-
-            xs, os_ = x.numpy(), out.numpy()
-            scale, bias = self._scale_np, self._bias_np
-            from torchport.data.decode import native_lib
-
-            lib = native_lib()
-            if lib is not None and xs.flags.c_contiguous and os_.flags.c_contiguous:
-                # one pass, same float32 arithmetic (no FMA contraction) as the numpy loop below
-                plane = xs.shape[2] * xs.shape[3]
-                lib.tp_normalise(xs.ctypes.data, os_.ctypes.data, plane, xs.shape[0] * xs.shape[1],
-                                 self._scale_c.ctypes.data, self._bias_c.ctypes.data)
-                return out
-            for i in range(0, b, 4):
-                o = os_[i : i + 4]
-                np.copyto(o, xs[i : i + 4], casting="unsafe")  # uint8 -> float32, vectorised
-                np.multiply(o, scale, out=o)
-                np.add(o, bias, out=o)
+            normalise_into(out.numpy(), x.numpy(), self._scale_c, self._bias_c)
             return out
         scale, bias = self._scale.to(self.dtype), self._bias.to(self.dtype)
         for i in range(0, b, 4):
