@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -13,17 +12,14 @@ from pathlib import Path
 
 import pytest
 
+from torchport.train.metrics import read_jsonl
+
 TINY = ["--model", "tinycnn", "--image-size", "32", "--batch-size", "8", "--lr", "0.02", "--warmup-epochs", "0",
         "--progress", "plain", "--epochs", "1", "--log-every", "1", "--data-order", "shards"]
 
 
 def _losses(run_dir: Path) -> dict[int, float]:
-    out = {}
-    for line in (Path(run_dir) / "metrics.jsonl").read_text().splitlines():
-        rec = json.loads(line)
-        if rec["kind"] == "step":
-            out[rec["step"]] = rec["loss"]
-    return out
+    return {r["step"]: r["loss"] for r in read_jsonl(Path(run_dir) / "metrics.jsonl", "step")}
 
 
 @pytest.fixture

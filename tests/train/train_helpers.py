@@ -6,13 +6,14 @@ use 1 thread (the machine is small and shared) and a private cache dir.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from torchport.train.metrics import read_jsonl
 
 PY = sys.executable
 
@@ -65,13 +66,8 @@ def run(cmd: list[str], env: dict[str, str], timeout: float = 180, cwd: str | No
 
 def step_losses(run_dir: Path) -> dict[int, float]:
     """``{step: loss}`` from metrics.jsonl (a re-run step keeps its last value)."""
-    out = {}
-    for line in (Path(run_dir) / "metrics.jsonl").read_text().splitlines():
-        rec = json.loads(line)
-        if rec["kind"] == "step":
-            out[rec["step"]] = rec["loss"]
-    return out
+    return {r["step"]: r["loss"] for r in records(run_dir, "step")}
 
 
 def records(run_dir: Path, kind: str) -> list[dict]:
-    return [r for r in map(json.loads, (Path(run_dir) / "metrics.jsonl").read_text().splitlines()) if r["kind"] == kind]
+    return read_jsonl(Path(run_dir) / "metrics.jsonl", kind)
