@@ -1,4 +1,4 @@
-"""Fixtures for the shim tests: a clean shim per test and a pretend accelerator.
+"""Fixtures for the shim tests: a pretend accelerator (no test leaves a shim installed: tests/conftest.py).
 
 The emulated npu comes from torchport's pytest plugin (``emulated_npu`` fixture).
 """
@@ -13,16 +13,6 @@ import pytest
 
 # The tests import shim_helpers by name: make that work under every pytest import mode.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-
-@pytest.fixture(autouse=True)
-def _no_shim_left_behind():
-    """Every test starts and ends without an installed shim."""
-    import torchport.shim as shim
-
-    shim.uninstall()
-    yield
-    shim.uninstall()
 
 
 @pytest.fixture
