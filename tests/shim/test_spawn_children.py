@@ -14,7 +14,7 @@ import textwrap
 from shim_helpers import require_emulator, run_cli
 
 DDP_SPAWN = textwrap.dedent('''
-    import os, sys
+    import json, os, sys
     import torch
     import torch.distributed as dist
     import torch.multiprocessing as mp
@@ -43,7 +43,6 @@ DDP_SPAWN = textwrap.dedent('''
                                 "backend": dist.get_backend(), "w": w.tolist()}))
         dist.destroy_process_group()
 
-    import json
     if __name__ == "__main__":
         world = torch.cuda.device_count()
         mp.spawn(rank_main, args=(world, sys.argv[1], sys.argv[2]), nprocs=world)
