@@ -36,8 +36,8 @@ def write_reports(report: Any, *, json: str | Path | None = None, junit: str | P
                   html: str | Path | None = None, markdown: str | Path | None = None) -> list[Path]:
     """Write every requested format (atomically, parents created); returns the paths written."""
     written = []
-    for path, render in ((json, to_json), (junit, to_junit), (html, to_html), (markdown, to_markdown)):
+    for fmt, path in (("json", json), ("junit", junit), ("html", html), ("markdown", markdown)):
         if path is not None:
-            write_text(path, render(report))
+            write_text(path, RENDERERS[fmt](report))
             written.append(Path(path))
     return written
