@@ -34,7 +34,7 @@ __all__ = [
     "json_option", "write_json", "require_accelerator_option", "alias", "renamed", "warn_deprecated",
     "normalise_help", "MARKUP", "preset_arg",
     "REPORT_FORMATS", "SUFFIX_FORMATS", "ReportFile", "format_option", "output_option", "parse_format",
-    "suffix_format", "split_output", "parse_outputs", "report_outputs", "write_outputs",
+    "suffix_format", "split_output", "parse_outputs", "report_outputs", "parse_reports", "write_outputs",
 ]
 
 #: typer's ``rich_markup_mode`` for every app: plain text, so ``[a|b]`` in a help string is printed as is.
@@ -236,6 +236,18 @@ def report_outputs(verb: str, outputs: Sequence[ReportFile], json_out: Any = Non
     if n > 1:
         fail(verb, "only one report can go to stdout ('-'); write the others to files")
     return n == 1
+
+
+def parse_reports(verb: str, fmt_value: Optional[str], values: Optional[Iterable[str]], formats: Sequence[str],
+                  json_out: Any = None, *, extra: Sequence[ReportFile] = ()) -> tuple[str, list[ReportFile], bool]:
+    """A verb's report options, checked before any work: ``(shown format, report files, stdout taken)``.
+
+    :func:`parse_format` + :func:`parse_outputs` (+ ``extra`` files, e.g. from deprecated flags) +
+    :func:`report_outputs` -- the sequence every verb that writes a report runs.
+    """
+    shown = parse_format(verb, fmt_value, formats)
+    outputs = parse_outputs(verb, values, formats) + list(extra)
+    return shown, outputs, report_outputs(verb, outputs, json_out)
 
 
 def write_outputs(verb: str, outputs: Sequence[ReportFile], render: Callable[[str], str], *,

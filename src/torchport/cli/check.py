@@ -23,8 +23,7 @@ from typing import List, Optional
 import typer
 
 from torchport.cli._options import (ReportFile, alias, device_arg, device_option, format_option, json_option,
-                                    output_option, parse_format, parse_outputs, report_outputs, warn_deprecated,
-                                    write_outputs)
+                                    output_option, parse_reports, warn_deprecated, write_outputs)
 from torchport.errors import ExitCode
 
 EXIT_FAILED, EXIT_USAGE = int(ExitCode.FAILED), int(ExitCode.USAGE)
@@ -72,14 +71,14 @@ def register(app: typer.Typer) -> None:
 
         con = Console()
         err = Console(stderr=True)
-        shown = parse_format("check", fmt, FORMATS)   # every report option is checked before any work
-        outputs = parse_outputs("check", output, FORMATS)
+        legacy = []
         for flag, kind, value in (("--junit", "junit", junit), ("--html", "html", html),
                                   ("--markdown", "markdown", markdown)):
             if value is not None:
                 warn_deprecated("check", f"{flag} FILE", f"-o {kind}:{value}")
-                outputs.append(ReportFile(kind, str(value), prefixed=True))
-        to_stdout = report_outputs("check", outputs, json_out)
+                legacy.append(ReportFile(kind, str(value), prefixed=True))
+        # every report option is checked before any work
+        shown, outputs, to_stdout = parse_reports("check", fmt, output, FORMATS, json_out, extra=legacy)
         if expect_accelerator:
             warn_deprecated("check", "--expect-accelerator", "--require-accelerator")
             require_accelerator = True

@@ -20,8 +20,8 @@ from typing import List, Optional
 
 import typer
 
-from torchport.cli._options import (alias, device_arg, device_option, format_option, output_option, parse_format,
-                                    parse_outputs, renamed, report_outputs, warn_deprecated)
+from torchport.cli._options import (alias, device_arg, device_option, format_option, output_option, parse_reports,
+                                    renamed, warn_deprecated)
 
 #: What ``run`` shows on stderr (``--format``; ``none`` = nothing) and writes (``-o``: text, json).
 FORMATS = ("text", "json", "none")
@@ -69,9 +69,7 @@ def register(app: typer.Typer) -> None:
             fmt = fmt or ("none" if json_out is not None else "json")   # the file alone, else JSON on stderr
         elif report is not None:
             fmt = renamed("run", "--format", fmt, "--report", report)
-        shown = parse_format("run", fmt, FORMATS)   # report options are checked before the script starts
-        outputs = parse_outputs("run", output, FORMATS)
-        report_outputs("run", outputs, json_out)
+        shown, outputs, _ = parse_reports("run", fmt, output, FORMATS, json_out)   # before the script starts
         report_file = json_out
         config = RunConfig(
             target=target,

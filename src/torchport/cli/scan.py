@@ -20,7 +20,7 @@ from typing import List, Optional
 import typer
 
 from torchport.cli._options import (ReportFile, format_option, json_option, output_option, parse_format,
-                                    parse_outputs, report_outputs, split_output, warn_deprecated,
+                                    parse_reports, report_outputs, split_output, warn_deprecated,
                                     write_json, write_outputs)
 from torchport.errors import ExitCode
 
@@ -56,15 +56,14 @@ def _reports(verb: str, fmt_value: Optional[str], values: Optional[List[str]],
     FILE in X whatever its suffix and shows no report, as before -- with a deprecation line naming the
     new spelling ``-o X:FILE``. (To show X and write files, give the files a prefix or two ``-o``.)
     """
-    fmt = parse_format(verb, fmt_value, FORMATS)
     values = list(values or ())
     if fmt_value is not None and len(values) == 1 and values[0] != "-" and split_output(values[0])[0] is None:
+        fmt = parse_format(verb, fmt_value, FORMATS)
         warn_deprecated(verb, f"--format {fmt_value} -o FILE",
                         f"-o {fmt}:{values[0]} (--format now chooses what the terminal shows)")
         outputs = [ReportFile(fmt, values[0], prefixed=True)]
         return None, outputs, report_outputs(verb, outputs, json_out)
-    outputs = parse_outputs(verb, values, FORMATS)
-    return fmt, outputs, report_outputs(verb, outputs, json_out)
+    return parse_reports(verb, fmt_value, values, FORMATS, json_out)
 
 
 def _emit(verb: str, report, fmt: Optional[str], outputs: list[ReportFile], json_out: Optional[Path], *,
