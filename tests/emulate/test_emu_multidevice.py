@@ -3,26 +3,13 @@ SyncBatchNorm, clipping, and the device RNG as a stream of its own."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 import torch
-
-HERE = Path(__file__).resolve().parent
+from emu_helpers import torchrun_two_npus
 
 
 def test_ddp_on_npu_rank_without_set_device_with_syncbn_and_clipping(tmp_path):
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("MASTER_", "RANK", "LOCAL_RANK", "WORLD_SIZE"))}
-    env.update({"TORCHPORT_EMULATE": "npu:2", "OMP_NUM_THREADS": "1", "PYTHONPATH": str(HERE.parents[1])})
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-           str(HERE / "emu_multidev_worker.py"), str(tmp_path)]
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    results = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
+    results = torchrun_two_npus("emu_multidev_worker.py", tmp_path)
     for r, res in enumerate(results):
         assert res["current_device"] == 0  # nobody called set_device ...
         assert res["out_device"] == res["grad_device"] == res["norm_device"] == f"npu:{r}"  # ... yet all on npu:r
