@@ -136,6 +136,17 @@ def pack_cmd(
                          restart_markers=restart_markers)
     except ValueError as e:
         _fail(str(e))
+    from torchport.paths import is_url, resolve
+
+    resolve(src, option="SRC")                       # local only: a URL here is one line, not a folder 's3:'
+    dst = resolve(dst, option="DST", remote=True)
+    if is_url(dst):   # a missing bucket / denied / unreachable store is found before packing, not after
+        from torchport.storage.store import check_bucket
+
+        try:
+            check_bucket(dst)
+        except StorageError as e:
+            _fail(str(e), int(StorageError.exit_code))
     splits = split_dirs(src) if src.is_dir() else []
     jobs = [(src / s, _join(dst, s), s) for s in splits] or [(src, dst, "")]
     reports = {}

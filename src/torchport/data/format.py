@@ -34,6 +34,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from torchport.data.errors import ChecksumMismatchError, ShardCorruptError, ShardFormatError
+from torchport.paths import is_url
 
 __all__ = [
     "FORMAT_NAME",
@@ -80,15 +81,11 @@ def sha256_file(path: str | os.PathLike, chunk: int = 1 << 22) -> str:
 
 def is_shard_dir(path: str | os.PathLike) -> bool:
     """True when ``path`` holds a torchport manifest (``index.json``); ``path`` may be an s3:// / obs:// URL."""
-    if _is_url(path):
+    if is_url(path):
         from torchport.storage import store
 
         return store.exists(store.join(str(path), "index.json"))
     return (Path(path) / "index.json").is_file()
-
-
-def _is_url(path: Any) -> bool:
-    return isinstance(path, str) and "://" in path and path.split("://", 1)[0].lower() in ("s3", "obs")
 
 
 def _shard_name(i: int) -> str:
@@ -251,7 +248,7 @@ class ShardSet:
             ChecksumMismatchError: index or shard content differs from the manifest.
             ShardCorruptError: a shard is missing, truncated or has a bad header.
         """
-        if _is_url(root):
+        if is_url(root):
             return cls._open_remote(str(root), verify=verify)
         root = Path(root)
         mpath = root / "index.json"

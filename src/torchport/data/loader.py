@@ -48,6 +48,7 @@ from torchport.data.errors import SourceError
 from torchport.data.format import is_shard_dir
 from torchport.data.pack import split_dirs
 from torchport.data.sampler import EpochBatchSampler
+from torchport.paths import is_url
 
 __all__ = ["LoaderConfig", "Loader", "make_loader", "open_dataset", "CorruptSampleWarning"]
 
@@ -139,7 +140,7 @@ def open_dataset(path: str | os.PathLike, *, train: bool, aug: AugmentConfig, ve
     ``path`` may be a shard directory, a directory with ``train``/``val`` sub-directories (shards or
     ImageFolders), or one ImageFolder (read directly through the fast path, no packing needed).
     """
-    if _is_url(path):  # s3:// or obs://: shards streamed through the node's block cache
+    if is_url(path):  # s3:// or obs://: shards streamed through the node's block cache
         return _open_remote_dataset(str(path).rstrip("/"), train=train, aug=aug, verify=verify)
     p = Path(path)
     if is_shard_dir(p):
@@ -169,12 +170,6 @@ def _open_remote_dataset(url: str, *, train: bool, aug: AugmentConfig, verify: s
     if want not in splits:
         raise SourceError(f"{url} has splits {splits} but no {want!r} split")
     return ShardDataset(join(url, want), verify=verify, aug=aug)
-
-
-def _is_url(path: Any) -> bool:
-    from torchport.storage.store import is_url
-
-    return is_url(path)
 
 
 @dataclasses.dataclass

@@ -42,6 +42,8 @@ import zipfile
 from pathlib import Path
 from typing import Any, Mapping
 
+from torchport.paths import is_url
+
 __all__ = [
     "FORMAT",
     "CheckpointError",
@@ -270,7 +272,7 @@ def save(state: Mapping[str, Any], path: str | os.PathLike, *, fsync: bool = Tru
     """
     import torch
 
-    if _is_url(path):
+    if is_url(path):
         return _save_remote(state, str(path))
     final = Path(path)
     final.parent.mkdir(parents=True, exist_ok=True)
@@ -318,7 +320,7 @@ def load(path: str | os.PathLike, *, map_location: Any = "cpu", weights_only: bo
     """
     import torch
 
-    if _is_url(path):
+    if is_url(path):
         return _load_remote(str(path), map_location=map_location, weights_only=weights_only)
     p = Path(path)
     if not p.is_file():
@@ -344,12 +346,6 @@ def load(path: str | os.PathLike, *, map_location: Any = "cpu", weights_only: bo
 # multipart upload that only appears once complete) and a small "latest" pointer written afterwards is
 # the commit. Everything remote goes through torchport.storage.store.
 _POINTER = "latest.json"
-
-
-def _is_url(path: Any) -> bool:
-    from torchport.storage.store import is_url
-
-    return is_url(path)
 
 
 def _staging_file(name: str) -> Path:
@@ -421,7 +417,7 @@ class CheckpointManager:
         if keep_last < 1:
             raise ValueError(f"keep_last={keep_last} must be >= 1")
         #: an s3:// / obs:// URL: checkpoints are objects and ``latest.json`` is the commit pointer
-        self.remote = _is_url(directory)
+        self.remote = is_url(directory)
         self.directory = str(directory).rstrip("/") if self.remote else Path(directory)
         self.keep_last = keep_last
         self.prefix = prefix
@@ -461,7 +457,7 @@ class CheckpointManager:
             return None
         if str(resume) == "auto":
             return self.latest()
-        if _is_url(resume):
+        if is_url(resume):
             from torchport.storage import store
 
             if not store.exists(str(resume)):

@@ -1,4 +1,7 @@
-"""The object-store part of ``torchport doctor``: endpoint reachable? bucket listable? Never a secret.
+"""The object-store part of ``torchport doctor``: endpoint reachable? bucket exists and listable? Never a secret.
+
+A missing bucket, denied access or an endpoint that does not answer is a problem with its own fix;
+``torchport doctor --store URL`` then exits 1 (it was asked about that URL).
 
 Reported when a URL is passed (``torchport doctor --store s3://bucket/prefix``) or an endpoint is
 configured (``TORCHPORT_STORAGE_ENDPOINT``, ``TORCHPORT_OBS_ENDPOINT``/``OBS_ENDPOINT``,
@@ -79,7 +82,8 @@ def store_report(url: str | None = None) -> dict[str, Any] | None:
         ok, detail = store.bucket_listable(url)
         out["listable"] = ok
         out["detail"].append(detail)
-        if not ok:
-            out["problems"].append({"id": "store-bucket", "problem": detail,
-                                    "fix": "check the bucket name, the credentials and the bucket policy"})
+        if not ok:   # the StorageError line is "what is wrong; the fix": missing bucket, denied, unreachable ...
+            problem, _, fix = detail.partition("; ")
+            out["problems"].append({"id": "store-bucket", "problem": problem,
+                                    "fix": fix or "check the bucket name, the credentials and the bucket policy"})
     return out

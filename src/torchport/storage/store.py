@@ -38,6 +38,7 @@ import time
 from typing import Any, Callable, Iterable, TypeVar
 
 from torchport.errors import StorageError
+from torchport.paths import SCHEMES, is_url  # the one local-or-URL answer (re-exported here)
 
 __all__ = [
     "SCHEMES",
@@ -61,9 +62,9 @@ __all__ = [
     "listdir",
     "remove",
     "remove_prefix",
+    "check_bucket",
 ]
 
-SCHEMES = ("s3", "obs")
 T = TypeVar("T")
 
 #: Per-process request counters: ``requests``, ``retries``, ``retried_errors`` (by kind), ``failures``.
@@ -73,12 +74,6 @@ _OVERRIDES: dict[str, str] = {}
 
 
 # -- URLs ----------------------------------------------------------------------------------------------
-def is_url(path: Any) -> bool:
-    """True for ``s3://...`` and ``obs://...`` (str or anything whose ``str()`` is such a URL)."""
-    s = os.fspath(path) if isinstance(path, os.PathLike) else path
-    return isinstance(s, str) and s.split("://", 1)[0].lower() in SCHEMES and "://" in s
-
-
 def split_url(url: str) -> tuple[str, str, str]:
     """``"s3://bucket/a/b"`` -> ``("s3", "bucket", "a/b")``.
 
@@ -245,21 +240,31 @@ def _chain(exc: BaseException) -> Iterable[BaseException]:
 
 
 def classify(exc: BaseException) -> str:
-    """``"transient"``, ``"missing"``, ``"denied"``, ``"unreachable"`` or ``"other"``."""
+    """``"transient"``, ``"no_bucket"``, ``"missing"`` (no such key), ``"denied"``, ``"unreachable"`` or ``"other"``.
+
+    The S3 error code anywhere in the chain wins over the exception type: s3fs raises a
+    ``FileNotFoundError`` for a missing bucket *and* a missing key; only the code (``NoSuchBucket``
+    vs ``NoSuchKey``) tells them apart, and each has its own fix.
+    """
     import asyncio
     import socket
 
-    for e in _chain(exc):
+    chain = list(_chain(exc))
+    for e in chain:
         resp = getattr(e, "response", None)
         if isinstance(resp, dict):
             code = str(resp.get("Error", {}).get("Code", ""))
             status = resp.get("ResponseMetadata", {}).get("HTTPStatusCode")
             if code in _TRANSIENT_CODES or (isinstance(status, int) and (status >= 500 or status == 429)):
                 return "transient"
-            if code in ("NoSuchKey", "NoSuchBucket", "404", "NotFound") or status == 404:
+            if code == "NoSuchBucket":
+                return "no_bucket"
+            if code in ("NoSuchKey", "404", "NotFound") or status == 404:
                 return "missing"
-            if code in ("AccessDenied", "403", "InvalidAccessKeyId", "SignatureDoesNotMatch", "Forbidden") or status == 403:
+            if code in ("AccessDenied", "403", "InvalidAccessKeyId", "SignatureDoesNotMatch", "Forbidden",
+                        "AllAccessDisabled") or status == 403:
                 return "denied"
+    for e in chain:
         name = type(e).__name__
         if name in ("NoCredentialsError", "PartialCredentialsError", "NoAuthTokenError"):
             return "denied"
@@ -273,7 +278,7 @@ def classify(exc: BaseException) -> str:
         if isinstance(e, (ConnectionResetError, BrokenPipeError, socket.timeout, asyncio.TimeoutError, TimeoutError)):
             return "transient"
         if isinstance(e, FileNotFoundError):
-            return "missing"
+            return "no_bucket" if "bucket does not exist" in str(e).lower() else "missing"
         if isinstance(e, PermissionError):
             return "denied"
     return "other"
@@ -296,9 +301,13 @@ def _fix(kind: str, url: str) -> str:
         ep = endpoint_for(scheme) or "the AWS default endpoint"
     except StorageError:
         ep = "(none set)"
+    if kind == "no_bucket":
+        bucket = split_url(url)[1]
+        return (f"bucket {bucket} does not exist at endpoint {ep} ({url}); create it (e.g. `aws s3 mb "
+                f"{scheme}://{bucket}`) or correct the bucket name / the endpoint (--storage-endpoint)")
     if kind == "missing":
-        return (f"{url} does not exist (no such object or bucket at endpoint {ep}); check the URL, or that the "
-                "bucket/prefix was written (e.g. `torchport data pack SRC URL`)")
+        return (f"{url} does not exist (no object at that key; the bucket exists at endpoint {ep}); check the "
+                "key, or that it was written (e.g. `torchport data pack SRC URL`)")
     if kind == "denied":
         return (f"access to {url} was denied at endpoint {ep}; check the credentials (AWS_ACCESS_KEY_ID/"
                 "AWS_SECRET_ACCESS_KEY, AWS_PROFILE, ~/.aws/credentials) and the bucket policy")
@@ -331,7 +340,7 @@ def call(fn: Callable[[], T], url: str, *, what: str = "request", missing_ok: bo
             kind = classify(exc)
             if kind == "missing" and missing_ok:
                 return None
-            if kind in ("missing", "denied"):
+            if kind in ("missing", "denied", "no_bucket"):   # a missing bucket is never "no such object yet"
                 with _STATS_LOCK:
                     STATS["failures"] += 1
                 raise StorageError(_fix(kind, url)) from None
@@ -460,11 +469,36 @@ def remove_prefix(url: str) -> None:
     call(rm, url, what="delete", missing_ok=True)
 
 
+def check_bucket(url: str) -> str:
+    """Make sure the bucket of ``url`` exists and answers (one HEAD request, retried like any other).
+
+    Returns a one-line description (``"bucket B exists at ENDPOINT"``).
+
+    Raises:
+        StorageError: the bucket does not exist, access is denied, or the endpoint does not answer --
+            each with its own fix. Call it before work that would be lost (packing, training).
+    """
+    scheme, bucket, _ = split_url(url)
+    fs = filesystem(scheme)
+
+    def head():
+        try:
+            fs.call_s3("head_bucket", Bucket=bucket)
+        except Exception as exc:  # noqa: BLE001 - HEAD has no body: a 404 on a bucket is NoSuchBucket
+            if classify(exc) == "missing":
+                raise StorageError(_fix("no_bucket", url)) from None
+            raise
+
+    call(head, url, what="check bucket of")
+    return f"bucket {bucket} exists at {endpoint_for(scheme) or 'the AWS default endpoint'}"
+
+
 def bucket_listable(url: str) -> tuple[bool, str]:
-    """(ok, detail) -- list the bucket of ``url`` (one request, no retries beyond the budget)."""
+    """(ok, detail) -- the bucket of ``url`` exists (:func:`check_bucket`) and can be listed."""
     scheme, bucket, _ = split_url(url)
     try:
+        check_bucket(url)
         names = listdir(f"{scheme}://{bucket}")
     except StorageError as e:
         return False, str(e)
-    return True, f"bucket {bucket} listable ({len(names)} top-level entries)"
+    return True, f"bucket {bucket} exists and is listable ({len(names)} top-level entries)"

@@ -151,6 +151,7 @@ class TrainConfig:
             raise ConfigError("lr must be > 0; warmup_epochs and weight_decay must be >= 0")
         if self.clip_grad_norm is not None and self.clip_grad_norm <= 0:
             raise ConfigError(f"clip_grad_norm={self.clip_grad_norm} must be > 0 (or unset)")
+        _check_paths(self)
 
     # -- construction -----------------------------------------------------------------------------------
     @classmethod
@@ -206,6 +207,21 @@ class TrainConfig:
             help_text = f.metadata.get("help", "") + (f" [{'|'.join(choices)}]" if choices else "")
             rows.append((f.name, _type_name(hints[f.name]), f.default, help_text))
         return rows
+
+
+def _check_paths(cfg: "TrainConfig") -> None:
+    """Each path key: a local path or a store URL it supports, decided here (:mod:`torchport.paths`)."""
+    from torchport.paths import check
+
+    # The run directory stays local: metrics.jsonl and TensorBoard events are appended as training goes
+    # (an object store has no append) and the one-writer lock is a local file. Checkpoints may live in a store.
+    hint = "keep the run directory local and put checkpoints in the store with --checkpoint-dir"
+    check(cfg.run_dir, option="--run-dir", local_hint=hint)
+    check(cfg.runs_root, option="--runs-root", local_hint=hint)
+    check(cfg.checkpoint_dir, option="--checkpoint-dir", remote=True)
+    check(cfg.data, option="--data", remote=True)
+    if cfg.resume != "auto":
+        check(cfg.resume, option="--resume", remote=True)
 
 
 def load_config_file(path: str | os.PathLike) -> dict[str, Any]:

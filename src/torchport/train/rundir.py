@@ -24,6 +24,7 @@ from pathlib import Path
 from torchport.errors import ExitCode, TorchportError
 from torchport.runtime.checkpoint import CheckpointManager
 from torchport.errors import ConfigError
+from torchport.paths import is_url
 
 __all__ = ["prepare_run_dir", "checkpoint_dir_for", "RunDirError"]
 
@@ -57,18 +58,12 @@ def _fresh(root: Path) -> Path:
     return path
 
 
-def _is_url(path) -> bool:
-    from torchport.storage.store import is_url
-
-    return is_url(path)
-
-
 def checkpoint_dir_for(cfg, run_dir: Path):
     """Where this run's checkpoints live: ``checkpoint_dir``; else the store prefix of a ``--resume URL``;
     else ``<run_dir>/checkpoints``."""
     if cfg.checkpoint_dir:
-        return cfg.checkpoint_dir if _is_url(cfg.checkpoint_dir) else Path(cfg.checkpoint_dir)
-    if cfg.resume and _is_url(cfg.resume):
+        return cfg.checkpoint_dir if is_url(cfg.checkpoint_dir) else Path(cfg.checkpoint_dir)
+    if cfg.resume and is_url(cfg.resume):
         return str(cfg.resume).rsplit("/", 1)[0]
     return Path(run_dir) / "checkpoints"
 
@@ -77,7 +72,7 @@ def _decide(cfg) -> tuple[Path, Path | str | None]:
     root = Path(cfg.runs_root)
     if cfg.run_dir:
         run_dir = Path(cfg.run_dir)
-    elif cfg.checkpoint_dir or (cfg.resume and _is_url(cfg.resume)):
+    elif cfg.checkpoint_dir or (cfg.resume and is_url(cfg.resume)):
         run_dir = _fresh(root)  # the checkpoints are found through checkpoint_dir / the URL, not the run dir
     elif cfg.resume == "auto":
         run_dir = _newest_run_with_checkpoint(root) or _fresh(root)
@@ -86,7 +81,12 @@ def _decide(cfg) -> tuple[Path, Path | str | None]:
         run_dir = p.parent.parent if p.parent.name == "checkpoints" else _fresh(root)
     else:
         run_dir = _fresh(root)
-    manager = CheckpointManager(checkpoint_dir_for(cfg, run_dir))
+    ckpt_dir = checkpoint_dir_for(cfg, run_dir)
+    if is_url(ckpt_dir):   # a missing bucket / denied / unreachable store: now, not after the first epoch
+        from torchport.storage.store import check_bucket
+
+        check_bucket(str(ckpt_dir))
+    manager = CheckpointManager(ckpt_dir)
     if cfg.resume is None and manager.checkpoints():
         where = f"checkpoint dir {cfg.checkpoint_dir}" if cfg.checkpoint_dir else f"run dir {run_dir}"
         raise ConfigError(f"{where} already has checkpoints; pass --resume auto to continue that run, "
@@ -124,6 +124,6 @@ def prepare_run_dir(cfg, *, main: bool, device=None) -> tuple[Path, Path | None]
     if isinstance(decision[0], Exception):
         raise decision[0]
     run_dir, resume_path = decision[0]
-    if resume_path and not _is_url(resume_path):
+    if resume_path and not is_url(resume_path):
         resume_path = Path(resume_path)
     return Path(run_dir), (resume_path or None)
