@@ -17,8 +17,14 @@ code  name                meaning
 6     IO                  a file or object could not be read, parsed or written (scan/fix, pack, reports)
 7     NO_ACCELERATOR      ``--require-accelerator`` (or its env var) is set and none is present
 8     DISTRIBUTED         a rank died or a collective timed out
-130   INTERRUPTED         Ctrl-C
+9     BUSY                another trainer holds the run directory / checkpoint prefix (one writer per run)
+130   INTERRUPTED         Ctrl-C (SIGINT); ``train`` stops gracefully first: checkpoint, summary, resume command
+143   TERMINATED          SIGTERM (``timeout``, Kubernetes, Slurm); ``train`` stops gracefully as for Ctrl-C
 ====  ==================  ==========================================================================
+
+``torchport check``: a check that cannot prove anything here (parity recorded and replayed on the same
+device, the device audit on a CPU-only machine) is SKIP with the reason, not PASS; SKIP does not fail
+the run (exit 0), FAIL does (exit 1).
 """
 
 from __future__ import annotations
@@ -40,7 +46,9 @@ class ExitCode(enum.IntEnum):
     IO = 6
     NO_ACCELERATOR = 7
     DISTRIBUTED = 8
+    BUSY = 9
     INTERRUPTED = 130
+    TERMINATED = 143
 
 
 class TorchportError(Exception):

@@ -55,6 +55,7 @@ __all__ = [
     "read_bytes",
     "read_range",
     "write_bytes",
+    "create_exclusive",
     "put_file",
     "get_file",
     "exists",
@@ -390,6 +391,29 @@ def write_bytes(url: str, data: bytes) -> None:
     """Write the whole object (one PUT, or a multipart upload that only appears when complete)."""
     fs, p = _path(url)
     call(lambda: fs.pipe_file(p, bytes(data)), url, what="write")
+
+
+def create_exclusive(url: str, data: bytes) -> bool:
+    """Write the object only if it does not exist yet (a conditional PUT, ``If-None-Match: *``).
+
+    Returns True when this call created it, False when it already existed -- of two concurrent
+    callers exactly one gets True (the store decides). Used for the one-writer lease.
+    """
+    fs, p = _path(url)
+
+    def put() -> bool:
+        try:
+            fs.pipe_file(p, bytes(data), mode="create")
+        except FileExistsError:
+            return False
+        except Exception as exc:  # noqa: BLE001 - a 412 PreconditionFailed is "exists"; the rest is classified
+            if any(str(getattr(e, "response", {}).get("Error", {}).get("Code", "")) in ("PreconditionFailed", "412")
+                   for e in _chain(exc) if isinstance(getattr(e, "response", None), dict)):
+                return False
+            raise
+        return True
+
+    return bool(call(put, url, what="create"))
 
 
 def put_file(local: str | os.PathLike, url: str) -> None:
