@@ -7,7 +7,9 @@ Precedence: defaults < ``--config FILE`` < flags.
 Exit codes (:class:`torchport.errors.ExitCode`, table in docs/cli.md): 0 trained; 2 bad configuration,
 unknown or unavailable ``--device``; 3 bad data; 4 training diverged (non-finite loss); 5 checkpoint
 read/write/verify failure; 6 run directory not writable; 7 accelerator required but none present;
-8 a rank died or a collective timed out.
+8 a rank died or a collective timed out; 9 another trainer holds the run/checkpoint directory; 130 / 143
+stopped by SIGINT / SIGTERM after writing a checkpoint, the summary and curves (the message is the resume
+command).
 
 Examples::
 
@@ -67,6 +69,10 @@ def run_train(config: Optional[str], json_out: Optional[str], print_config: bool
     if print_config:
         sys.stdout.write(cfg.to_yaml())
         return 0
+    if json_out not in (None, "-"):   # decided before training, not when the summary is written
+        from torchport.paths import resolve
+
+        resolve(json_out, option="--json")
     try:
         # Known errors (bad config, unavailable/unknown device, no accelerator, checkpoint, divergence,
         # a dead rank) carry their exit code and become one line in the guard around every verb.

@@ -69,7 +69,24 @@ def train(cfg: TrainConfig) -> TrainResult:
 
     Raises:
         ConfigError, DataError, NonFiniteLossError, CheckpointError -- each names the fix.
+        RunLockedError: another trainer writes to the same run dir / checkpoint dir.
+        Interrupted, Terminated: SIGINT / SIGTERM stopped the run after its checkpoint and summary
+            (the message is the resume command).
     """
+    from torchport.train import lock
+    from torchport.train.stop import stop_requests
+
+    # SIGTERM/SIGINT set a flag checked once per step (installed before any DataLoader worker is forked,
+    # so workers inherit a handler that ignores them); the run dir's one-writer lock is taken in
+    # prepare_run_dir and released here, however the run ends.
+    with stop_requests() as stop:
+        try:
+            return _train(cfg, stop)
+        finally:
+            lock.release_all()
+
+
+def _train(cfg: TrainConfig, stop) -> TrainResult:
     import torch
 
     from torchport.runtime import distributed as dist
@@ -105,6 +122,7 @@ def train(cfg: TrainConfig) -> TrainResult:
     run_dir, resume_path = prepare_run_dir(cfg, main=main, device=target.device)
     log = MetricsLogger(run_dir, enabled=main, tensorboard=cfg.tensorboard)
     ui = ProgressDisplay(cfg.progress, enabled=main)
+    stop.announce = ui.print
     manager = ckpt.CheckpointManager(checkpoint_dir_for(cfg, run_dir), keep_last=cfg.keep_last)  # dir or s3:// / obs://
 
     # ---- 2. Data -----------------------------------------------------------------------------------
@@ -156,8 +174,9 @@ def train(cfg: TrainConfig) -> TrainResult:
     last = {"train_loss": None, "val_loss": None, "val_top1": None, "val_top5": None}
     total_bad, last_ckpt, epochs_completed = 0, None, start_epoch
     meter = _Meter(target.device)
+    halted = False      # a stop signal reached some rank: every rank agreed to stop after the same step
     for epoch in range(start_epoch, cfg.epochs):
-        if step >= total_steps:
+        if step >= total_steps or halted:
             break
         # This epoch's shuffle and augmentation: a function of (seed, epoch, index), the same for any
         # worker count; each rank takes its own shard. On resume, continue after the batches the
@@ -210,8 +229,9 @@ def train(cfg: TrainConfig) -> TrainResult:
                 time.sleep(step_delay)
             if exit_at is not None and exit_at == (rank, step):
                 os._exit(3)          # test hook: this rank dies after this step (the others must not hang)
+            halted = _stop_agreed(stop, target)   # SIGTERM / SIGINT: this step is done; log and save, then stop
 
-            if step % cfg.log_every == 0 or step == total_steps or step_in_epoch == steps_per_epoch:
+            if step % cfg.log_every == 0 or step == total_steps or step_in_epoch == steps_per_epoch or halted:
                 # Sync point: .item() waits for the device; the mean over ranks is one more all-reduce.
                 local_loss, seconds = meter.read()
                 mean_loss = dist.all_reduce_mean(local_loss, target)
@@ -224,13 +244,15 @@ def train(cfg: TrainConfig) -> TrainResult:
                           images_per_s=round(ips, 1), loss_scale=_scale(amp))
                 ui.update(step_in_epoch, steps_per_epoch, loss=mean_loss, ips=ips, eta_s=eta)
 
-            if cfg.checkpoint_every and step % cfg.checkpoint_every == 0 and step_in_epoch < steps_per_epoch:
+            if ((cfg.checkpoint_every and step % cfg.checkpoint_every == 0) or halted) and step_in_epoch < steps_per_epoch:
                 last_ckpt = _save(run, meter.loss, progress={"epoch": epoch, "step": step, "epoch_done": False,
                                                              "loader": train_loader.state_dict(),
                                                              "epoch_loss_sum": epoch_loss_sum, "epoch_steps": epoch_steps})
-            if step_in_epoch >= steps_per_epoch or step >= total_steps:
+            if step_in_epoch >= steps_per_epoch or step >= total_steps or halted:
                 break   # trailing micro-batches that cannot fill an accumulation group are dropped
         ui.end_epoch()
+        if halted and step_in_epoch < steps_per_epoch and step < total_steps:
+            break   # stopped mid-epoch (checkpoint written above); no evaluation: the grace period is short
         epoch_time = time.perf_counter() - meter.t_epoch
 
         # ---- 7. Evaluate ------------------------------------------------------------------------------
@@ -265,6 +287,8 @@ def train(cfg: TrainConfig) -> TrainResult:
     )
     if main:
         _report_run(run, result)   # summary.json, curves.png, the closing line
+    if halted:
+        _stop_cleanly(run, train_loader, val_loader, stop, resume_path)
     log.close()
     # Stop the loaders' persistent worker processes now rather than whenever the garbage collector
     # finds them (matters when train() is called several times in one process, e.g. from tests).
@@ -274,6 +298,30 @@ def train(cfg: TrainConfig) -> TrainResult:
     gc.collect()
     dist.barrier()
     return result
+
+
+def _stop_agreed(stop, target) -> bool:
+    """True on every rank when any rank got a stop signal (one small all-reduce when distributed)."""
+    from torchport.runtime import distributed as dist
+
+    if dist.world_size() == 1:
+        return stop.requested is not None
+    return dist.all_reduce_mean(1.0 if stop.requested else 0.0, target) > 0.0
+
+
+def _stop_cleanly(run: "_Run", train_loader, val_loader, stop, resume_path) -> None:
+    """After a stop signal: stop the workers, write the ``stopped`` record, raise with the resume command."""
+    from torchport.train.stop import resume_command
+
+    for loader in (train_loader, val_loader):
+        getattr(loader, "close", lambda: None)()
+    latest = run.manager.latest()
+    config = run.run_dir / ("config.resumed.yaml" if resume_path else "config.yaml")
+    command = resume_command(run.run_dir, config)
+    run.log.write("stopped", signal=stop.requested, checkpoint=str(latest) if latest else None, resume=command)
+    run.log.close()
+    raise stop.error(f"stopped by {stop.requested}; checkpoint {latest or '(none written yet)'}; "
+                     f"resume with: {command}")
 
 
 def evaluate(model, loader, target, amp, criterion, num_classes) -> dict[str, Any]:

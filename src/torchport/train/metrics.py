@@ -63,12 +63,17 @@ def epoch_records(run_dir: str | Path) -> list[dict[str, Any]]:
 def write_curves(run_dir: str | Path, records: list[dict[str, Any]] | None = None) -> Path | None:
     """Plot loss, accuracy, learning rate and img/s per epoch into ``<run_dir>/curves.png``.
 
-    Returns the path, or None when there is no epoch record yet. Uses matplotlib's Agg backend
-    (no display needed); the file is written atomically.
+    Before the first epoch ends (a run stopped by a signal in its first epoch) the step records are
+    plotted per step instead. Returns the path, or None when there is no record at all. Uses
+    matplotlib's Agg backend (no display needed); the file is written atomically.
     """
     import os
 
     records = epoch_records(run_dir) if records is None else records
+    x_key = "epoch"
+    if not records and (Path(run_dir) / "metrics.jsonl").is_file():
+        by_step = {int(r["step"]): r for r in read_jsonl(Path(run_dir) / "metrics.jsonl", "step")}
+        records, x_key = [by_step[k] for k in sorted(by_step)], "step"
     if not records:
         return None
     import matplotlib
@@ -77,9 +82,9 @@ def write_curves(run_dir: str | Path, records: list[dict[str, Any]] | None = Non
     import matplotlib.pyplot as plt
 
     num = lambda r, k: r.get(k) if isinstance(r.get(k), (int, float)) else float("nan")  # noqa: E731
-    x = [int(r["epoch"]) + 1 for r in records]
+    x = [int(r[x_key]) + (1 if x_key == "epoch" else 0) for r in records]
     fig, axes = plt.subplots(1, 4, figsize=(16, 3.6))
-    panels = [("loss", [("train_loss", "train"), ("val_loss", "val")]),
+    panels = [("loss", [("train_loss", "train"), ("loss", "train"), ("val_loss", "val")]),
               ("val accuracy", [("val_top1", "top-1"), ("val_top5", "top-5")]),
               ("learning rate", [("lr", "lr")]), ("images/s", [("images_per_s", "train")])]
     for ax, (title, series) in zip(axes, panels):
@@ -88,9 +93,9 @@ def write_curves(run_dir: str | Path, records: list[dict[str, Any]] | None = Non
             if any(math.isfinite(y) for y in ys):
                 ax.plot(x, ys, marker="o", label=label)
         ax.set_title(title)
-        ax.set_xlabel("epoch")
+        ax.set_xlabel(x_key)
         ax.grid(alpha=0.3)
-        if len(series) > 1:
+        if len(ax.get_legend_handles_labels()[0]) > 1:
             ax.legend()
     fig.tight_layout()
     out = Path(run_dir) / "curves.png"

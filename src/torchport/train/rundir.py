@@ -9,7 +9,11 @@
 
 Checkpoints go to ``<run_dir>/checkpoints`` unless ``checkpoint_dir`` names another directory or an
 ``s3://`` / ``obs://`` URL (:func:`checkpoint_dir_for`); ``--resume auto`` then looks there (in a
-store: the ``latest.json`` pointer). Logs and metrics always stay in the local run directory.
+store: the ``latest.json`` pointer). Logs and metrics always stay in the local run directory
+(``--run-dir s3://...`` is refused in one line: :mod:`torchport.paths`).
+
+One writer per run: the run directory (and a checkpoint directory or store prefix outside it) is
+locked before anything is written (:mod:`torchport.train.lock`); a second trainer refuses (exit 9).
 
 Example::
 
@@ -40,8 +44,12 @@ def _create(run_dir: Path, config_name: str, text: str) -> None:
         run_dir.mkdir(parents=True, exist_ok=True)
         (run_dir / config_name).write_text(text)
     except OSError as exc:
-        raise RunDirError(f"cannot write the run directory {str(run_dir)!r}: {exc.strerror or exc}; "
-                          "pass --run-dir (or --runs-root) to a writable directory") from None
+        raise _unwritable(run_dir, exc) from None
+
+
+def _unwritable(run_dir: Path, exc: OSError) -> RunDirError:
+    return RunDirError(f"cannot write the run directory {str(run_dir)!r}: {exc.strerror or exc}; "
+                       "pass --run-dir (or --runs-root) to a writable directory")
 
 
 def _newest_run_with_checkpoint(root: Path) -> Path | None:
@@ -56,6 +64,17 @@ def _fresh(root: Path) -> Path:
         n += 1
         path = root / f"{stamp}-{n}"
     return path
+
+
+def _lock(run_dir: Path, ckpt_dir) -> None:
+    """Take the one-writer lock (:mod:`torchport.train.lock`) on the run dir and an outside checkpoint dir."""
+    from torchport.train import lock
+
+    outside = is_url(ckpt_dir) or not Path(ckpt_dir).resolve().is_relative_to(Path(run_dir).resolve())
+    try:
+        lock.acquire(run_dir, ckpt_dir if outside else None)
+    except OSError as exc:
+        raise _unwritable(run_dir, exc) from None
 
 
 def checkpoint_dir_for(cfg, run_dir: Path):
@@ -86,6 +105,7 @@ def _decide(cfg) -> tuple[Path, Path | str | None]:
         from torchport.storage.store import check_bucket
 
         check_bucket(str(ckpt_dir))
+    _lock(run_dir, ckpt_dir)    # one writer per run: a second trainer stops here, before it writes anything
     manager = CheckpointManager(ckpt_dir)
     if cfg.resume is None and manager.checkpoints():
         where = f"checkpoint dir {cfg.checkpoint_dir}" if cfg.checkpoint_dir else f"run dir {run_dir}"
