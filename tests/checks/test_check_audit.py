@@ -10,7 +10,11 @@ from torchport.checks import Status, device_audit
 
 def test_healthy_target_passes_everywhere(portable_device):
     r = device_audit(healthy(), device=portable_device, steps=2, expect_accelerator=portable_device.is_accelerator)
-    assert r.status is Status.PASS, r.summary
+    # On CPU nothing can be off the device: the audit says it cannot tell (skip), never a PASS that proves nothing.
+    want = Status.PASS if portable_device.is_accelerator else Status.SKIP
+    assert r.status is want, r.summary
+    if want is Status.SKIP:
+        assert r.summary.startswith("inconclusive on CPU (cannot tell)") and r.ok
     ops = next(e for e in r.evidence if e.what.startswith("ops inspected"))
     assert ops.measured > 100  # forward, backward and optimizer ops were all seen
 

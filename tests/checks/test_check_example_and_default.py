@@ -13,7 +13,7 @@ def test_example_target_follows_the_protocol(monkeypatch, cpu):
     monkeypatch.syspath_prepend(str(ROOT))
     target = load_target("examples.check_target:target")
     assert target.spec == "examples.check_target:target" and target.save_checkpoint is not None
-    assert device_audit(target, device=cpu, steps=1, expect_accelerator=False).status is Status.PASS
+    assert device_audit(target, device=cpu, steps=1, expect_accelerator=False).status is Status.SKIP  # cannot tell on CPU
     assert data_determinism(target, batches=2, workers=(0, 2)).status is Status.PASS
 
 

@@ -147,9 +147,11 @@ def device_audit(target: Any = None, *, device: Any = None, steps: int = 2, expe
                            status=Status.FAIL, detail="Select the device with torchport.select_device() / "
                            "TORCHPORT_DEVICE, and run `torchport doctor` to see why no accelerator was picked."))
     else:
-        ev.append(Evidence(what="job device", measured=str(dev), threshold="an accelerator when one is present",
-                           status=Status.PASS, detail="No accelerator here: tensors left on CPU cannot be told apart "
-                           "from correctly placed ones; run this check on the target device (or the emulated NPU)."))
+        # Nothing can be off the device when the device is the CPU: a PASS here would prove nothing.
+        ev.append(Evidence(what="inconclusive on CPU (cannot tell)", measured=str(dev),
+                           threshold="an accelerator when one is present", status=Status.SKIP,
+                           detail="no accelerator here: tensors left on CPU cannot be told apart from correctly "
+                           "placed ones; run this check on the target device (or the emulated NPU)"))
     seed_everything(target.seed)
     state = build_state(target, dev)
     device_t = dev.device

@@ -50,6 +50,11 @@ def cpu_target() -> Any:
     return Target(backend=backends.get("cpu"), reason="argument")
 
 
+def _device_type(platform: str) -> str:
+    """``"npu:0 (emulated)"`` -> ``"npu"``; ``"cpu"`` -> ``"cpu"``."""
+    return str(platform).split(" ", 1)[0].split(":", 1)[0].lower()
+
+
 def record_reference(target: Any, path: str | Path, *, device: Any = None, steps: int = DEFAULT_STEPS,
                      precision: str | None = None, on_step: Callable | None = None) -> Trace:
     """Write a parity reference (``path`` + ``.init.pt`` + ``.trace.pt``) by training on ``device``.
@@ -250,6 +255,14 @@ def parity(target: Any = None, *, reference: str | Path | None = None, record: s
         if tmp is not None:
             tmp.cleanup()
     ev = compare_traces(ref, new, tolerance=tolerance, thresholds=thresholds)
+    if _device_type(ref.platform) == _device_type(new.platform):
+        # Recorded and replayed on one device type: agreement is expected and proves nothing across devices
+        # (a FAIL/WARN still stands: the same device disagreeing with itself is worth knowing).
+        ev.append(Evidence(what="same device (nothing compared across devices)",
+                           measured=f"recorded on {ref.platform}, replayed on {new.platform}",
+                           threshold="two different device types", status=Status.SKIP,
+                           detail=f"recorded on {ref.platform} and replayed on {new.platform}; record on one device "
+                           "and replay on another (e.g. --record on CPU, --reference on the NPU) to compare them"))
     series = {"loss A": ref.loss[:len(new.loss)], "loss B": new.loss}
     result = CheckResult.from_evidence(NAME, ev, ok=f"{len(new.loss)} steps on {new.platform} match {ref.platform} "
                                        f"within {(tolerance or tolerance_for(ref.precision)).describe()}",

@@ -140,7 +140,8 @@ class CheckResult:
         """Build a result whose status is the worst evidence status.
 
         The summary is ``ok`` when everything passed, else the first problem's
-        ``what`` and ``where`` (plus a count of the others).
+        ``what`` and ``where`` (plus a count of the others). A result that proves nothing here
+        (worst status skip) says why: the first skip item's ``what`` and ``detail``.
         """
         status = worst(e.status for e in evidence)
         bad = [e for e in evidence if e.status is status and status in (Status.WARN, Status.FAIL)]
@@ -153,6 +154,9 @@ class CheckResult:
                     summary += f" (limit {first.threshold})"
             if len(bad) > 1:
                 summary += f" (+{len(bad) - 1} more)"
+        elif status is Status.SKIP:
+            first = next(e for e in evidence if e.status is Status.SKIP)
+            summary = first.what + (f": {first.detail}" if first.detail else "")
         else:
             summary = ok
         return cls(name=name, status=status, summary=summary, evidence=evidence, series=dict(series or {}),
