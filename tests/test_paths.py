@@ -101,3 +101,14 @@ def test_pack_destination_scheme_and_source_url(cwd):
 def test_doctor_store_needs_a_url(cwd):
     res = invoke(["doctor", "--store", str(cwd / "local")])
     assert res.exit_code == ExitCode.USAGE and "expects an object-store URL" in res.output, res.output
+
+
+@pytest.mark.parametrize("args, words", [
+    (["scan", ".", "-o", "json:s3://bucket/r.json"], "-o must be a local path"),
+    (["scan", ".", "--json", "s3://bucket/r.json"], "--json must be a local path"),
+    (["bench", "--data", "s3://bucket/images"], "--data must be a local path"),
+])
+def test_report_files_and_bench_data_refuse_urls_before_any_work(cwd, args, words):
+    res = invoke(args)
+    assert res.exit_code == ExitCode.USAGE and words in res.output, res.output
+    assert "Traceback" not in res.output and not (cwd / "s3:").exists()

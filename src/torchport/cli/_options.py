@@ -209,11 +209,18 @@ def parse_outputs(verb: str, values: Optional[Iterable[str]], formats: Sequence[
 
     The format is the ``FMT:`` prefix, else the file's suffix; either must be one ``verb`` writes.
     """
+    from torchport.errors import ConfigError
+    from torchport.paths import check
+
     files = _file_formats(formats)
     spelling = f"name the format as -o FMT:FILE (FMT: {' | '.join(files)})"
     out = []
     for value in values or ():
         fmt, path = split_output(value)
+        try:   # a report file is local: a URL is refused here, not written as a folder named 's3:'
+            check(path if path and path != "-" else None, option="-o")
+        except ConfigError as exc:
+            fail(verb, str(exc))
         if fmt is not None:
             if fmt not in files:
                 fail(verb, f"-o {value}: {verb} does not write {fmt!r}; it writes {' | '.join(files)}")
@@ -232,6 +239,13 @@ def parse_outputs(verb: str, values: Optional[Iterable[str]], formats: Sequence[
 
 def report_outputs(verb: str, outputs: Sequence[ReportFile], json_out: Any = None) -> bool:
     """Check that at most one report goes to stdout (``--json -`` counts); True when one does."""
+    from torchport.errors import ConfigError
+    from torchport.paths import check
+
+    try:
+        check(json_out if json_out is not None and str(json_out) != "-" else None, option="--json")
+    except ConfigError as exc:
+        fail(verb, str(exc))
     n = sum(o.to_stdout for o in outputs) + (json_out is not None and str(json_out) == "-")
     if n > 1:
         fail(verb, "only one report can go to stdout ('-'); write the others to files")

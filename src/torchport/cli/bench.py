@@ -73,6 +73,13 @@ def register(app: typer.Typer) -> None:
         preset = preset_arg("bench", preset)
         console = Console(stderr=json_out is not None and str(json_out) == "-")
         try:
+            from torchport.paths import check
+
+            if data != "synthetic":
+                check(data, option="--data")      # an ImageFolder on this machine (a URL: one line, before any work)
+            for option, value in (("--json", json_out), ("--png", png)):
+                if value is not None and str(value) != "-":
+                    check(value, option=option)
             from torchport.bench.amp_bench import BenchConfig, run_bench
             from torchport.workload import from_preset
 
