@@ -23,6 +23,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Backends found and chosen, versions, visible devices, shim state, Ascend environment problems."""
         from rich.console import Console
+        from rich.markup import escape
         from rich.panel import Panel
         from rich.table import Table
 
@@ -69,7 +70,8 @@ def register(app: typer.Typer) -> None:
                           + (f", {st['url']}" if st["url"] else "") + "".join(f"; {d}" for d in st["detail"]),
                           highlight=False, markup=True)
             for p in report["problems"]:
-                con.print(f"[red]problem[/] [{p['id']}] {p['problem']}\n    [green]fix:[/] {p['fix']}")
+                con.print(f"[red]problem[/] {escape('[' + p['id'] + ']')} {escape(p['problem'])}\n"
+                          f"    [green]fix:[/] {escape(p['fix'])}")
             if not report["problems"]:
                 con.print("[green]no problems found[/]")
             con.print(Panel(bug_report_block(report), title="copy into bug reports"))
