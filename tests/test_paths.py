@@ -112,3 +112,9 @@ def test_report_files_and_bench_data_refuse_urls_before_any_work(cwd, args, word
     res = invoke(args)
     assert res.exit_code == ExitCode.USAGE and words in res.output, res.output
     assert "Traceback" not in res.output and not (cwd / "s3:").exists()
+
+
+@pytest.mark.parametrize("verb", ["verify", "inspect"])
+def test_data_verify_and_inspect_name_an_unsupported_url(cwd, verb):
+    res = invoke(["data", verb, "gs://bucket/shards"])
+    assert res.exit_code == ExitCode.USAGE and "PATH gs://bucket/shards: gs:// is not supported" in res.output, res.output

@@ -191,8 +191,13 @@ def _join(base, name: str):
 
 def _shard_dirs(path) -> list[tuple[str, object]]:
     from torchport.data.format import is_shard_dir
-    from torchport.errors import StorageError
+    from torchport.errors import ConfigError, StorageError
+    from torchport.paths import resolve
 
+    try:
+        path = resolve(path, option="PATH", remote=True)     # a shard directory or an s3:// / obs:// URL
+    except ConfigError as e:
+        _fail(str(e))
     try:
         if is_shard_dir(path):
             return [("", path)]
