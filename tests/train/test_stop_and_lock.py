@@ -89,6 +89,8 @@ def test_signal_at_a_random_step_stops_cleanly_and_resumes_exactly(tiny_data, en
     # the wrap-up was written: summary, curves, the stopped record naming the checkpoint
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["steps"] >= k and summary["last_checkpoint"], why
+    assert summary["stopped"] == signal.Signals(sig).name and "done:" not in stdout    # not reported as done
+    assert f"stopped by {signal.Signals(sig).name} at step {summary['steps']}:" in stdout
     assert (run_dir / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     stopped = records(run_dir, "stopped")
     assert stopped and stopped[-1]["signal"] == signal.Signals(sig).name

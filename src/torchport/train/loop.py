@@ -56,6 +56,7 @@ class TrainResult:
     resumed_from: str | None
     last_checkpoint: str | None
     best_val_top1: float | None = None    # over every epoch of the run dir (resumed runs included)
+    stopped: str | None = None            # "SIGTERM" / "SIGINT" when a signal stopped the run early
 
 
 def train(cfg: TrainConfig) -> TrainResult:
@@ -285,6 +286,7 @@ def _train(cfg: TrainConfig, stop) -> TrainResult:
         resumed_from=str(resume_path) if resume_path else None,
         last_checkpoint=str(last_ckpt) if last_ckpt else (str(manager.latest()) if manager.latest() else None),
     )
+    result.stopped = stop.requested if halted else None
     if main:
         _report_run(run, result)   # summary.json, curves.png, the closing line
     if halted:

@@ -109,6 +109,9 @@ def write_curves(run_dir: str | Path, records: list[dict[str, Any]] | None = Non
 def summary_line(result: Any, best_top1: float | None) -> str:
     """The one line a run ends with: last and best val top-1, the run dir and the last checkpoint."""
     pct = lambda v: "-" if v is None else f"{100 * v:.1f}%"  # noqa: E731
+    if getattr(result, "stopped", None):   # not "done": a signal ended the run early
+        return (f"stopped by {result.stopped} at step {result.steps}: val top-1 {pct(result.val_top1)} "
+                f"(best {pct(best_top1)}), run dir {result.run_dir}, last checkpoint {result.last_checkpoint or '-'}")
     return (f"done: val top-1 {pct(result.val_top1)} (best {pct(best_top1)}), run dir {result.run_dir}, "
             f"last checkpoint {result.last_checkpoint or '-'}")
 
