@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -143,12 +144,35 @@ def test_lease_admits_exactly_one_writer(store_env):
         lock.acquire(prefix)
     assert "pid 1 on other-node" in str(exc.value) and f"aws s3 rm {lease}" in str(exc.value)
     assert exc.value.exit_code == ExitCode.BUSY
-    # a lease whose writer died on this host (its pid is gone) is taken over
+    # a lease whose writer is gone is taken over: its pid is dead on this host, or it was not renewed in time
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    store.write_bytes(lease, json.dumps({"pid": int(dead.stdout), "host": socket.gethostname()}).encode())
+    expired = {"pid": 1, "host": "other-node", "ttl_s": 0.5}
+    for owner in ({"pid": int(dead.stdout), "host": socket.gethostname()}, expired):
+        store.write_bytes(lease, json.dumps(owner).encode())
+        if owner is expired:
+            time.sleep(1.5)          # (S3 timestamps have 1 s resolution)
+        lock.acquire(prefix)
+        try:
+            assert json.loads(store.read_bytes(lease))["pid"] == os.getpid()
+        finally:
+            lock.release_all()
+        assert not store.exists(lease)
+
+
+def test_the_holder_renews_its_lease(store_env, monkeypatch):
+    from torchport.storage import store
+    from torchport.train import lock
+
+    monkeypatch.setenv("TORCHPORT_LEASE_TTL_S", "3")
+    prefix = f"{store_env}/renewed"
+    lease = f"{prefix}/{lock.LEASE_NAME}"
     lock.acquire(prefix)
     try:
-        assert json.loads(store.read_bytes(lease))["pid"] == os.getpid()
+        first = store.info(lease)["LastModified"]
+        time.sleep(3.5)   # > TTL: without renewal a second trainer would take it over now
+        assert store.info(lease)["LastModified"] > first
+        with pytest.raises(lock.RunLockedError):
+            lock._acquire_store(prefix)      # another trainer (same code path, not re-entrant) is refused
     finally:
         lock.release_all()
 

@@ -6,8 +6,11 @@
   (pid, host, start time) so the refusal can name it.
 * **Object store** (``--checkpoint-dir s3://...``): a lease object ``<prefix>/.torchport.lease.json``
   created with a conditional write (``If-None-Match: *``): of two trainers, exactly one creation
-  succeeds. It is deleted when the run ends. A lease left by a process that died on *this* host is
-  taken over (its pid is gone); one from another host is reported with the command to remove it.
+  succeeds. The holder rewrites it every ``TORCHPORT_LEASE_TTL_S / 3`` seconds (default TTL 300 s)
+  and deletes it when the run ends. A lease is taken over when its writer is gone: not renewed for
+  longer than its TTL (the store's own timestamp says so: a crashed node, a rescheduled pod), or its
+  pid is dead on this host. Otherwise the second trainer refuses, naming the holder and the command
+  that removes the lease.
 
 Re-entrant within one process: calling :func:`acquire` again for a directory this process already
 holds (``train()`` called twice, e.g. resume in the same interpreter) is a no-op.
@@ -23,8 +26,10 @@ Example::
 from __future__ import annotations
 
 import json
+import logging
 import os
 import socket
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -33,6 +38,8 @@ from torchport.errors import ExitCode, TorchportError
 from torchport.paths import is_url
 
 __all__ = ["RunLockedError", "acquire", "release_all", "held"]
+
+log = logging.getLogger("torchport.train.lock")
 
 LOCK_NAME = ".torchport.lock"
 OWNER_NAME = ".torchport.owner.json"
@@ -101,13 +108,7 @@ def _release(key: str) -> None:
             pass
         obj.release()
     elif kind == "store":
-        from torchport.errors import StorageError
-        from torchport.storage import store
-
-        try:
-            store.remove(obj)
-        except StorageError:
-            pass   # the lease stays; the next run on this host takes it over (its pid is gone)
+        obj.release()
 
 
 def _acquire_local(directory: Path) -> tuple[str, Any]:
@@ -140,25 +141,82 @@ def _pid_alive(pid: Any) -> bool:
     return True
 
 
+def _lease_ttl() -> float:
+    return float(os.environ.get("TORCHPORT_LEASE_TTL_S") or 300)
+
+
+class _Lease:
+    """A held store lease: renewed (rewritten) every ttl/3 by a daemon thread until released."""
+
+    def __init__(self, url: str, owner: dict[str, Any]) -> None:
+        self.url, self.owner, self.stop = url, owner, threading.Event()
+        self.thread = threading.Thread(target=self._renew, name="torchport-lease", daemon=True)
+        self.thread.start()
+
+    def _renew(self) -> None:
+        from torchport.storage import store
+
+        while not self.stop.wait(_lease_ttl() / 3):
+            try:
+                current = json.loads(store.read_bytes(self.url))
+                if current.get("token") != self.owner["token"]:
+                    log.warning("the lease %s was taken over by %s; this run is no longer the only writer",
+                                self.url, _describe(current))
+                    return
+                store.write_bytes(self.url, json.dumps(self.owner).encode())   # a fresh LastModified
+            except Exception as exc:  # noqa: BLE001 - a failed renewal is retried at the next tick
+                log.warning("could not renew the lease %s: %s", self.url, exc)
+
+    def release(self) -> None:
+        from torchport.errors import StorageError
+        from torchport.storage import store
+
+        self.stop.set()
+        try:
+            current = json.loads(store.read_bytes(self.url))
+            if current.get("token") == self.owner["token"]:
+                store.remove(self.url)
+        except (StorageError, ValueError):
+            pass   # gone already, or unreadable: a later run takes an expired lease over
+
+
+def _stale(url: str, owner: dict[str, Any]) -> str | None:
+    """Why the lease's writer is gone (None: it may be alive): dead pid on this host, or not renewed."""
+    from torchport.storage import store
+
+    if owner.get("host") == socket.gethostname():
+        pid = owner.get("pid")
+        ours = any(kind == "store" and obj.owner.get("token") == owner.get("token") for kind, obj in _HELD.values())
+        if (pid == os.getpid() and not ours) or not _pid_alive(pid):   # our pid, not our lease: a restarted container
+            return f"its writer (pid {pid}) is gone"
+    meta = store.info(url) or {}
+    modified = meta.get("LastModified")
+    ttl = float(owner.get("ttl_s") or _lease_ttl())
+    if modified is not None and time.time() - modified.timestamp() > ttl:
+        return f"not renewed for more than {ttl:g} s"
+    return None
+
+
 def _acquire_store(prefix: str) -> tuple[str, Any]:
-    """Create the lease object only if none exists (S3 conditional write); take over a dead local holder's."""
+    """Create the lease object only if none exists (S3 conditional write); take over a stale one."""
     from torchport.storage import store
 
     url = store.join(prefix, LEASE_NAME)
-    body = json.dumps(_owner()).encode()
-    for _ in range(2):
-        if store.create_exclusive(url, body):
-            return "store", url
+    owner = {**_owner(), "ttl_s": _lease_ttl()}
+    for _ in range(3):
+        if store.create_exclusive(url, json.dumps(owner).encode()):
+            return "store", _Lease(url, owner)
         try:
-            owner = json.loads(store.read_bytes(url))
+            current = json.loads(store.read_bytes(url))
         except Exception:  # noqa: BLE001 - unreadable or vanished lease: try the conditional create again
-            owner = None
-        if owner and owner.get("host") == socket.gethostname() and not _pid_alive(owner.get("pid")):
-            store.remove(url)   # its writer died on this host without releasing it: take it over
             continue
-        if owner is None:
+        why = _stale(url, current)
+        if why is not None:
+            log.warning("taking over the lease %s of %s: %s", url, _describe(current), why)
+            store.remove(url)   # of several takers only one conditional create succeeds
             continue
-        raise RunLockedError(f"{prefix} is in use by {_describe(owner)} (lease {url}); wait for it to finish, or "
-                             f"if that trainer is gone, delete the lease (e.g. `aws s3 rm {url}`)")
+        raise RunLockedError(f"{prefix} is in use by {_describe(current)} (lease {url}, renewed every "
+                             f"{float(current.get('ttl_s') or _lease_ttl()) / 3:g} s); wait for it to finish, or if "
+                             f"that trainer is gone, delete the lease (e.g. `aws s3 rm {url}`)")
     raise RunLockedError(f"{prefix}: another trainer took the lease {url} at the same moment; retry, or choose "
                          "another --checkpoint-dir")
