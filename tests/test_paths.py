@@ -117,4 +117,5 @@ def test_report_files_and_bench_data_refuse_urls_before_any_work(cwd, args, word
 @pytest.mark.parametrize("verb", ["verify", "inspect"])
 def test_data_verify_and_inspect_name_an_unsupported_url(cwd, verb):
     res = invoke(["data", verb, "gs://bucket/shards"])
-    assert res.exit_code == ExitCode.USAGE and "PATH gs://bucket/shards: gs:// is not supported" in res.output, res.output
+    assert res.exit_code == ExitCode.USAGE, res.output
+    assert "PATH gs://bucket/shards: gs:// is not supported" in res.output

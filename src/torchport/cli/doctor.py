@@ -18,8 +18,8 @@ def register(app: typer.Typer) -> None:
         json_out: Optional[Path] = json_option("the report"),
         strict: bool = typer.Option(False, "--strict", help="Exit 1 when any problem is found."),
         store_url: Optional[str] = typer.Option(None, "--store", help="Also check this s3:// / obs:// URL: endpoint "
-                                                "reachable, bucket exists and is listable; exit 1 when not (automatic, without the exit, when an "
-                                                "endpoint is configured)."),
+                                                "reachable, bucket exists and is listable; exit 1 when not "
+                                                "(automatic, without the exit, when an endpoint is configured)."),
     ) -> None:
         """Backends found and chosen, versions, visible devices, shim state, Ascend environment problems."""
         from rich.console import Console
@@ -30,14 +30,14 @@ def register(app: typer.Typer) -> None:
         from torchport.runtime.doctor import bug_report_block, collect
 
         report = collect()
+        from torchport.cli._common import fail
         from torchport.errors import StorageError
+        from torchport.paths import is_url, resolve
         from torchport.storage.doctor import store_report
 
-        from torchport.cli._common import fail
-        from torchport.paths import is_url, resolve
-
         if store_url is not None and not is_url(resolve(store_url, option="--store", remote=True)):
-            fail("doctor", f"--store {store_url}: expects an object-store URL (s3://bucket/prefix or obs://bucket/prefix)")
+            fail("doctor", f"--store {store_url}: expects an object-store URL "
+                           "(s3://bucket/prefix or obs://bucket/prefix)")
         try:
             report["store"] = store_report(store_url)
         except StorageError as exc:  # a malformed --store URL

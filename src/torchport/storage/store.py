@@ -307,8 +307,8 @@ def _fix(kind: str, url: str) -> str:
         return (f"bucket {bucket} does not exist at endpoint {ep} ({url}); create it (e.g. `aws s3 mb "
                 f"{scheme}://{bucket}`) or correct the bucket name / the endpoint (--storage-endpoint)")
     if kind == "missing":
-        return (f"{url} does not exist (no object at that key; the bucket exists at endpoint {ep}); check the "
-                "key, or that it was written (e.g. `torchport data pack SRC URL`)")
+        return (f"{url} does not exist (no object at that key at endpoint {ep}); check the key, or that it was "
+                "written (e.g. `torchport data pack SRC URL`)")
     if kind == "denied":
         return (f"access to {url} was denied at endpoint {ep}; check the credentials (AWS_ACCESS_KEY_ID/"
                 "AWS_SECRET_ACCESS_KEY, AWS_PROFILE, ~/.aws/credentials) and the bucket policy")

@@ -245,7 +245,8 @@ def _train(cfg: TrainConfig, stop) -> TrainResult:
                           images_per_s=round(ips, 1), loss_scale=_scale(amp))
                 ui.update(step_in_epoch, steps_per_epoch, loss=mean_loss, ips=ips, eta_s=eta)
 
-            if ((cfg.checkpoint_every and step % cfg.checkpoint_every == 0) or halted) and step_in_epoch < steps_per_epoch:
+            save_now = (cfg.checkpoint_every and step % cfg.checkpoint_every == 0) or halted   # halted: a stop signal
+            if save_now and step_in_epoch < steps_per_epoch:
                 last_ckpt = _save(run, meter.loss, progress={"epoch": epoch, "step": step, "epoch_done": False,
                                                              "loader": train_loader.state_dict(),
                                                              "epoch_loss_sum": epoch_loss_sum, "epoch_steps": epoch_steps})
