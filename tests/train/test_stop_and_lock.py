@@ -117,3 +117,28 @@ def test_an_outside_holder_of_the_run_dir_is_named(tiny_data, env, tmp_path):
     assert out.returncode == ExitCode.BUSY, out.stderr
     assert f"in use by another trainer (pid {os.getpid()} on" in out.stderr and "Traceback" not in out.stderr
     assert not (run_dir / "metrics.jsonl").exists() and not (run_dir / "config.yaml").exists()   # nothing written
+
+
+def test_a_second_signal_abandons_the_step_and_keeps_the_last_checkpoint(tiny_data, env, tmp_path):
+    from torchport.runtime import checkpoint as ckpt
+
+    run_dir = tmp_path / "run"
+    proc = subprocess.Popen(train_cmd("--data", tiny_data, *TINY, *ARGS, "--checkpoint-every", "2", "--run-dir", run_dir),
+                            env={**env, "TORCHPORT_TRAIN_TEST_STEP_DELAY_S": "1.0"}, start_new_session=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        reached = _wait_for_step(run_dir, proc, 3)      # the step-2 checkpoint exists; step 4 is in its 1 s pause
+        os.killpg(proc.pid, signal.SIGINT)
+        time.sleep(0.1)
+        os.killpg(proc.pid, signal.SIGINT)
+        _, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert reached and proc.returncode == ExitCode.INTERRUPTED, stderr
+    last = stderr.strip().splitlines()[-1]
+    assert "SIGINT again: step abandoned; the last checkpoint written is kept; resume with: torchport train" in last
+    assert "Traceback" not in stderr
+    latest = ckpt.CheckpointManager(run_dir / "checkpoints").latest()
+    assert latest is not None and ckpt.load(latest)["progress"]["step"] in (2, 4)

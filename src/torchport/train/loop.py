@@ -96,6 +96,7 @@ def _train(cfg: TrainConfig, stop) -> TrainResult:
     from torchport.train.metrics import MetricsLogger, ProgressDisplay
     from torchport.train.models import check_model_name
     from torchport.train.rundir import checkpoint_dir_for, prepare_run_dir
+    from torchport.train.stop import resume_command
 
     t_start = time.time()
     # Test hook: a pause after every optimizer step lets tests SIGKILL the process mid-epoch.
@@ -123,7 +124,7 @@ def _train(cfg: TrainConfig, stop) -> TrainResult:
     run_dir, resume_path = prepare_run_dir(cfg, main=main, device=target.device)
     log = MetricsLogger(run_dir, enabled=main, tensorboard=cfg.tensorboard)
     ui = ProgressDisplay(cfg.progress, enabled=main)
-    stop.announce = ui.print
+    stop.announce, stop.resume = ui.print, resume_command(run_dir, resume_path)
     manager = ckpt.CheckpointManager(checkpoint_dir_for(cfg, run_dir), keep_last=cfg.keep_last)  # dir or s3:// / obs://
 
     # ---- 2. Data -----------------------------------------------------------------------------------
@@ -291,7 +292,7 @@ def _train(cfg: TrainConfig, stop) -> TrainResult:
     if main:
         _report_run(run, result)   # summary.json, curves.png, the closing line
     if halted:
-        _stop_cleanly(run, train_loader, val_loader, stop, resume_path)
+        _stop_cleanly(run, train_loader, val_loader, stop)
     log.close()
     # Stop the loaders' persistent worker processes now rather than whenever the garbage collector
     # finds them (matters when train() is called several times in one process, e.g. from tests).
@@ -312,15 +313,12 @@ def _stop_agreed(stop, target) -> bool:
     return dist.all_reduce_mean(1.0 if stop.requested else 0.0, target) > 0.0
 
 
-def _stop_cleanly(run: "_Run", train_loader, val_loader, stop, resume_path) -> None:
+def _stop_cleanly(run: "_Run", train_loader, val_loader, stop) -> None:
     """After a stop signal: stop the workers, write the ``stopped`` record, raise with the resume command."""
-    from torchport.train.stop import resume_command
-
     for loader in (train_loader, val_loader):
         getattr(loader, "close", lambda: None)()
     latest = run.manager.latest()
-    config = run.run_dir / ("config.resumed.yaml" if resume_path else "config.yaml")
-    command = resume_command(run.run_dir, config)
+    command = stop.resume
     run.log.write("stopped", signal=stop.requested, checkpoint=str(latest) if latest else None, resume=command)
     run.log.close()
     raise stop.error(f"stopped by {stop.requested}; checkpoint {latest or '(none written yet)'}; "

@@ -63,6 +63,7 @@ class StopRequest:
         self.signum: int | None = None
         self.pid = os.getpid()
         self.announce = lambda line: None   # set by the trainer: prints the "stopping" line
+        self.resume: str | None = None       # set by the trainer once the run dir is known: the resume command
 
     @property
     def requested(self) -> str | None:
@@ -81,7 +82,8 @@ class StopRequest:
             self.announce(f"{signal.Signals(signum).name}: stopping after this step (checkpoint, summary, "
                           "resume command); send it again to abandon the step")
             return
-        raise self.error(f"{signal.Signals(signum).name} again: step abandoned; the last checkpoint written is kept")
+        raise self.error(f"{signal.Signals(signum).name} again: step abandoned; the last checkpoint written is kept"
+                         + (f"; resume with: {self.resume}" if self.resume else ""))
 
 
 @contextlib.contextmanager
@@ -99,9 +101,11 @@ def stop_requests() -> Iterator[StopRequest]:
             signal.signal(s, h)
 
 
-def resume_command(run_dir, config_file) -> str:
-    """The exact command that continues this run: its resolved config, its run dir, ``--resume auto``."""
+def resume_command(run_dir, resume_path) -> str:
+    """The exact command that continues this run: the resolved config it wrote (``config.yaml``, or
+    ``config.resumed.yaml`` when it was itself resumed), its run dir, ``--resume auto``."""
     import shlex
+    from pathlib import Path
 
-    return shlex.join(["torchport", "train", "--config", str(config_file), "--run-dir", str(run_dir),
-                       "--resume", "auto"])
+    config = Path(run_dir) / ("config.resumed.yaml" if resume_path else "config.yaml")
+    return shlex.join(["torchport", "train", "--config", str(config), "--run-dir", str(run_dir), "--resume", "auto"])
