@@ -178,6 +178,7 @@ def _train(cfg: TrainConfig, stop) -> TrainResult:
     meter = _Meter(target.device)
     halted = False      # a stop signal reached some rank: every rank agreed to stop after the same step
     for epoch in range(start_epoch, cfg.epochs):
+        halted = halted or _stop_agreed(stop, target)   # a signal during start-up or the last evaluation
         if step >= total_steps or halted:
             break
         # This epoch's shuffle and augmentation: a function of (seed, epoch, index), the same for any
