@@ -119,3 +119,11 @@ def test_data_verify_and_inspect_name_an_unsupported_url(cwd, verb):
     res = invoke(["data", verb, "gs://bucket/shards"])
     assert res.exit_code == ExitCode.USAGE, res.output
     assert "PATH gs://bucket/shards: gs:// is not supported" in res.output
+
+
+@pytest.mark.parametrize("args", [["doctor", "--json", "s3://bucket/d.json"], ["profile", "--json", "s3://bucket/p.json"],
+                                  ["data", "inspect", ".", "--json", "s3://bucket/i.json"]])
+def test_every_json_option_refuses_a_url_while_parsing(cwd, args):
+    res = invoke(args)
+    assert res.exit_code == ExitCode.USAGE and "--json must be a local path" in res.output, res.output
+    assert len(res.output.strip().splitlines()) == 1 and not (cwd / "s3:").exists()

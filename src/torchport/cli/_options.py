@@ -90,8 +90,20 @@ def parse_precision(verb: str, value: Optional[str], *, many: bool = False) -> A
 
 
 def json_option(what: str = "the report") -> Any:
-    """``--json FILE`` (``-`` = stdout)."""
-    return typer.Option(None, "--json", metavar="FILE", help=f"Write {what} as JSON to FILE ('-' for stdout).")
+    """``--json FILE`` (``-`` = stdout); a URL is refused in one line while the command line is parsed."""
+    return typer.Option(None, "--json", metavar="FILE", help=f"Write {what} as JSON to FILE ('-' for stdout).",
+                        callback=_local_json)
+
+
+def _local_json(ctx: typer.Context, value: Any) -> Any:
+    from torchport.errors import ConfigError
+    from torchport.paths import check
+
+    try:
+        check(value if value is not None and str(value) != "-" else None, option="--json")
+    except ConfigError as exc:
+        fail(ctx.command_path.split(" ", 1)[-1], str(exc))
+    return value
 
 
 def require_accelerator_option(default: Optional[bool] = None, *, extra: str = "") -> Any:

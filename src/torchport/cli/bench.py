@@ -77,9 +77,7 @@ def register(app: typer.Typer) -> None:
 
             if data != "synthetic":
                 check(data, option="--data")      # an ImageFolder on this machine (a URL: one line, before any work)
-            for option, value in (("--json", json_out), ("--png", png)):
-                if value is not None and str(value) != "-":
-                    check(value, option=option)
+            check(png, option="--png")            # (--json is checked as the command line is parsed)
             from torchport.bench.amp_bench import BenchConfig, run_bench
             from torchport.workload import from_preset
 
