@@ -41,8 +41,11 @@ def reference(tiny_data, tmp_path_factory):
 def _wait_for_step(run_dir, proc, k, timeout=300.0) -> bool:
     t0 = time.time()
     while time.time() - t0 < timeout:
-        if (run_dir / "metrics.jsonl").exists() and max(step_losses(run_dir), default=0) >= k:
-            return True
+        try:
+            if (run_dir / "metrics.jsonl").exists() and max(step_losses(run_dir), default=0) >= k:
+                return True
+        except ValueError:   # a line being written right now
+            pass
         if proc.poll() is not None:
             return False
         time.sleep(0.02)
