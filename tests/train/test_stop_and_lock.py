@@ -52,6 +52,7 @@ def _wait_for_step(run_dir, proc, k, timeout=300.0) -> bool:
     return False
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_signal_at_a_random_step_stops_cleanly_and_resumes_exactly(tiny_data, env, tmp_path, reference, sig):
     seed = int(os.environ.get("TORCHPORT_TEST_STOP_SEED") or random.SystemRandom().randrange(1 << 30))
