@@ -1,8 +1,9 @@
 """One writer per run: a second trainer on the same run directory or checkpoint prefix refuses in one line.
 
-* **Local directory** (the run dir, a local ``--checkpoint-dir``): an OS file lock (``filelock``) on
-  ``<dir>/.torchport.lock``, held for the whole run and released by the OS if the process dies
-  (no stale locks after ``kill -9``). The holder is described in ``<dir>/.torchport.owner.json``
+* **Local directory** (the run dir, a local ``--checkpoint-dir``): an OS file lock (``filelock``, an
+  ``flock``) on ``<dir>/.torchport.lock``, held for the whole run and released by the OS if the
+  process dies (no stale locks after ``kill -9``; forked DataLoader workers do not keep it: filelock
+  closes its descriptors in a forked child). The holder is described in ``<dir>/.torchport.owner.json``
   (pid, host, start time) so the refusal can name it.
 * **Object store** (``--checkpoint-dir s3://...``): a lease object ``<prefix>/.torchport.lease.json``
   created with a conditional write (``If-None-Match: *``): of two trainers, exactly one creation
@@ -37,7 +38,7 @@ from typing import Any
 from torchport.errors import ExitCode, TorchportError
 from torchport.paths import is_url
 
-__all__ = ["RunLockedError", "acquire", "release_all", "held"]
+__all__ = ["RunLockedError", "acquire", "release_all"]
 
 log = logging.getLogger("torchport.train.lock")
 
@@ -66,12 +67,7 @@ def _describe(owner: dict[str, Any] | None) -> str:
     return f"another trainer (pid {owner.get('pid')} on {owner.get('host')}, since {owner.get('started')})"
 
 
-def held() -> list[str]:
-    """The directories / prefixes this process holds."""
-    return list(_HELD)
-
-
-def acquire(*dirs: Any, option: str = "--run-dir") -> None:
+def acquire(*dirs: Any) -> None:
     """Take the writer lock on each of ``dirs`` (local directories or store prefixes), or refuse.
 
     Raises:
@@ -125,9 +121,13 @@ def _acquire_local(directory: Path) -> tuple[str, Any]:
             owner = None
         raise RunLockedError(f"{directory} is in use by {_describe(owner)}; wait for it to finish, stop it, or "
                              "choose another --run-dir / --checkpoint-dir") from None
-    tmp = directory / f".{OWNER_NAME}.{os.getpid()}.tmp"
-    tmp.write_text(json.dumps(_owner()) + "\n")
-    os.replace(tmp, directory / OWNER_NAME)
+    try:
+        tmp = directory / f".{OWNER_NAME}.{os.getpid()}.tmp"
+        tmp.write_text(json.dumps(_owner()) + "\n")
+        os.replace(tmp, directory / OWNER_NAME)
+    except BaseException:
+        lock.release()
+        raise
     return "local", lock
 
 
