@@ -61,7 +61,8 @@ def test_signal_at_a_random_step_stops_cleanly_and_resumes_exactly(tiny_data, en
     run_dir = tmp_path / "run"
     # its own session: SIGINT goes to the process group, as a terminal's Ctrl-C does (workers get it too)
     delay = "0.5" if sig == signal.SIGTERM else "0.15"     # SIGTERM: long enough for a second trainer to try
-    proc = subprocess.Popen(train_cmd("--data", tiny_data, *TINY, *ARGS, "--run-dir", run_dir),
+    cmd = train_cmd("--data", tiny_data, *TINY, *ARGS, "--run-dir", run_dir, "--json", tmp_path / "s.json")
+    proc = subprocess.Popen(cmd,
                             env={**env, "TORCHPORT_TRAIN_TEST_STEP_DELAY_S": delay}, start_new_session=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -94,6 +95,7 @@ def test_signal_at_a_random_step_stops_cleanly_and_resumes_exactly(tiny_data, en
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["steps"] >= k and summary["last_checkpoint"], why
     assert summary["stopped"] == signal.Signals(sig).name and "done:" not in stdout    # not reported as done
+    assert json.loads((tmp_path / "s.json").read_text()) == summary                   # --json written as well
     assert f"stopped by {signal.Signals(sig).name} at step {summary['steps']}:" in stdout
     assert (run_dir / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     stopped = records(run_dir, "stopped")
@@ -127,7 +129,8 @@ def test_a_second_signal_abandons_the_step_and_keeps_the_last_checkpoint(tiny_da
     from torchport.runtime import checkpoint as ckpt
 
     run_dir = tmp_path / "run"
-    proc = subprocess.Popen(train_cmd("--data", tiny_data, *TINY, *ARGS, "--checkpoint-every", "2", "--run-dir", run_dir),
+    cmd = train_cmd("--data", tiny_data, *TINY, *ARGS, "--checkpoint-every", "2", "--run-dir", run_dir)
+    proc = subprocess.Popen(cmd,
                             env={**env, "TORCHPORT_TRAIN_TEST_STEP_DELAY_S": "1.0"}, start_new_session=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:

@@ -63,6 +63,7 @@ def run_train(config: Optional[str], json_out: Optional[str], print_config: bool
     from torchport.train.config import TrainConfig
     from torchport.data.errors import DataError  # base of the trainer's and torchport.data's errors
     from torchport.train.loop import train
+    from torchport.train.stop import Stopped
 
     given = {k: v for k, v in flags.items() if v is not None}
     cfg = TrainConfig.from_file(config, **given) if config else TrainConfig.from_dict(given, source="flags")
@@ -79,6 +80,10 @@ def run_train(config: Optional[str], json_out: Optional[str], print_config: bool
         # `--json -`: stdout carries only the summary JSON; progress lines go to stderr
         with contextlib.redirect_stdout(sys.stderr) if json_out == "-" else contextlib.nullcontext():
             result = train(cfg)
+    except Stopped as exc:   # SIGTERM / SIGINT: the summary was written; --json gets it too, then exit 143 / 130
+        if exc.result is not None:
+            write_json(json_out, dataclasses.asdict(exc.result))
+        raise
     except DataError as exc:
         # DataLoader workers wrap errors with a traceback; the user needs the final message only
         raise DataError(_last_line(exc)) from None

@@ -293,7 +293,7 @@ def _train(cfg: TrainConfig, stop) -> TrainResult:
     if main:
         _report_run(run, result)   # summary.json, curves.png, the closing line
     if halted:
-        _stop_cleanly(run, train_loader, val_loader, stop)
+        _stop_cleanly(run, train_loader, val_loader, stop, result)
     log.close()
     # Stop the loaders' persistent worker processes now rather than whenever the garbage collector
     # finds them (matters when train() is called several times in one process, e.g. from tests).
@@ -314,7 +314,7 @@ def _stop_agreed(stop, target) -> bool:
     return dist.all_reduce_mean(1.0 if stop.requested else 0.0, target) > 0.0
 
 
-def _stop_cleanly(run: "_Run", train_loader, val_loader, stop) -> None:
+def _stop_cleanly(run: "_Run", train_loader, val_loader, stop, result: TrainResult) -> None:
     """After a stop signal: stop the workers, write the ``stopped`` record, raise with the resume command."""
     for loader in (train_loader, val_loader):
         getattr(loader, "close", lambda: None)()
@@ -322,8 +322,10 @@ def _stop_cleanly(run: "_Run", train_loader, val_loader, stop) -> None:
     command = stop.resume
     run.log.write("stopped", signal=stop.requested, checkpoint=str(latest) if latest else None, resume=command)
     run.log.close()
-    raise stop.error(f"stopped by {stop.requested}; checkpoint {latest or '(none written yet)'}; "
-                     f"resume with: {command}")
+    error = stop.error(f"stopped by {stop.requested}; checkpoint {latest or '(none written yet)'}; "
+                       f"resume with: {command}")
+    error.result = result       # the CLI still writes --json from it
+    raise error
 
 
 def evaluate(model, loader, target, amp, criterion, num_classes) -> dict[str, Any]:

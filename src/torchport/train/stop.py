@@ -41,7 +41,10 @@ _SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 class Stopped(TorchportError):
-    """The run stopped on a signal after saving what it could; the message holds the resume command."""
+    """The run stopped on a signal after saving what it could; the message holds the resume command.
+    ``result`` is the run's :class:`~torchport.train.loop.TrainResult` (None when the step was abandoned)."""
+
+    result = None
 
 
 class Interrupted(Stopped):
