@@ -110,18 +110,22 @@ def test_signal_at_a_random_step_stops_cleanly_and_resumes_exactly(tiny_data, en
     assert step_losses(run_dir) == reference, why
 
 
-def test_an_outside_holder_of_the_run_dir_is_named(tiny_data, env, tmp_path):
-    """The lock is an OS file lock: a process holding it (here this test) makes the trainer refuse at once."""
+@pytest.mark.parametrize("held", ["run dir", "checkpoint dir"])
+def test_an_outside_holder_of_the_run_dir_is_named(tiny_data, env, tmp_path, held):
+    """The lock is an OS file lock: a process holding it (here this test) makes the trainer refuse at once --
+    on the run dir, or on a checkpoint dir outside it shared by two runs."""
     from torchport.train import lock
 
-    run_dir = tmp_path / "run"
-    lock.acquire(run_dir)
+    run_dir, ckdir = tmp_path / "run", tmp_path / "shared-ckpt"
+    lock.acquire(run_dir if held == "run dir" else ckdir)
     try:
-        out = run(train_cmd("--data", tiny_data, *TINY, "--run-dir", run_dir), env)
+        out = run(train_cmd("--data", tiny_data, *TINY, "--run-dir", run_dir, "--checkpoint-dir", ckdir), env)
     finally:
         lock.release_all()
     assert out.returncode == ExitCode.BUSY, out.stderr
-    assert f"in use by another trainer (pid {os.getpid()} on" in out.stderr and "Traceback" not in out.stderr
+    line = out.stderr.strip().splitlines()[-1]
+    assert f"{run_dir if held == 'run dir' else ckdir} is in use by another trainer (pid {os.getpid()} on" in line
+    assert "Traceback" not in out.stderr
     assert not (run_dir / "metrics.jsonl").exists() and not (run_dir / "config.yaml").exists()   # nothing written
 
 
