@@ -184,7 +184,8 @@ def pack_cmd(
 
 def _join(base, name: str):
     """``base / name`` for a directory, ``base + "/" + name`` for an s3:// / obs:// URL."""
-    from torchport.storage.store import is_url, join
+    from torchport.paths import is_url
+    from torchport.storage.store import join
 
     return join(str(base), name) if is_url(base) else Path(base) / name
 
