@@ -7,6 +7,10 @@ terminals), so the formats cannot drift apart.
   severity, fix_safety, fixable, fixed}], "errors": [...], "summary": [...], ...}``.
 * SARIF 2.1.0 for GitHub code scanning (``github/codeql-action/upload-sarif``).
 * CSV like msFmkTransplt's change list: ``File,Start Line,End Line,Rule,Message,Fixed``.
+* concise: one ``path:line:col: CODE message`` line per finding (what editors and CI problem matchers
+  parse, as ruff's ``--output-format concise``).
+* github: GitHub Actions workflow commands, ``::error file=…,line=…,col=…,endLine=…,endColumn=…,title=…::…``,
+  which GitHub shows as annotations on the pull request.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from typing import Callable
 
 from torchport.migrate.finding import Report
 
-__all__ = ["render", "FORMATS", "to_text", "to_json", "to_sarif", "to_csv", "print_rich"]
+__all__ = ["render", "FORMATS", "to_text", "to_json", "to_sarif", "to_csv", "to_concise", "to_github", "print_rich"]
 
 _SARIF_LEVEL = {"error": "error", "warning": "warning", "info": "note"}
 
@@ -191,7 +195,42 @@ def to_csv(report: Report) -> str:
     return buf.getvalue()
 
 
-FORMATS: dict[str, Callable[[Report], str]] = {"text": to_text, "json": to_json, "sarif": to_sarif, "csv": to_csv}
+def to_concise(report: Report) -> str:
+    """``path:line:col: CODE message`` per finding still in the code (``[*]`` when fixable), unanalysed files
+    as ``path:line:1: error: message``, then the summary line."""
+    out = []
+    for f in report.remaining:
+        mark = " [*]" if f.fix_safety == "safe" else ""
+        out.append(f"{f.location}: {f.code}{mark} {f.message}")
+    out += [f"{e.path}:{e.line or 1}:1: error: {e.message}" for e in report.errors]
+    out.append(summary_line(report))
+    return "\n".join(out) + "\n"
+
+
+def _gh_escape(text: str, *, prop: bool = False) -> str:
+    text = text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    return text.replace(":", "%3A").replace(",", "%2C") if prop else text
+
+
+_GITHUB_LEVEL = {"error": "error", "warning": "warning", "info": "notice"}
+
+
+def to_github(report: Report) -> str:
+    """One GitHub Actions annotation (``::error file=…,line=…,col=…::…``) per finding still in the code and
+    per file that could not be analysed."""
+    out = []
+    for f in report.remaining:
+        props = (f"file={_gh_escape(f.path, prop=True)},line={f.line},col={f.column},endLine={f.end_line},"
+                 f"endColumn={f.end_column},title={_gh_escape(f'torchport ({f.code})', prop=True)}")
+        out.append(f"::{_GITHUB_LEVEL.get(f.severity, 'error')} {props}::{_gh_escape(f'{f.code} {f.message}')}")
+    for e in report.errors:
+        out.append(f"::error file={_gh_escape(e.path, prop=True)},line={e.line or 1},"
+                   f"title=torchport::{_gh_escape(e.message)}")
+    return "".join(line + "\n" for line in out)
+
+
+FORMATS: dict[str, Callable[[Report], str]] = {"text": to_text, "json": to_json, "sarif": to_sarif, "csv": to_csv,
+                                               "concise": to_concise, "github": to_github}
 
 
 def render(report: Report, fmt: str) -> str:
