@@ -20,7 +20,9 @@ __all__ = ["ExitCode", "fail", "guard", "guarded", "error_line"]
 
 def error_line(verb: str, message: str) -> None:
     """Print ``torchport VERB: error: MESSAGE`` to stderr (plain text: no markup is interpreted)."""
-    typer.echo(f"torchport {verb}: error: {message}", err=True)
+    from torchport.log import message_line
+
+    typer.echo(message_line("error", message, verb), err=True)
 
 
 def fail(verb: str, message: str, code: int = ExitCode.USAGE) -> NoReturn:
@@ -53,14 +55,15 @@ def guard(verb: str) -> Iterator[None]:
 
 
 def guarded(name: str, callback):
-    """``callback`` (a verb) run inside :func:`guard` and, except for ``run`` (whose warnings belong to the
-    user's script), with warnings printed as one plain line (:mod:`torchport.cli._warnings`)."""
+    """``callback`` (a verb) run inside :func:`guard`, with warnings printed as one plain line
+    (:mod:`torchport.cli._warnings`) -- under ``run`` only torchport's own: the script's other warnings
+    belong to it and keep Python's format."""
 
     @functools.wraps(callback)
     def verb(*args, **kwargs):
         from torchport.cli._warnings import plain_warnings
 
-        with (contextlib.nullcontext() if name == "run" else plain_warnings()), guard(name):
+        with plain_warnings(only_torchport=name == "run"), guard(name):
             return callback(*args, **kwargs)
 
     verb.torchport_guard = name

@@ -65,12 +65,12 @@ def register(app: typer.Typer) -> None:
         list_checks: bool = typer.Option(False, "--list", help="List the checks and exit."),
     ) -> None:
         """Prove readiness: device audit, numerical parity, AMP, data determinism, checkpoints, distributed smoke."""
-        from rich.console import Console
-
         from torchport.checks.runner import CHECKS, CheckOptions, UnknownCheckError, run_checks, select_checks
 
-        con = Console()
-        err = Console(stderr=True)
+        from torchport.log import console
+
+        con = console()          # no hard wrap when piped
+        err = console(stderr=True)
         legacy = []
         for flag, kind, value in (("--junit", "junit", junit), ("--html", "html", html),
                                   ("--markdown", "markdown", markdown)):

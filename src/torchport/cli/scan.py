@@ -80,9 +80,9 @@ def _emit(verb: str, report, fmt: Optional[str], outputs: list[ReportFile], json
     if to_stdout:
         stream = sys.stderr   # stdout carries a machine-readable report
     if fmt == "text":
-        from rich.console import Console
+        from torchport.log import console
 
-        render.print_rich(report, Console(file=stream or sys.stdout, highlight=False, soft_wrap=True))
+        render.print_rich(report, console(file=stream or sys.stdout, highlight=False))
     elif fmt is not None:
         (stream or sys.stdout).write(render.render(report, fmt))
     written = write_outputs(verb, outputs, lambda f: render.render(report, f))
@@ -292,9 +292,9 @@ def register(app: typer.Typer) -> None:
         json_out: Optional[Path] = _JSON,
     ) -> None:
         """List every scanner rule: code, name, severity, fix safety, default, what it finds."""
-        from rich.console import Console
         from rich.table import Table
 
+        from torchport.log import console
         from torchport.migrate import catalog
         from torchport.migrate.docs import write_docs
 
@@ -309,7 +309,7 @@ def register(app: typer.Typer) -> None:
                 table.add_column(col, overflow="fold")
             for r in all_rules:
                 table.add_row(r.code, r.name, r.severity, r.fix, "on" if r.default_enabled else "off", r.summary)
-            Console(stderr=to_stdout).print(table)
+            console(stderr=to_stdout).print(table)
         rows = [{"code": r.code, "name": r.name, "severity": r.severity, "fix": r.fix,
                  "default": r.default_enabled, "summary": r.summary} for r in all_rules]
         write_json(json_out, rows)
