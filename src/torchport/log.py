@@ -23,10 +23,11 @@ Example::
 from __future__ import annotations
 
 import logging
+import re
 import sys
 from typing import IO, Any, Optional
 
-__all__ = ["get_logger", "setup_cli", "CliHandler", "console", "message_line", "NO_WRAP_WIDTH"]
+__all__ = ["get_logger", "setup_cli", "CliHandler", "console", "message_line", "strip_own_prefix", "NO_WRAP_WIDTH"]
 
 ROOT = "torchport"
 logging.getLogger(ROOT).addHandler(logging.NullHandler())
@@ -63,6 +64,14 @@ def console(*, stderr: bool = False, file: Optional[IO[str]] = None, **kwargs: A
     return Console(**kwargs)   # without a file, rich looks sys.stdout/stderr up when it prints
 
 
+_OWN_PREFIX = re.compile(r"^torchport(?: [a-z][\w-]*)?: ")
+
+
+def strip_own_prefix(message: str) -> str:
+    """``torchport shim: no accelerator`` -> ``no accelerator``: the line's heading already says torchport."""
+    return _OWN_PREFIX.sub("", message.strip(), count=1)
+
+
 def message_line(level: str, message: str, verb: str = "") -> str:
     """The one message vocabulary: ``torchport[ VERB]: LEVEL: MESSAGE`` (level: ``warning``, ``error`` ...)."""
     return f"torchport{' ' + verb if verb else ''}: {level}: {message}"
@@ -79,7 +88,7 @@ class CliHandler(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
-            text = record.getMessage()
+            text = strip_own_prefix(record.getMessage())
             if record.exc_info and record.levelno >= logging.DEBUG and self.level <= logging.DEBUG:
                 text += "\n" + logging.Formatter().formatException(record.exc_info)
             level = _LEVEL_NAMES.get(record.levelno, record.levelname.lower())

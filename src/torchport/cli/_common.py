@@ -15,7 +15,29 @@ import typer
 
 from torchport.errors import ExitCode, exit_code_for
 
-__all__ = ["ExitCode", "fail", "guard", "guarded", "error_line"]
+__all__ = ["ExitCode", "fail", "guard", "guarded", "error_line", "missing_extra", "EXTRAS"]
+
+#: top-level module -> (the pip package, the torchport extra that installs it). The plain install is the
+#: migration tools only (scan/fix never import any of these); a verb that needs one says what to install.
+EXTRAS = {
+    "torch": ("torch", "train"), "torchvision": ("torchvision", "train"), "numpy": ("numpy", "train"),
+    "PIL": ("pillow", "train"), "simplejpeg": ("simplejpeg", "train"), "matplotlib": ("matplotlib", "train"),
+    "yaml": ("pyyaml", "train"), "ninja": ("ninja", "train"),
+    "fsspec": ("s3fs", "s3"), "s3fs": ("s3fs", "s3"),
+    "skimage": ("scikit-image", "bench"), "nvidia": ("nvidia-dali-cuda120", "bench"),
+}
+
+
+def missing_extra(exc: BaseException) -> str | None:
+    """For an ImportError of a package an extra provides: the one line saying what to install; else None."""
+    if not isinstance(exc, ImportError):
+        return None
+    root = (getattr(exc, "name", None) or "").split(".")[0]
+    if root not in EXTRAS:
+        return None
+    package, extra = EXTRAS[root]
+    return (f"this needs {package}, which is not installed (the plain install is the migration tools only); "
+            f"install it with: pip install 'torchport[{extra}]'")
 
 
 def error_line(verb: str, message: str) -> None:
@@ -47,6 +69,10 @@ def guard(verb: str) -> Iterator[None]:
         error_line(verb, "interrupted")
         raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
     except Exception as exc:  # noqa: BLE001 - mapped below, re-raised when unknown
+        hint = missing_extra(exc)
+        if hint is not None:
+            error_line(verb, hint)
+            raise typer.Exit(int(ExitCode.USAGE)) from None
         code = exit_code_for(exc)
         if code is None:
             raise

@@ -8,15 +8,11 @@ warnings filters still decide what is shown (``-W`` / ``PYTHONWARNINGS`` keep wo
 from __future__ import annotations
 
 import contextlib
-import re
 import sys
 import warnings
 from typing import Iterator
 
 __all__ = ["plain_warnings", "format_warning"]
-
-
-_OWN_PREFIX = re.compile(r"^torchport(?: [a-z][\w-]*)?: ")
 
 
 def _ours(category) -> bool:
@@ -26,7 +22,9 @@ def _ours(category) -> bool:
 def format_warning(message, category) -> str:
     """``torchport: warning: MESSAGE`` (the category name only for warnings that are not torchport's; a
     message's own ``torchport shim:`` style prefix is dropped: the line already says torchport)."""
-    text = _OWN_PREFIX.sub("", str(message).strip(), count=1)
+    from torchport.log import strip_own_prefix
+
+    text = strip_own_prefix(str(message))
     name = "" if _ours(category) or category is UserWarning else f"{category.__name__}: "
     return f"torchport: warning: {name}{text}\n"
 

@@ -28,6 +28,7 @@ from torchport.cli._options import (ReportFile, format_option, json_option, outp
                                     parse_reports, report_outputs, split_output, warn_deprecated,
                                     write_json, write_outputs)
 from torchport.errors import ExitCode
+from torchport.log import message_line
 
 #: What ``scan`` / ``fix`` show (``--format`` / ``--output-format``) and write (``-o``).
 FORMATS = ("text", "concise", "github", "json", "sarif", "csv")
@@ -188,7 +189,7 @@ def _check_report(report, *, lines: bool = True, written: bool = True) -> None:
     for res in changed if lines else ():
         sys.stdout.write(f"would fix {res.path}\n")
     for err in report.errors:
-        sys.stderr.write(f"torchport fix: {err.path}: {err.message}\n")
+        sys.stderr.write(message_line("error", f"{err.path}: {err.message}", "fix") + "\n")
     if changed:
         sys.stderr.write(f"{n_fixes} fix(es) in {len(changed)} file(s) of {report.files}; "
                          "apply them with `torchport fix --write`\n")
