@@ -115,5 +115,4 @@ def setup_cli(verbosity: int = 0) -> None:
         handler = CliHandler()
         logger.addHandler(handler)
     handler.setLevel(level)
-    logger.setLevel(level)
-    logger.propagate = False   # the CLI's handler is the one output; no duplicate from the root logger
+    logger.setLevel(level)   # records still propagate: a root handler of yours (or pytest's caplog) sees them

@@ -172,13 +172,9 @@ _JSON = json_option("the report too")
 
 
 def _nothing_written(report):
-    """The report of a ``fix --diff`` run: nothing was written, so no finding is "fixed" (each still says
-    whether ``--write`` would fix it)."""
-    from torchport.migrate.finding import Report
-
-    results = [dataclasses.replace(r, findings=[dataclasses.replace(f, fixed=False) for f in r.findings])
-               for r in report.results]
-    return Report.from_results(results, seconds=report.seconds)
+    """The report of a ``fix --diff`` / ``--check`` run: nothing was written, so no finding is "fixed"; the
+    renderers say "would fix" for those the rewrite has (:attr:`~torchport.migrate.finding.Report.dry_run`)."""
+    return dataclasses.replace(report, dry_run=True)
 
 
 def _check_report(report, *, lines: bool = True, written: bool = True) -> None:
@@ -264,8 +260,8 @@ def register(app: typer.Typer) -> None:
         settings = _Settings(config, isolated, stdin_filename)
         stdin = [str(p) for p in paths or ()] == ["-"]
         if check:
-            report = _run(paths, select, ignore, exclude, no_gitignore, jobs, fix=True, unsafe=unsafe_fixes,
-                          write=False, verb="fix", settings=settings)
+            report = _nothing_written(_run(paths, select, ignore, exclude, no_gitignore, jobs, fix=True,
+                                           unsafe=unsafe_fixes, write=False, verb="fix", settings=settings))
             # the report files (-o, --json) as without --check; a non-text --format replaces the "would fix" lines
             shown_check = None if shown == "text" else shown
             written = _emit("fix", report, shown_check, outputs, json_out, to_stdout=to_stdout)
@@ -278,6 +274,7 @@ def register(app: typer.Typer) -> None:
                 sys.stdout.write(res.fixed_source if res.fixed_source is not None else res.source)
             written = _emit("fix", report, shown, outputs, json_out, to_stdout=to_stdout, stream=sys.stderr)
             _exit(report, report.remaining, written=written)
+            return
         if not write:
             for res in report.results:
                 if res.fixed_source is not None and res.source is not None:

@@ -30,9 +30,15 @@ _SARIF_LEVEL = {"error": "error", "warning": "warning", "info": "note"}
 
 
 def _fix_hint(report: Report) -> str:
-    safe = sum(1 for f in report.remaining if f.fix_safety == "safe")
-    unsafe = sum(1 for f in report.remaining if f.fix_safety == "unsafe")
+    pending = [f for f in report.remaining if not f.fixed]
+    safe = sum(1 for f in pending if f.fix_safety == "safe")
+    unsafe = sum(1 for f in pending if f.fix_safety == "unsafe")
     parts = []
+    if report.would_fix:
+        flags = "--write --unsafe-fixes" if any(f.fix_safety == "unsafe" for f in report.would_fix) else "--write"
+        parts.append(f"{len(report.would_fix)} would be fixed by the rewrite shown; nothing was written: "
+                     f"apply it with `torchport fix {flags}`")
+        safe = 0
     if safe:
         parts.append(f"{safe} fixable with `torchport fix --write`")
     if unsafe:
@@ -59,7 +65,7 @@ def to_text(report: Report) -> str:
         if f.path != current:
             current = f.path
             out.append(("" if not out else "\n") + f.path)
-        mark = "fixed" if f.fixed else ("[*]" if f.fix_safety == "safe" else "[unsafe fix]" if f.fixable else "")
+        mark = report.status(f) if f.fixed else ("[*]" if f.fix_safety == "safe" else "[unsafe fix]" if f.fixable else "")
         out.append(f"  {f.line}:{f.column}  {f.code} {f.severity:<7} {f.message} {mark}".rstrip())
     for e in report.errors:
         out.append(f"{e.path}:{e.line or 0}: error: {e.message}")
@@ -67,7 +73,8 @@ def to_text(report: Report) -> str:
     if rows:
         out.append("\nSummary by rule:")
         for r in rows:
-            extra = f", {r['fixed']} fixed" if r["fixed"] else ""
+            extra = f", {r['fixed']} fixed" if r["fixed"] else (f", {r['would_fix']} would fix" if r.get("would_fix")
+                                                                 else "")
             out.append(f"  {r['code']}  {r['name']:<28} {r['count']:>4}  ({r['severity']}{extra})")
     out.append(summary_line(report))
     return "\n".join(out) + "\n"
@@ -90,7 +97,7 @@ def print_rich(report: Report, console=None) -> None:
         line.append(f.code, style=f"bold {colour.get(f.severity, '')}")
         line.append(f" {f.message}")
         if f.fixed:
-            line.append("  fixed", style="green")
+            line.append(f"  {report.status(f)}", style="green")
         elif f.fix_safety == "safe":
             line.append("  [*]", style="green")
         elif f.fixable:
@@ -101,12 +108,22 @@ def print_rich(report: Report, console=None) -> None:
     rows = report.summary()
     if rows:
         table = Table(title="Summary by rule", show_edge=False)
-        for col in ("code", "name", "severity", "count", "fixed"):
-            table.add_column(col, justify="right" if col in ("count", "fixed") else "left")
+        done = "would fix" if report.dry_run else "fixed"
+        for col in ("code", "name", "severity", "count", done):
+            table.add_column(col, justify="right" if col in ("count", done) else "left")
         for r in rows:
-            table.add_row(r["code"], r["name"], r["severity"], str(r["count"]), str(r["fixed"]))
+            table.add_row(r["code"], r["name"], r["severity"], str(r["count"]),
+                          str(r["would_fix" if report.dry_run else "fixed"]))
         console.print(table)
     console.print(summary_line(report))
+
+
+def _finding_dict(report: Report, f) -> dict:
+    """A finding as JSON; in a dry run ``fixed`` is false and ``would_fix`` says whether the rewrite has it."""
+    d = f.to_dict()
+    if report.dry_run:
+        d["would_fix"], d["fixed"] = d["fixed"], False
+    return d
 
 
 def to_json(report: Report) -> str:
@@ -117,7 +134,8 @@ def to_json(report: Report) -> str:
         "analysed": report.analysed,
         "lines": report.lines,
         "seconds": round(report.seconds, 3),
-        "findings": [f.to_dict() for f in report.findings],
+        "written": not report.dry_run,
+        "findings": [_finding_dict(report, f) for f in report.findings],
         "errors": [e.to_dict() for e in report.errors],
         "summary": report.summary(),
     }
@@ -162,7 +180,8 @@ def to_sarif(report: Report) -> str:
             "region": {"startLine": f.line, "startColumn": f.column, "endLine": f.end_line,
                        "endColumn": f.end_column},
         }}],
-        "properties": {"fixSafety": f.fix_safety, "fixed": f.fixed},
+        "properties": {"fixSafety": f.fix_safety, "fixed": f.fixed and not report.dry_run,
+                       **({"wouldFix": f.fixed} if report.dry_run else {})},
     } for f in report.findings]
     notifications = [{
         "level": "error",
@@ -191,7 +210,8 @@ def to_csv(report: Report) -> str:
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(CSV_HEADER)
     for f in report.findings:
-        writer.writerow((f.path, f.line, f.end_line, f"{f.code} {f.name}", f.message, "yes" if f.fixed else "no"))
+        writer.writerow((f.path, f.line, f.end_line, f"{f.code} {f.name}", f.message,
+                         report.status(f).replace("fixed", "yes") or "no"))
     return buf.getvalue()
 
 
