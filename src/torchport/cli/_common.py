@@ -8,6 +8,7 @@ Verbs call :func:`fail` for a usage problem they detect themselves, and wrap the
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import functools
 from typing import Iterator, NoReturn
 
@@ -15,7 +16,15 @@ import typer
 
 from torchport.errors import ExitCode, exit_code_for
 
-__all__ = ["ExitCode", "fail", "guard", "guarded", "error_line", "missing_extra", "EXTRAS"]
+__all__ = ["ExitCode", "fail", "guard", "guarded", "error_line", "missing_extra", "EXTRAS", "current_verb"]
+
+#: the verb running now (``data pack``), set by :func:`guarded`: helpers shared by sub-verbs name the right one
+_VERB: contextvars.ContextVar[str] = contextvars.ContextVar("torchport_verb", default="")
+
+
+def current_verb(default: str = "") -> str:
+    """The verb whose callback is running (``"data pack"``), or ``default`` outside one."""
+    return _VERB.get() or default
 
 #: top-level module -> (the pip package, the torchport extra that installs it). The plain install is the
 #: migration tools only (scan/fix never import any of these); a verb that needs one says what to install.
@@ -89,8 +98,12 @@ def guarded(name: str, callback):
     def verb(*args, **kwargs):
         from torchport.cli._warnings import plain_warnings
 
-        with plain_warnings(only_torchport=name == "run"), guard(name):
-            return callback(*args, **kwargs)
+        token = _VERB.set(name)
+        try:
+            with plain_warnings(only_torchport=name == "run"), guard(name):
+                return callback(*args, **kwargs)
+        finally:
+            _VERB.reset(token)
 
     verb.torchport_guard = name
     return verb

@@ -50,13 +50,9 @@ def _console(json_out=None):
 def _fail(msg: str, code: int = 2) -> None:
     """One error line (``torchport data VERB: error: ...``, the sub-verb running) and an exit code of
     :class:`torchport.errors.ExitCode`."""
-    import click
+    from torchport.cli._common import current_verb, fail
 
-    from torchport.cli._common import fail
-
-    ctx = click.get_current_context(silent=True)
-    words = ctx.command_path.split()[1:] if ctx is not None else []
-    fail(" ".join(words) or "data", msg, code)
+    fail(current_verb("data"), msg, code)
 
 
 def _progress(description: str):
