@@ -461,6 +461,7 @@ def _x(v) -> str:
 
 def render_table(result: dict[str, Any]):
     """Rich tables: throughput (both ratio columns), the JPEG worker profile, the training step."""
+    from rich.markup import escape
     from rich.table import Table
 
     cfg, mach = result["config"], result["machine"]
@@ -478,7 +479,7 @@ def render_table(result: dict[str, Any]):
     for name, r in result["results"].items():
         if r["status"] != "ok":   # the reason goes under the table: a long cell would squeeze the numbers
             t.add_row(name, "-", "-", "-", "", "-", "-", "-", "-", f"[yellow]{r['status']}[/]")
-            notes.append(f"{name} {r['status']}: {r.get('error', '')}")
+            notes.append(escape(f"{name} {r['status']}: {r.get('error', '')}"))   # `[bench]` is no markup
             continue
         mark = _target_cell(r) if r.get("targets") else ""
         gbs = f"{r['implied_bytes_per_s'] / 1e9:.2f}" if "implied_bytes_per_s" in r else "-"
