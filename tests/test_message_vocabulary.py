@@ -24,7 +24,7 @@ from torchport.cli.main import app
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "torchport"
 HEADING = re.compile(r"^torchport(?: [a-z{][\w{}.-]*)*: ")
-BARE = re.compile(r"^(?:error|warning): ")
+BARE = re.compile(r"^(?:error|warning):")
 MARKUP = re.compile(r"^(?:\[/?[a-z #]*\])+")
 
 #: (file, start of the text) -> why it is not an error or warning line
