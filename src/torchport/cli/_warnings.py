@@ -8,25 +8,30 @@ warnings filters still decide what is shown (``-W`` / ``PYTHONWARNINGS`` keep wo
 from __future__ import annotations
 
 import contextlib
-import sys
 import warnings
 from typing import Iterator
 
-__all__ = ["plain_warnings", "format_warning"]
+__all__ = ["plain_warnings", "format_warning", "warning_text"]
 
 
 def _ours(category) -> bool:
     return (getattr(category, "__module__", "") or "").startswith("torchport")
 
 
-def format_warning(message, category) -> str:
-    """``torchport: warning: MESSAGE`` (the category name only for warnings that are not torchport's; a
-    message's own ``torchport shim:`` style prefix is dropped: the line already says torchport)."""
+def warning_text(message, category) -> str:
+    """The text after ``torchport: warning:`` -- the category name only for warnings that are not torchport's;
+    a message's own ``torchport shim:`` style prefix is dropped (the line already says torchport)."""
     from torchport.log import strip_own_prefix
 
-    text = strip_own_prefix(str(message))
     name = "" if _ours(category) or category is UserWarning else f"{category.__name__}: "
-    return f"torchport: warning: {name}{text}\n"
+    return name + strip_own_prefix(str(message))
+
+
+def format_warning(message, category) -> str:
+    """``torchport: warning: MESSAGE`` and a newline (:func:`warning_text`)."""
+    from torchport.log import message_line
+
+    return message_line("warning", warning_text(message, category)) + "\n"
 
 
 @contextlib.contextmanager
@@ -42,7 +47,7 @@ def plain_warnings(*, only_torchport: bool = False) -> Iterator[None]:
         if file is None:   # through the torchport logger: -q silences it, the CLI handler prints the one line
             from torchport.log import get_logger
 
-            get_logger("warnings").warning(format_warning(message, category)[len("torchport: warning: "):].rstrip("\n"))
+            get_logger("warnings").warning(warning_text(message, category))
             return
         try:
             file.write(format_warning(message, category))
