@@ -214,6 +214,14 @@ def test_file_noqa_parsing():
     assert file_noqa("x = 1  # torchport: noqa\n") is None   # a trailing comment is the line form's business
 
 
+def test_python_api_honours_the_file_level_noqa():
+    from torchport.migrate import fix_source, scan_source
+
+    assert len(scan_source(CUDA).findings) == 2
+    assert scan_source("# torchport: noqa: TP101\n" + CUDA).findings[0].code == "TP110"
+    assert fix_source("# torchport: noqa\n" + CUDA) == "# torchport: noqa\n" + CUDA
+
+
 # -- logging, -q / -v, no hard wrap --------------------------------------------------------------------------
 
 def test_library_messages_are_a_logging_tree():
