@@ -173,8 +173,14 @@ def test_config_unsafe_fixes(repo):
 
 
 def test_config_unknown_key_is_one_usage_line(repo):
+    from bad_inputs import bad_input
+
+    from torchport.errors import ExitCode
+
     _pyproject(repo, 'selct = ["TP1"]\n')
     res = invoke("scan")
+    bad_input("scan-config-unknown-key", "an unknown key in [tool.torchport] (pyproject.toml)", "torchport scan",
+              res.exit_code, res.stderr, expect_code=ExitCode.USAGE, tmp=repo)
     assert res.exit_code == 2
     assert res.stderr.splitlines() == [
         f"torchport scan: error: {repo / 'pyproject.toml'}: unknown key 'selct' in [tool.torchport]; "
