@@ -162,16 +162,11 @@ def run_source(text: str, path: str = "-", options: Options | None = None) -> Re
 
 def process_file(path: str, options: Options | None = None) -> FileResult:
     """Analyse one file per ``options`` (and write it back when ``options.write``)."""
-    from torchport.migrate import catalog
-    from torchport.migrate.engine import analyze
-
     options = options or _worker_options or Options()
     try:
         text, encoding = _read(path)
     except (OSError, SyntaxError, UnicodeDecodeError, LookupError) as exc:
         return FileResult(path=path, error=FileError(path=path, message=f"could not read: {exc}"))
-    ruleset = catalog.ruleset(options.select, options.ignore + _known((file_noqa(text) or ())
-                                                                      + _per_file_ignores(path, options)))
     try:
         result = analyze_text(text, path, options)
     except RecursionError:
@@ -182,7 +177,7 @@ def process_file(path: str, options: Options | None = None) -> FileResult:
         problem = write_back(path, result.fixed_source, encoding)
         if problem is not None:
             # nothing was written: report the findings as they stand in the file, plus the error
-            result = analyze(text, path, ruleset, fix=False)
+            result = analyze_text(text, path, dataclasses.replace(options, fix=False, write=False))
             result.error = FileError(path=path, message=problem)
     return result
 
