@@ -3,7 +3,7 @@
 # venvs, and run the README's commands from a folder outside the source tree -- so a file missing from the
 # wheel, an import that only works from src/, or a dependency left out of an extra fails CI.
 #
-#   tools/installed_smoke.sh [PYTHON]     (PYTHON: an interpreter with setuptools>=77 and the [train] stack,
+#   tools/installed_smoke.sh [PYTHON]     (PYTHON: an interpreter with the [train] stack installed,
 #                                          e.g. .ci/run's .venv/bin/python; default: python3)
 #
 # Two installs, both fresh venvs:
@@ -24,8 +24,8 @@ trap 'rm -rf "$WORK"' EXIT
 say() { printf '\n== %s\n' "$*" >&2; }
 fail() { echo "installed_smoke: FAILED: $*" >&2; exit 1; }
 
-say "build the wheel (no build isolation: $PY's setuptools)"
-"$PY" -m pip wheel -q --no-deps --no-build-isolation -w "$WORK/dist" "$SRC" >/dev/null
+say "build the wheel (pip wheel: an isolated build with setuptools>=77)"
+"$PY" -m pip wheel -q --no-deps -w "$WORK/dist" "$SRC" >/dev/null
 WHEEL=$(ls "$WORK"/dist/torchport-*.whl)
 "$PY" - "$WHEEL" <<'EOF' || fail "the wheel lacks files the package needs"
 import sys, zipfile
