@@ -124,6 +124,7 @@ def test_packaging_metadata():
     assert {"Homepage", "Source", "Issues"} <= set(project["urls"])
     assert any(c.startswith("License ::") for c in project["classifiers"]) is False   # PEP 639: SPDX only
     assert "Programming Language :: Python :: 3" in project["classifiers"]
+    assert set(extras["train"]) | set(extras["s3"]) <= set(extras["dev"]), "dev (what CI installs) lacks a runtime dep"
     for name, group in extras.items():      # TorchFix pins libcst < 1.6: never in this environment's extras
         assert not any(d.lower().startswith("torchfix") for d in group), name
     build = _pyproject()["build-system"]["requires"]
