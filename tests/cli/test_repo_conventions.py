@@ -11,6 +11,7 @@ import io
 import json
 import logging
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -163,6 +164,16 @@ def test_config_select_exclude_per_file_ignores(repo):
     # the command line adds to the file: --select replaces select
     res = invoke("scan", "--select", "TP1", "--output-format", "concise")
     assert sum(": TP" in ln for ln in res.stdout.splitlines()) == 2
+
+
+def test_this_repository_scans_clean_with_its_own_config(monkeypatch):
+    root = Path(__file__).resolve().parents[2]
+    monkeypatch.chdir(root)
+    res = invoke("scan", "src/torchport", "--jobs", "1", "--output-format", "concise")
+    assert res.exit_code == 0, res.output
+    scanned = int(re.search(r"0 finding\(s\) in 0 file\(s\) of (\d+) scanned", res.stdout).group(1))
+    assert scanned > 20, "the config excluded too much"
+    assert invoke("scan", "src/torchport", "--isolated", "--jobs", "1").exit_code == 1   # the file is what excludes
 
 
 def test_config_unsafe_fixes(repo):
