@@ -12,9 +12,9 @@ device guard + hooks (first time)     permanent; the hook reports "not available
 ``Tensor.npu`` / ``is_npu`` ...       deleted (re-generated on the next install)
 ``torch_npu`` stand-in import hook     removed, with its loaded modules
 PrivateUse1 / autocast kernels        libraries destroyed
-pin_memory / is_pinned host kernels   stay, but delegate to torch when uninstalled
+npu kernels + CPU fallback (C++)      unregistered (npu tensors become unusable)
+pinned host allocator (C++ hooks)     stays (host memory either way)
 ``npu`` checkpoint location tagger    removed; ``_rebuild_tensor`` restored
-optimizer foreach type list entry     removed
 ``torch.accelerator`` memory/device   torch's functions put back
 functions routed to ``torch.npu``
 ====================================  ===============================================
@@ -29,9 +29,9 @@ from typing import Any
 import torch
 from torch.library import Library
 
-from torchport.emulate import _accelerator, _autocast, _handlers, _npu_module, _serialization, _standin, _syncbn  # noqa: F401
+from torchport.emulate import _accelerator, _autocast, _handlers, _npu_module, _serialization, _standin, _syncbn
 from torchport.emulate import _tensor as T
-from torchport.emulate._state import STATE, MemoryCounters
+from torchport.emulate._state import STATE
 
 __all__ = ["install_backend", "uninstall_backend", "prepare", "check_autograd", "EmulationError", "DEFAULT_SEED"]
 
@@ -81,35 +81,6 @@ def _generate_methods() -> None:
     if not hasattr(torch.Tensor, f"is_{_NAME}"):
         torch.utils.generate_methods_for_privateuse1_backend()
     _added_methods[:] = [(o, a) for o in owners for a in set(vars(o)) - before[id(o)]]
-
-
-def _pin_kernels() -> None:
-    """Host pinning while installed (emulated: a copy flagged as pinned); torch's own otherwise."""
-    if "pin" in _once:
-        return
-    composite = "CompositeExplicitAutograd"
-    pin_op, is_pinned_op = torch.ops.aten._pin_memory.default, torch.ops.aten.is_pinned.default
-    original = _once.get("accelerator")
-
-    def pin(self, device=None):
-        if STATE.installed:
-            out = self.clone()
-            out.untyped_storage()._torchport_pinned = True
-            return out
-        return pin_op._op_dk(composite, self, device if device is not None else original)
-
-    def is_pinned(self, device=None):
-        if STATE.installed or getattr(self.untyped_storage(), "_torchport_pinned", False):
-            return bool(getattr(self.untyped_storage(), "_torchport_pinned", False))
-        try:
-            return is_pinned_op._op_dk(composite, self, device if device is not None else original)
-        except RuntimeError:
-            return False
-
-    lib = Library("aten", "IMPL")
-    lib.impl("_pin_memory", pin, "CPU")
-    lib.impl("is_pinned", is_pinned, "CPU")
-    _once["pin"] = lib  # kept for the life of the process
 
 
 def _original_accelerator() -> Any:
@@ -178,23 +149,18 @@ def install_backend(devices: int) -> None:
         _once["renamed"] = True
     _generate_methods()
     prepare(devices)
-    STATE.native.register_hooks()
-    STATE.native.set_available(True, devices)
-    T.set_cxx_device(torch.device(_NAME, 0), devices)
+    native = STATE.native
+    native.register_hooks()
+    native.set_available(True, devices)
+    native.set_hooks(T.classify, T.on_fallback, T.post)
+    native.register_kernels()
     STATE.devices = devices
     STATE.current = 0
     set_generators(devices)
     STATE.perturb_generator = torch.Generator().manual_seed(0)
-    STATE.memory = MemoryCounters(devices)
     STATE.overflow_flag = False
     STATE.installed = True
-
-    fallback = Library("_", "IMPL")
-    fallback.fallback(_handlers.factory_fallback, "PrivateUse1")
-    kernels = Library("aten", "IMPL")
-    _handlers.register_backend_kernels(kernels)
-    _libs[:] = [kernels, fallback, *_autocast.register()]
-    _pin_kernels()
+    _libs[:] = [_handlers.register({**_handlers.HANDLERS, **_syncbn.HANDLERS}), *_autocast.register()]
 
     if hasattr(torch, _NAME) and not getattr(getattr(torch, _NAME), "__torchport_emulated__", False):
         raise EmulationError(f"torch.{_NAME} already exists and is not the emulator's; refusing to replace it")
@@ -209,10 +175,6 @@ def install_backend(devices: int) -> None:
         dist.is_hccl_available = _is_hccl_available
     _serialization.install()
     _accelerator.install()
-    import torch.optim.optimizer as _opt
-
-    if T.NpuTensor not in _opt._foreach_supported_types:
-        _opt._foreach_supported_types.append(T.NpuTensor)
     T.reset_op_cache()
 
 
@@ -220,6 +182,8 @@ def uninstall_backend() -> None:
     """Undo :func:`install_backend` (see the module docstring for what stays)."""
     STATE.installed = False
     STATE.native.set_available(False, 0)
+    STATE.native.unregister_kernels()
+    STATE.native.set_hooks(None, None, None)
     for lib in _libs:
         lib._destroy()
     _libs.clear()
@@ -237,14 +201,9 @@ def uninstall_backend() -> None:
         del dist.is_hccl_available
     _serialization.uninstall()
     _accelerator.uninstall()
-    import torch.optim.optimizer as _opt
-
-    while T.NpuTensor in _opt._foreach_supported_types:
-        _opt._foreach_supported_types.remove(T.NpuTensor)
     STATE.devices = 0
     STATE.generators = []
     STATE.default_generators = []
-    T.reset_op_cache()
 
 
 def _is_hccl_available() -> bool:
