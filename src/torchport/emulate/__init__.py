@@ -68,6 +68,8 @@ def prepare() -> None:
     Only needed when the emulator is installed *after* autograd already ran in the process
     (e.g. a test session); ``TORCHPORT_EMULATE`` and the pytest plugin do it for you.
     """
+    import torch  # noqa: F401  (first: its backend autoload may install the emulator itself)
+
     from torchport.emulate._backend import prepare as _prepare
 
     _prepare()
@@ -296,6 +298,8 @@ def install(
     devices = int(devices)
     if devices < 1:
         raise ValueError(f"devices={devices}: the emulated NPU needs at least one device")
+    import torch  # noqa: F401  (first: with TORCHPORT_EMULATE set, importing torch installs the emulator)
+
     if not STATE.installed:
         from torchport.emulate import _distributed
         from torchport.emulate._backend import install_backend
