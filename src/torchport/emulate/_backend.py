@@ -12,7 +12,7 @@ device guard + hooks (first time)     permanent; the hook reports "not available
 ``Tensor.npu`` / ``is_npu`` ...       deleted (re-generated on the next install)
 ``torch_npu`` stand-in import hook     removed, with its loaded modules
 PrivateUse1 / autocast kernels        libraries destroyed
-npu kernels + CPU fallback (C++)      unregistered (npu tensors become unusable)
+npu kernels + CPU fallback (C++)      stay; they refuse to run (npu tensors become unusable)
 pinned host allocator (C++ hooks)     stays (host memory either way)
 ``npu`` checkpoint location tagger    removed; ``_rebuild_tensor`` restored
 ``torch.accelerator`` memory/device   torch's functions put back
@@ -29,6 +29,7 @@ from typing import Any
 import torch
 from torch.library import Library
 
+from torchport.errors import ExitCode, TorchportError
 from torchport.emulate import _accelerator, _autocast, _handlers, _npu_module, _serialization, _standin, _syncbn
 from torchport.emulate import _tensor as T
 from torchport.emulate._state import STATE
@@ -43,8 +44,10 @@ _libs: list[Library] = []
 _added_methods: list[tuple[Any, str]] = []
 
 
-class EmulationError(RuntimeError):
-    """The emulator cannot be installed here (the message says why and what to do)."""
+class EmulationError(TorchportError, RuntimeError):
+    """The emulator cannot be installed here (the message says why and what to do); exit code 2."""
+
+    exit_code = ExitCode.USAGE
 
 
 def _dormant_module() -> types.ModuleType:
@@ -182,7 +185,6 @@ def uninstall_backend() -> None:
     """Undo :func:`install_backend` (see the module docstring for what stays)."""
     STATE.installed = False
     STATE.native.set_available(False, 0)
-    STATE.native.unregister_kernels()
     STATE.native.set_hooks(None, None, None)
     for lib in _libs:
         lib._destroy()

@@ -99,7 +99,7 @@ def post(name: str, outputs: list, mutated: list) -> None:
     """Fault injection after an op, in place on its (host-aliased) results: fp16 saturation
     (sets the overflow flag) and numeric perturbation."""
     if name == _UNSCALE:
-        if STATE.overflow_mode == SATURATE and STATE.overflow_flag and len(mutated) > 1:
+        if STATE.overflow_mode == SATURATE and STATE.overflow_flag and mutated:
             mutated[-1].fill_(1.0)  # found_inf: the flag, not inf values, makes the GradScaler skip
             STATE.overflow_flag = False
         return

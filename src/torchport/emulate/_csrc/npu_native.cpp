@@ -419,7 +419,8 @@ bool is_generator_type(const c10::TypePtr& t) {
   return false;
 }
 
-void npu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+// Run `op`'s CPU kernel on the host aliases of the npu arguments on `stack`; results re-tagged as npu.
+void run_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   check_installed(op.schema().name().c_str());
   const auto& schema = op.schema();
   const auto& args = schema.arguments();
@@ -654,7 +655,35 @@ void npu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   }
 }
 
+void npu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) { run_on_host(op, stack); }
+
 // ------------------------------------------------------------------------------------ kernels
+// torch sends convolutions of backends other than CPU/CUDA to convolution_overrideable; run them as
+// the host's aten::convolution (and its backward), through the same host path as every other op.
+at::Tensor npu_convolution(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
+                           at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed,
+                           at::IntArrayRef output_padding, int64_t groups) {
+  static auto op = c10::Dispatcher::singleton().findSchemaOrThrow("aten::convolution", "");
+  torch::jit::Stack stack{input, weight, bias, stride.vec(), padding.vec(), dilation.vec(), transposed,
+                          output_padding.vec(), groups};
+  run_on_host(op, &stack);
+  return stack[0].toTensor();
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> npu_convolution_backward(
+    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight, at::IntArrayRef stride,
+    at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed, at::IntArrayRef output_padding, int64_t groups,
+    std::array<bool, 3> output_mask) {
+  static auto op = c10::Dispatcher::singleton().findSchemaOrThrow("aten::convolution_backward", "");
+  c10::IValue bias_sizes;
+  if (output_mask[2]) bias_sizes = std::vector<int64_t>{grad_output.size(1)};
+  torch::jit::Stack stack{grad_output, input, weight, bias_sizes, stride.vec(), padding.vec(), dilation.vec(),
+                          transposed, output_padding.vec(), groups,
+                          std::vector<bool>{output_mask[0], output_mask[1], output_mask[2]}};
+  run_on_host(op, &stack);
+  return {stack[0].toTensor(), stack[1].toTensor(), stack[2].toTensor()};
+}
+
 at::Tensor npu_empty(at::IntArrayRef size, std::optional<at::ScalarType> dtype, std::optional<at::Layout> layout,
                      std::optional<at::Device> device, std::optional<bool> pin_memory,
                      std::optional<at::MemoryFormat> memory_format) {
@@ -743,7 +772,9 @@ bool npu_compatible_shallow_copy(const at::Tensor& self, const at::Tensor& from)
   return self.unsafeGetTensorImpl()->has_compatible_shallow_copy_type(from.key_set());
 }
 
-std::unique_ptr<torch::Library> g_kernels, g_fallback_lib, g_composite;
+// registered once, for the life of the process (like the guard and hooks): after uninstall they refuse
+// to run ("the emulated NPU was uninstalled") instead of vanishing
+std::unique_ptr<torch::Library> g_kernels, g_fallback_lib;
 
 void register_kernels() {
   if (g_kernels) return;
@@ -762,6 +793,10 @@ void register_kernels() {
   m.impl("view_as_complex", TORCH_FN(at::native::view_as_complex));
   m.impl("resize_", TORCH_FN(npu_resize_));
   m.impl("set_.source_Storage_storage_offset", TORCH_FN(npu_set_storage));
+  m.impl("set_.source_Storage", TORCH_FN(at::native::set_));
+  m.impl("set_.source_Tensor", TORCH_FN(at::native::set_tensor_));
+  m.impl("convolution_overrideable", TORCH_FN(npu_convolution));
+  m.impl("convolution_backward_overrideable", TORCH_FN(npu_convolution_backward));
   m.impl("set_", TORCH_FN(npu_set_empty));
   m.impl("_local_scalar_dense", TORCH_FN(npu_local_scalar_dense));
   m.impl("record_stream", TORCH_FN(npu_record_stream));
@@ -772,11 +807,6 @@ void register_kernels() {
   g_fallback_lib = std::make_unique<torch::Library>(torch::Library::IMPL, "_", std::optional<c10::DispatchKey>(kNpuKey),
                                                     __FILE__, __LINE__);
   g_fallback_lib->fallback(torch::CppFunction::makeFromBoxedFunction<&npu_fallback>());
-}
-
-void unregister_kernels() {
-  g_fallback_lib.reset();
-  g_kernels.reset();
 }
 
 std::once_flag g_guard_registered;
@@ -807,7 +837,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("register_guard", &register_guard, "register the npu device guard (sized for `capacity` devices)");
   m.def("register_hooks", &register_hooks, "register the npu accelerator hooks and the device allocator");
   m.def("register_kernels", &register_kernels, "register the npu kernels and the CPU fallback");
-  m.def("unregister_kernels", &unregister_kernels, "remove the npu kernels and the CPU fallback");
   m.def("set_available", [](bool on, int devices) {
     TORCH_CHECK(devices <= kMaxDevices, "at most ", kMaxDevices, " emulated devices");
     g_devices.store(static_cast<c10::DeviceIndex>(on ? devices : 0));
