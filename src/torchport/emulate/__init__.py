@@ -258,8 +258,6 @@ def _configure(devices: int, fallback_ops: Iterable[Any], overflow_mode: str, pe
 
 
 def _resize(devices: int) -> None:
-    import torch
-
     from torchport.emulate._backend import prepare, set_generators
 
     prepare(devices)

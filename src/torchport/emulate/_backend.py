@@ -86,14 +86,6 @@ def _generate_methods() -> None:
     _added_methods[:] = [(o, a) for o in owners for a in set(vars(o)) - before[id(o)]]
 
 
-def _original_accelerator() -> Any:
-    try:
-        acc = torch.accelerator.current_accelerator()
-        return torch.device(acc.type) if acc is not None and torch.accelerator.is_available() else None
-    except Exception:
-        return None
-
-
 #: devices the autograd engine gets queues for when the guard is registered (it sizes them once)
 MIN_CAPACITY = 8
 
@@ -147,7 +139,6 @@ def install_backend(devices: int) -> None:
     """Make ``npu`` a working torch device with ``devices`` emulated cards."""
     _check_can_install()
     if "renamed" not in _once:
-        _once["accelerator"] = _original_accelerator()
         torch.utils.rename_privateuse1_backend(_NAME)
         _once["renamed"] = True
     _generate_methods()
