@@ -111,3 +111,25 @@ def test_fallback_results_share_memory_like_device_kernels(emulated_npu):
     assert r is out and out.shape == (6,) and out.device.type == "npu"
     assert out.cpu().tolist() == [2.0, 4.0, 6.0, 8.0, 10.0, 12.0]
     assert a.untyped_storage().data_ptr() == v.untyped_storage().data_ptr()
+
+
+def test_non_blocking_copy_to_host_is_pinned(emulated_npu):
+    x = torch.arange(4.0, device="npu")
+    c = x.to("cpu", non_blocking=True)
+    assert c.is_pinned() and c.tolist() == [0.0, 1.0, 2.0, 3.0]
+    assert torch.ones(2).pin_memory().is_pinned() and not torch.ones(2).is_pinned()
+
+
+@pytest.mark.emulated_npu(devices=2)
+def test_data_parallel_over_two_npus_matches_one_device(emulated_npu):
+    torch.manual_seed(0)
+    ref = torch.nn.Linear(3, 2).npu()
+    dp = torch.nn.DataParallel(torch.nn.Linear(3, 2).npu(), device_ids=[0, 1])
+    dp.module.load_state_dict(ref.state_dict())
+    x = torch.randn(8, 3, device="npu")
+    y_ref, y = ref(x), dp(x)
+    assert y.device == torch.device("npu", 0)
+    torch.testing.assert_close(y.cpu(), y_ref.cpu())
+    y.square().sum().backward()
+    y_ref.square().sum().backward()
+    torch.testing.assert_close(dp.module.weight.grad.cpu(), ref.weight.grad.cpu())

@@ -11,10 +11,11 @@ device guard + hooks (first time)     permanent; the hook reports "not available
                                       False (torch.accelerator needs *a* module)
 ``Tensor.npu`` / ``is_npu`` ...       deleted (re-generated on the next install)
 ``torch_npu`` stand-in import hook     removed, with its loaded modules
-PrivateUse1 / autocast kernels        libraries destroyed
-npu kernels + CPU fallback (C++)      stay; they refuse to run (npu tensors become unusable)
+Python kernels (AMP, SyncBN, RNN)     libraries destroyed
+npu kernels + CPU fallback (C++)      stay, refusing to run (npu tensors become unusable)
 pinned host allocator (C++ hooks)     stays (host memory either way)
-``npu`` checkpoint location tagger    removed; ``_rebuild_tensor`` restored
+multiprocessing reducer for npu       torch's reducers put back
+``torch.nn.parallel.comm`` (for DP)   torch's functions put back
 ``torch.accelerator`` memory/device   torch's functions put back
 functions routed to ``torch.npu``
 ====================================  ===============================================
@@ -30,7 +31,7 @@ import torch
 from torch.library import Library
 
 from torchport.errors import ExitCode, TorchportError
-from torchport.emulate import _accelerator, _autocast, _handlers, _npu_module, _serialization, _standin, _syncbn
+from torchport.emulate import _accelerator, _autocast, _handlers, _npu_module, _parallel, _serialization, _standin, _syncbn
 from torchport.emulate import _tensor as T
 from torchport.emulate._state import STATE
 
@@ -168,6 +169,7 @@ def install_backend(devices: int) -> None:
     if not hasattr(dist, "is_hccl_available"):
         dist.is_hccl_available = _is_hccl_available
     _serialization.install()
+    _parallel.install()
     _accelerator.install()
     T.reset_op_cache()
 
@@ -193,6 +195,7 @@ def uninstall_backend() -> None:
     if getattr(dist, "is_hccl_available", None) is _is_hccl_available:
         del dist.is_hccl_available
     _serialization.uninstall()
+    _parallel.uninstall()
     _accelerator.uninstall()
     STATE.devices = 0
     STATE.generators = []
