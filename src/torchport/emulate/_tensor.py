@@ -52,7 +52,7 @@ def classify(name: str, overload: str) -> int:
     if ns == "aten":
         if base in _ALLOW_HOST:
             bits |= ALLOW_HOST
-        if base in _UPCAST and not overload.startswith("out"):
+        if base in _UPCAST:  # out= overloads too: torch reaches mm/addmm/bmm on a device through them
             bits |= UPCAST
     if name in STATE.fallback_ops or (STATE.coverage and _would_fall_back(name, overload)):
         bits |= WARN_FALLBACK
@@ -104,9 +104,11 @@ def post(name: str, outputs: list, mutated: list) -> None:
             STATE.overflow_flag = False
         return
     eps = STATE.perturb.get(name) if STATE.perturb else None
-    for out in list(outputs) + list(mutated):
-        if not isinstance(out, torch.Tensor) or not out.is_floating_point():
+    seen: set[int] = set()
+    for out in list(outputs) + list(mutated):  # an out= result is both: treat it once
+        if not isinstance(out, torch.Tensor) or not out.is_floating_point() or id(out) in seen:
             continue
+        seen.add(id(out))
         if STATE.overflow_mode == SATURATE and out.dtype == torch.float16 and bool(torch.isinf(out).any()):
             STATE.overflow_flag = True
             out.clamp_(-_FP16_MAX, _FP16_MAX)  # +-inf -> +-65504; NaN stays NaN

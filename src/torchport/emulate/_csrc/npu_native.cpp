@@ -542,6 +542,7 @@ void run_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   // float16/bfloat16 matmuls and convolutions: the host has no fast kernels; the NPU's cube unit
   // accumulates in fp32 anyway, so run in fp32 and round the results to the low precision
   c10::optional<at::ScalarType> low;
+  std::vector<std::pair<at::Tensor, at::Tensor>> widened;  // (low-precision out= alias, its fp32 stand-in)
   if (bits & kUpcast) {
     bool mixed = false;
     for (size_t i = 0; i < n_args; ++i) {
@@ -556,7 +557,10 @@ void run_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       for (size_t i = 0; i < n_args; ++i) {
         auto& iv = (*stack)[base + i];
         if (iv.isTensor() && iv.toTensor().defined() && iv.toTensor().scalar_type() == *low) {
-          iv = iv.toTensor().to(at::kFloat);
+          at::Tensor wide = iv.toTensor().to(at::kFloat);
+          const auto* ai = args[i].alias_info();
+          if (ai != nullptr && ai->isWrite()) widened.emplace_back(iv.toTensor(), wide);  // out=: copied back
+          iv = std::move(wide);
         }
       }
     }
@@ -573,11 +577,22 @@ void run_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const size_t rbase = stack->size() - n_rets;
 
   if (low.has_value()) {
+    for (auto& w : widened) {  // out= arguments: the fp32 result rounded into the caller's tensor
+      if (w.first.sizes() != w.second.sizes()) w.first.resize_(w.second.sizes());
+      w.first.copy_(w.second);
+    }
     for (size_t i = 0; i < n_rets; ++i) {
       auto& iv = (*stack)[rbase + i];
-      if (iv.isTensor() && iv.toTensor().defined() && iv.toTensor().is_floating_point()) {
-        iv = iv.toTensor().to(*low);
+      if (!iv.isTensor() || !iv.toTensor().defined() || !iv.toTensor().is_floating_point()) continue;
+      bool was_out = false;
+      for (auto& w : widened) {
+        if (iv.toTensor().unsafeGetTensorImpl() == w.second.unsafeGetTensorImpl()) {
+          iv = w.first;
+          was_out = true;
+          break;
+        }
       }
+      if (!was_out) iv = iv.toTensor().to(*low);
     }
   }
 
