@@ -391,11 +391,8 @@ def convert(src: Any, dst: Any, *, model, optimizer=None) -> Any:
     if is_dcp_checkpoint(src):
         verify(src)
         extra = load_state(src, model=model, optimizer=optimizer)
-        state = {k: v for k, v in extra.items() if k not in ("integrity",)}
-        state.update(ckpt.capture(model=model, optimizer=optimizer, rng=False))
-        for key in ("rng", "progress", "scheduler", "scaler", "config", "extra"):
-            if key in extra:
-                state[key] = extra[key]
+        state = {**{k: v for k, v in extra.items() if k != "integrity"},
+                 **ckpt.capture(model=model, optimizer=optimizer, rng=False)}
         return ckpt.save(state, dst)
     state = ckpt.load(src)
     ckpt.restore(state, model=model, optimizer=optimizer, rng=False)
