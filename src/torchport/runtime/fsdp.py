@@ -73,15 +73,19 @@ def shard_model(model, target: Any = None, *, amp: Any = None, reshard_after_for
 
     if not dist._initialized() or dist.world_size() <= 1:
         return model
-    import torch.distributed as tdist
-    from torch.distributed.device_mesh import DeviceMesh
+    from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
 
     t = target or current()
-    # The mesh over the default process group, not a new group: a new group's rendezvous keys are the same in
-    # every attempt of an elastic restart (torchrun --max-restarts shares one store), and the second attempt
-    # would read the dead attempt's addresses.
-    mesh = DeviceMesh.from_group(tdist.group.WORLD, t.type)
+    try:
+        mesh = init_device_mesh(t.type, (dist.world_size(),))
+    except RuntimeError as exc:
+        if "name not set" not in str(exc):
+            raise
+        from torchport.errors import ConfigError
+
+        raise ConfigError(f"FSDP on {t}: its {dist.dist_backend(t)!r} process group registers no named backend, so "
+                          "torch cannot build the device mesh FSDP2 needs; use --strategy ddp on this backend") from None
     kwargs: dict[str, Any] = {"mesh": mesh, "reshard_after_forward": reshard_after_forward}
     policy = mixed_precision_policy(amp)
     if policy is not None:
