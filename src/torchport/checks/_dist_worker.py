@@ -9,7 +9,8 @@ same step in one process), ``done``.
 
 Fault injection for testing the check itself (``TORCHPORT_CHECK_DIST_FAULT``):
 ``hang:R`` -- rank R sleeps before the barrier; ``exit:R`` -- rank R exits with status 3
-before the all-reduce; ``weights:R`` -- rank R seeds its model differently.
+before the all-reduce; ``weights:R`` -- rank R seeds its model differently; ``fsdp:R`` -- rank R
+feeds its FSDP shard a shifted input.
 """
 
 from __future__ import annotations
@@ -126,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     log("fsdp", "begin")
     try:
-        log("fsdp", **_fsdp_step(tgt, target, rank, world))
+        log("fsdp", **_fsdp_step(tgt, target, rank, world, perturb=kind == "fsdp" and frank == rank))
     except Exception as exc:
         log("fsdp", "error", error=f"{type(exc).__name__}: {exc}"[:500])
         return 2
@@ -135,12 +136,12 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _fsdp_step(tgt: Any, target: Any, rank: int, world: int) -> dict[str, Any]:
+def _fsdp_step(tgt: Any, target: Any, rank: int, world: int, *, perturb: bool = False) -> dict[str, Any]:
     """Shard the target's model with FSDP2, take one SGD step on this rank's slice of one global batch, gather
-    the weights and compare them with the same step taken by one process on the whole batch.
+    the weights and compare them with the same step taken by one process over every slice.
 
     Eval mode for both (BatchNorm statistics and dropout would make a per-rank slice differ from the whole
-    batch by design); the loss is a mean, so the mean of the ranks' gradients is the whole batch's."""
+    batch by design)."""
     import copy
 
     import torch
@@ -161,11 +162,15 @@ def _fsdp_step(tgt: Any, target: Any, rank: int, world: int) -> dict[str, Any]:
     per = inputs.shape[0] // world
     inputs, targets = inputs[: per * world].to(target.device), targets[: per * world].to(target.device)
     loss_fn = tgt.build_loss(target.device)
-    for net, x, y in ((sharded, inputs[rank * per:(rank + 1) * per], targets[rank * per:(rank + 1) * per]),
-                      (reference, inputs, targets)):
+    xs, ys = inputs.split(per), targets.split(per)
+    # The sharded model: this rank's slice (FSDP averages the ranks' gradients). The one process: the mean of the
+    # same per-slice losses -- the identical objective, even for a loss that is not a plain mean (class weights).
+    objectives = ((sharded, lambda net: loss_fn(net(xs[rank] + (1.0 if perturb else 0.0)), ys[rank])),  # perturb: a fault
+                  (reference, lambda net: sum(loss_fn(net(x), y) for x, y in zip(xs, ys)) / world))
+    for net, objective in objectives:
         net.eval()
         opt = torch.optim.SGD(net.parameters(), lr=0.1)
-        loss_fn(net(x), y).backward()
+        objective(net).backward()
         opt.step()
     got, want = full_state_dict(sharded), {k: v.detach().cpu() for k, v in reference.state_dict().items()}
     diff = max(float((got[k].double() - want[k].double()).abs().max()) for k in want if want[k].is_floating_point())
