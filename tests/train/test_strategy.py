@@ -7,7 +7,7 @@ import inspect
 from pathlib import Path
 
 import pytest
-from train_helpers import FAULT_TRAIN, PY, TINY, run, step_losses
+from train_helpers import FAULT_TRAIN, PY, TINY, emulator_usable, run, step_losses
 
 from torchport.errors import ConfigError
 from torchport.train import TrainConfig, train
@@ -98,11 +98,18 @@ def test_each_restart_attempt_gets_its_own_store_keys(monkeypatch):
 
 
 @pytest.mark.slow
-def test_elastic_restart_of_an_fsdp_run_ends_like_an_uninterrupted_one(tiny_data, env, tmp_path):
+@pytest.mark.parametrize("device,strategy", [("cpu", "fsdp"), ("npu", "ddp")])
+def test_elastic_restart_ends_like_an_uninterrupted_run(tiny_data, env, tmp_path, device, strategy):
     """torchrun --max-restarts 1: rank 1 dies after step 9 of 12 (checkpoint every 2 steps); the restarted
-    ranks resume from step 8 by themselves (--resume auto) and the losses equal an uninterrupted run's."""
-    args = ["--data", tiny_data, *TINY, "--epochs", "2", "--workers", "0", "--log-every", "1", "--device", "cpu",
-            "--checkpoint-every", "2", "--strategy", "fsdp", "--resume", "auto"]
+    ranks resume from step 8 by themselves (--resume auto) and the losses equal an uninterrupted run's.
+    cpu/gloo with fsdp; the emulated npu over hccl with ddp (its emulated hccl cannot host FSDP yet)."""
+    if device == "npu":
+        reason = emulator_usable()
+        if reason is not None:
+            pytest.fail(reason)
+        env = {**env, "TORCHPORT_EMULATE": "npu:2"}
+    args = ["--data", tiny_data, *TINY, "--epochs", "2", "--workers", "0", "--log-every", "1", "--device", device,
+            "--checkpoint-every", "2", "--strategy", strategy, "--resume", "auto"]
     launch = [PY, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
     ref = run([*launch, FAULT_TRAIN, *map(str, args), "--run-dir", str(tmp_path / "ref")], env, timeout=300)
     assert ref.returncode == 0, ref.stderr[-3000:]
@@ -110,6 +117,7 @@ def test_elastic_restart_of_an_fsdp_run_ends_like_an_uninterrupted_one(tiny_data
               {**env, "TORCHPORT_FAULT_EXIT": "1:9"}, timeout=300)
     text = out.stdout + out.stderr
     assert out.returncode == 0, text[-4000:]
-    assert "exitcode: 3" in text and "resumed from" in out.stdout and "step-000000008 at step 8" in out.stdout
+    saved = "step-000000008" if strategy == "fsdp" else "ckpt-000000008.pt"
+    assert "exitcode: 3" in text and f"{saved} at step 8" in out.stdout and f"device {device}" in out.stdout
     assert step_losses(tmp_path / "el") == step_losses(tmp_path / "ref")
     assert sorted(step_losses(tmp_path / "el")) == list(range(1, 13))
