@@ -35,11 +35,11 @@ import json
 import os
 import re
 import shutil
-import warnings
 from pathlib import Path
 from typing import Any, Mapping
 
-from torchport.runtime.checkpoint import CheckpointError, CheckpointIntegrityError, CheckpointWriteError
+from torchport.runtime.checkpoint import (CheckpointError, CheckpointIntegrityError, CheckpointManager,
+                                          CheckpointWriteError, newest_verified)
 
 __all__ = ["DcpCheckpointManager", "is_dcp_checkpoint", "save_state", "load_state", "verify", "convert"]
 
@@ -267,22 +267,17 @@ def load_state(path: Any, *, model, optimizer=None, strict: bool = True) -> dict
     return ckpt.load(_join(path, _EXTRA))
 
 
-class DcpCheckpointManager:
+class DcpCheckpointManager(CheckpointManager):
     """Step-numbered DCP checkpoints ``<directory>/step-<step>/`` with keep-last-K and a ``latest.json`` commit.
 
-    The same surface as :class:`~torchport.runtime.checkpoint.CheckpointManager` (``checkpoints``, ``latest``,
-    ``resolve``, ``save``), so the trainer's run-directory logic and ``--resume auto`` do not change; ``save``
-    and ``load`` are collective.
+    A :class:`~torchport.runtime.checkpoint.CheckpointManager` whose checkpoints are directories: the same
+    surface (``checkpoints``, ``latest``, ``resolve``, ``save``), so the trainer's run-directory logic and
+    ``--resume auto`` do not change; ``save`` and ``load`` are collective.
     """
 
     def __init__(self, directory: str | os.PathLike, *, keep_last: int = 3, prefix: str = "step") -> None:
-        if keep_last < 1:
-            raise ValueError(f"keep_last={keep_last} must be >= 1")
-        self.remote = _is_url(directory)
-        self.directory = str(directory).rstrip("/") if self.remote else Path(directory)
-        self.keep_last = keep_last
-        self.prefix = prefix
-        self._pattern = re.compile(rf"^{re.escape(prefix)}-(\d+)$")
+        super().__init__(directory, keep_last=keep_last, prefix=prefix)
+        self._pattern = re.compile(rf"^{re.escape(prefix)}-(\d+)$")     # a directory, not a .pt file
 
     def path_for(self, step: int):
         """The checkpoint directory (or prefix) for ``step``."""
@@ -305,23 +300,10 @@ class DcpCheckpointManager:
             except (ValueError, KeyError, TypeError):
                 raise CheckpointError(f"{_join(self.directory, _POINTER)} is not a torchport checkpoint pointer; "
                                       "delete it to start afresh") from None
-        candidates = [p for p in self.checkpoints() if committed is None or self._step(p) <= committed]
+        candidates = [p for p in self.checkpoints() if committed is None or self._step_of(str(p)) <= committed]
         if committed is None and raw is None:
             candidates = []          # nothing was ever committed: a leftover half-written dir is not a checkpoint
-        failed: list[str] = []
-        for p in reversed(candidates):
-            try:
-                verify(p)
-            except CheckpointError as exc:
-                failed.append(str(exc))
-                continue
-            if failed:
-                warnings.warn(f"falling back to checkpoint {p} (the newest that verifies); skipped: "
-                              + "; ".join(failed), RuntimeWarning, stacklevel=2)
-            return p
-        if failed:
-            warnings.warn("no checkpoint verifies; skipped: " + "; ".join(failed), RuntimeWarning, stacklevel=2)
-        return None
+        return newest_verified(candidates, check=verify)
 
     def resolve(self, resume: str | os.PathLike | None):
         """``None`` -> None; ``"auto"`` -> :meth:`latest`; a checkpoint directory -> it, once verified."""
@@ -354,7 +336,7 @@ class DcpCheckpointManager:
                 raise CheckpointWriteError(f"checkpoint {path} was written but {_POINTER} could not be moved ({exc}); "
                                            "the previous checkpoint stays the latest") from exc
             for old in self.checkpoints()[: -self.keep_last]:
-                if self._step(old) < int(step):
+                if self._step_of(str(old)) < int(step):
                     _remove_tree(old)
             self._remove_uncommitted(int(step))
         return path
@@ -365,10 +347,6 @@ class DcpCheckpointManager:
 
         extra = load_state(path, model=model, optimizer=optimizer)
         return ckpt.restore(extra, amp=amp, scheduler=scheduler, rng=rng)
-
-    def _step(self, path) -> int:
-        m = self._pattern.match(Path(str(path)).name)
-        return int(m.group(1)) if m else -1
 
     def _remove_uncommitted(self, committed: int) -> None:
         """Directories without a manifest (saves a crash interrupted) older than the commit are garbage."""
