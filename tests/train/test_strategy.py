@@ -98,18 +98,19 @@ def test_each_restart_attempt_gets_its_own_store_keys(monkeypatch):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("device,strategy", [("cpu", "fsdp"), ("npu", "ddp")])
-def test_elastic_restart_ends_like_an_uninterrupted_run(tiny_data, env, tmp_path, device, strategy):
+@pytest.mark.parametrize("device,strategy,precision", [("cpu", "fsdp", "bf16"), ("npu", "ddp", "auto")])
+def test_elastic_restart_ends_like_an_uninterrupted_run(tiny_data, env, tmp_path, device, strategy, precision):
     """torchrun --max-restarts 1: rank 1 dies after step 9 of 12 (checkpoint every 2 steps); the restarted
     ranks resume from step 8 by themselves (--resume auto) and the losses equal an uninterrupted run's.
-    cpu/gloo with fsdp; the emulated npu over hccl with ddp (its emulated hccl cannot host FSDP yet)."""
+    cpu/gloo with fsdp in bf16 (FSDP's MixedPrecisionPolicy, BatchNorm kept fp32); the emulated npu over hccl
+    with ddp (its emulated hccl cannot host FSDP yet)."""
     if device == "npu":
         reason = emulator_usable()
         if reason is not None:
             pytest.fail(reason)
         env = {**env, "TORCHPORT_EMULATE": "npu:2"}
     args = ["--data", tiny_data, *TINY, "--epochs", "2", "--workers", "0", "--log-every", "1", "--device", device,
-            "--checkpoint-every", "2", "--strategy", strategy, "--resume", "auto"]
+            "--checkpoint-every", "2", "--strategy", strategy, "--precision", precision, "--resume", "auto"]
     launch = [PY, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
     ref = run([*launch, FAULT_TRAIN, *map(str, args), "--run-dir", str(tmp_path / "ref")], env, timeout=300)
     assert ref.returncode == 0, ref.stderr[-3000:]

@@ -12,7 +12,8 @@ AMP maps onto FSDP's ``MixedPrecisionPolicy`` where that is the right tool (:fun
 * ``bf16``: ``param_dtype=bfloat16`` (the all-gathered parameters and the forward/backward compute run in
   bf16), ``reduce_dtype=float32`` (gradients are reduce-scattered in fp32, the sharded master weights
   and the optimizer stay fp32). The loop's autocast context stays on for the ops autocast keeps in fp32
-  (softmax, losses);
+  (softmax, losses). BatchNorm layers keep fp32 parameters (their own unit, inputs cast to fp32): their
+  running statistics are fp32;
 * ``fp16``: no parameter cast -- fp16 needs a loss scaler, and a scaler over fp32 master weights with
   autocast is the well-trodden path, so fp16 stays autocast + GradScaler exactly as under DDP.
 
@@ -89,6 +90,16 @@ def shard_model(model, target: Any = None, *, amp: Any = None, reshard_after_for
     kwargs: dict[str, Any] = {"mesh": mesh, "reshard_after_forward": reshard_after_forward}
     policy = mixed_precision_policy(amp)
     if policy is not None:
+        import torch
+        from torch.distributed.fsdp import MixedPrecisionPolicy
+        from torch.nn.modules.batchnorm import _BatchNorm
+
+        # BatchNorm keeps fp32 parameters: its running statistics are fp32 buffers, and batch_norm wants one
+        # dtype. Each BN becomes its own unit whose inputs are cast to fp32; the next unit casts back to bf16.
+        fp32 = MixedPrecisionPolicy(param_dtype=torch.float32, reduce_dtype=torch.float32)
+        for module in model.modules():
+            if isinstance(module, _BatchNorm) and any(True for _ in module.parameters()):
+                fully_shard(module, **kwargs, mp_policy=fp32)
         kwargs["mp_policy"] = policy
     for child in model.children():
         if any(True for _ in child.parameters()):
