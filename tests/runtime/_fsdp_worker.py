@@ -1,4 +1,5 @@
-"""One rank of a small FSDP/DDP run (launched by torchrun from the tests, or alone for world size 1).
+"""One rank of a small FSDP/DDP run (forked by the tests with torchrun's variables set, launched by torchrun, or
+alone for world size 1).
 
 The global batch of every step is a pure function of the step (12 samples: divisible by 1, 2, 3 and 4
 ranks); rank r trains on its contiguous slice, so the mean gradient over ranks -- and the loss trajectory --
@@ -37,7 +38,7 @@ def batch(step: int, rank: int, world: int, device):
     return x[rank * per:(rank + 1) * per].to(device), y[rank * per:(rank + 1) * per].to(device)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--strategy", default="fsdp", choices=("fsdp", "ddp"))
     ap.add_argument("--device", default="cpu")
@@ -47,7 +48,7 @@ def main() -> None:
     ap.add_argument("--ckpt", default=None)
     ap.add_argument("--resume", default=None)
     ap.add_argument("--out", required=True)
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
 
     target = torchport.init_distributed(a.device)
     rank, world = dist.rank(), dist.world_size()

@@ -1,11 +1,10 @@
 """FSDP2 sharding and DCP checkpoints: the in-process units (one process, no process group) and, marked slow,
-the multi-process resharding matrix on cpu/gloo (tests/runtime/_fsdp_worker.py under torchrun)."""
+the multi-process resharding matrix on cpu/gloo (tests/runtime/_fsdp_worker.py as forked ranks)."""
 
 from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -155,15 +154,36 @@ def test_convert_refuses_what_is_not_a_trainer_checkpoint(tmp_path):
 
 
 # -- many processes (cpu/gloo): resharding N -> M ----------------------------------------------------------------
+def _rank(rank: int, world: int, port: int, argv: list[str]) -> None:
+    """A forked rank: torchrun's variables, then the worker (torch is already imported: no start-up cost)."""
+    os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world), LOCAL_WORLD_SIZE=str(world),
+                      MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    os.environ.pop("TORCHELASTIC_RESTART_COUNT", None)
+    torch.set_num_threads(1)
+    sys.path.insert(0, str(HERE))
+    import _fsdp_worker
+
+    _fsdp_worker.main(argv)
+
+
 def _launch(world: int, out: Path, *args: str) -> dict[int, dict]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("MASTER_", "RANK", "LOCAL_RANK", "WORLD_SIZE",
-                                                                    "TORCHPORT_"))}
-    env.update(OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore")
-    worker = str(HERE / "_fsdp_worker.py")
-    cmd = ([sys.executable, worker] if world == 1 else
-           [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(world), worker])
-    proc = subprocess.run([*cmd, *args, "--out", str(out)], env=env, capture_output=True, text=True, timeout=240)
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    """Run the worker as ``world`` forked ranks (gloo on cpu); ``{rank: its result}``."""
+    import multiprocessing
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    ctx = multiprocessing.get_context("fork")
+    procs = [ctx.Process(target=_rank, args=(r, world, port, [*args, "--out", str(out)])) for r in range(world)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=180)
+    for p in procs:
+        if p.is_alive():
+            p.kill()
+    assert [p.exitcode for p in procs] == [0] * world, f"ranks exited with {[p.exitcode for p in procs]}"
     results = {r: json.loads(Path(f"{out}.{r}").read_text()) for r in range(world)}
     return {r: {**v, "losses": {int(k): x for k, x in v["losses"].items()}} for r, v in results.items()}
 
