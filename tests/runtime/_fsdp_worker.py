@@ -79,5 +79,16 @@ def main(argv: list[str] | None = None) -> None:
     dist.destroy()
 
 
+def forked(rank: int, world: int, port: int, argv: list[str]) -> None:
+    """One rank started by the tests' forkserver: torchrun's variables, then :func:`main`."""
+    import os
+
+    os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world), LOCAL_WORLD_SIZE=str(world),
+                      MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    os.environ.pop("TORCHELASTIC_RESTART_COUNT", None)
+    torch.set_num_threads(1)
+    main(argv)
+
+
 if __name__ == "__main__":
     main()

@@ -1,10 +1,9 @@
 """FSDP2 sharding and DCP checkpoints: the in-process units (one process, no process group) and, marked slow,
-the multi-process resharding matrix on cpu/gloo (tests/runtime/_fsdp_worker.py as forked ranks)."""
+the multi-process resharding matrix on cpu/gloo (tests/runtime/_fsdp_worker.py, ranks from a forkserver)."""
 
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -154,28 +153,24 @@ def test_convert_refuses_what_is_not_a_trainer_checkpoint(tmp_path):
 
 
 # -- many processes (cpu/gloo): resharding N -> M ----------------------------------------------------------------
-def _rank(rank: int, world: int, port: int, argv: list[str]) -> None:
-    """A forked rank: torchrun's variables, then the worker (torch is already imported: no start-up cost)."""
-    os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world), LOCAL_WORLD_SIZE=str(world),
-                      MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    os.environ.pop("TORCHELASTIC_RESTART_COUNT", None)
-    torch.set_num_threads(1)
-    sys.path.insert(0, str(HERE))
-    import _fsdp_worker
-
-    _fsdp_worker.main(argv)
-
-
 def _launch(world: int, out: Path, *args: str) -> dict[int, dict]:
-    """Run the worker as ``world`` forked ranks (gloo on cpu); ``{rank: its result}``."""
+    """Run the worker as ``world`` ranks (gloo on cpu); ``{rank: its result}``."""
     import multiprocessing
     import socket
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    ctx = multiprocessing.get_context("fork")
-    procs = [ctx.Process(target=_rank, args=(r, world, port, [*args, "--out", str(out)])) for r in range(world)]
+    if str(HERE) not in sys.path:
+        sys.path.insert(0, str(HERE))
+    import _fsdp_worker
+
+    # A forkserver that imported torch once forks every rank: no start-up cost per rank, and no fork of this
+    # process (autograd's threads do not survive a fork).
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(["torch", "torch.distributed.checkpoint", "torchport.runtime.dcp", "_fsdp_worker"])
+    procs = [ctx.Process(target=_fsdp_worker.forked, args=(r, world, port, [*args, "--out", str(out)]))
+             for r in range(world)]
     for p in procs:
         p.start()
     for p in procs:
