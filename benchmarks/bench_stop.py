@@ -25,8 +25,11 @@ import time
 from pathlib import Path
 
 
+FAULT_TRAIN = Path(__file__).resolve().parents[1] / "tests" / "train" / "fault_train.py"   # train + a step delay
+
+
 def _cmd(data: Path, run_dir: Path) -> list[str]:
-    return [sys.executable, "-m", "torchport.train", "--data", str(data), "--model", "tinycnn", "--image-size", "32",
+    return [sys.executable, str(FAULT_TRAIN), "--data", str(data), "--model", "tinycnn", "--image-size", "32",
             "--batch-size", "8", "--warmup-epochs", "0", "--progress", "plain", "--epochs", "2", "--log-every", "1",
             "--workers", "2", "--run-dir", str(run_dir)]
 
@@ -52,7 +55,7 @@ def main() -> int:
     expected = _losses(tmp / "ref")
     for name in ("SIGTERM", "SIGINT"):
         sig, run_dir = getattr(signal, name), tmp / name
-        p = subprocess.Popen(_cmd(data, run_dir), env={**env, "TORCHPORT_TRAIN_TEST_STEP_DELAY_S": "0.2"},
+        p = subprocess.Popen(_cmd(data, run_dir), env={**env, "TORCHPORT_FAULT_STEP_DELAY_S": "0.2"},
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
         metrics = run_dir / "metrics.jsonl"
         while not (metrics.exists() and max(_losses(run_dir), default=0) >= 5):

@@ -18,7 +18,7 @@ import sys
 import time
 
 import pytest
-from train_helpers import TINY, records, run, step_losses, train_cmd
+from train_helpers import TINY, fault_cmd, records, run, step_losses, train_cmd
 
 from torchport.errors import ExitCode
 
@@ -61,9 +61,9 @@ def test_signal_at_a_random_step_stops_cleanly_and_resumes_exactly(tiny_data, en
     run_dir = tmp_path / "run"
     # its own session: SIGINT goes to the process group, as a terminal's Ctrl-C does (workers get it too)
     delay = "0.5" if sig == signal.SIGTERM else "0.15"     # SIGTERM: long enough for a second trainer to try
-    cmd = train_cmd("--data", tiny_data, *TINY, *ARGS, "--run-dir", run_dir, "--json", tmp_path / "s.json")
+    cmd = fault_cmd("--data", tiny_data, *TINY, *ARGS, "--run-dir", run_dir, "--json", tmp_path / "s.json")
     proc = subprocess.Popen(cmd,
-                            env={**env, "TORCHPORT_TRAIN_TEST_STEP_DELAY_S": delay}, start_new_session=True,
+                            env={**env, "TORCHPORT_FAULT_STEP_DELAY_S": delay}, start_new_session=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         if sig == signal.SIGTERM:
@@ -133,9 +133,9 @@ def test_a_second_signal_abandons_the_step_and_keeps_the_last_checkpoint(tiny_da
     from torchport.runtime import checkpoint as ckpt
 
     run_dir = tmp_path / "run"
-    cmd = train_cmd("--data", tiny_data, *TINY, *ARGS, "--checkpoint-every", "2", "--run-dir", run_dir)
+    cmd = fault_cmd("--data", tiny_data, *TINY, *ARGS, "--checkpoint-every", "2", "--run-dir", run_dir)
     proc = subprocess.Popen(cmd,
-                            env={**env, "TORCHPORT_TRAIN_TEST_STEP_DELAY_S": "1.0"}, start_new_session=True,
+                            env={**env, "TORCHPORT_FAULT_STEP_DELAY_S": "1.0"}, start_new_session=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         reached = _wait_for_step(run_dir, proc, 3)      # the step-2 checkpoint exists; step 4 is in its 1 s pause
