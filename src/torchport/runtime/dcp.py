@@ -40,6 +40,7 @@ from typing import Any, Mapping
 
 from torchport.runtime.checkpoint import (CheckpointError, CheckpointIntegrityError, CheckpointManager,
                                           CheckpointWriteError, newest_verified)
+from torchport.paths import is_url
 
 __all__ = ["DcpCheckpointManager", "is_dcp_checkpoint", "save_state", "load_state", "verify", "convert"]
 
@@ -50,20 +51,14 @@ _DIR = re.compile(r"^step-(\d+)$")
 
 
 # -- where the bytes go: a local directory or an object-store prefix ------------------------------------------
-def _is_url(path: Any) -> bool:
-    from torchport.storage.store import is_url
-
-    return is_url(path)
-
-
 def _join(base: Any, name: str) -> Any:
-    return f"{str(base).rstrip('/')}/{name}" if _is_url(base) else Path(base) / name
+    return f"{str(base).rstrip('/')}/{name}" if is_url(base) else Path(base) / name
 
 
 def _writer(path: Any):
     import torch.distributed.checkpoint as dcp
 
-    if not _is_url(path):
+    if not is_url(path):
         return dcp.FileSystemWriter(str(path), sync_files=True)
     from torch.distributed.checkpoint._fsspec_filesystem import FsspecWriter
 
@@ -73,7 +68,7 @@ def _writer(path: Any):
 def _reader(path: Any):
     import torch.distributed.checkpoint as dcp
 
-    if not _is_url(path):
+    if not is_url(path):
         return dcp.FileSystemReader(str(path))
     from torch.distributed.checkpoint._fsspec_filesystem import FsspecReader
 
@@ -95,7 +90,7 @@ def _on_store(cls, url: str):
 def _read_bytes(path: Any) -> bytes | None:
     from torchport.storage import store
 
-    if _is_url(path):
+    if is_url(path):
         fs, p = store._path(str(path))
         return store.call(lambda: fs.cat_file(p), str(path), what="read", missing_ok=True)
     try:
@@ -108,7 +103,7 @@ def _write_bytes_atomic(path: Any, data: bytes) -> None:
     """One complete object (S3: a single PUT) or a temp file renamed over the name (disk)."""
     from torchport.storage import store
 
-    if _is_url(path):
+    if is_url(path):
         store.write_bytes(str(path), data)
         return
     p = Path(path)
@@ -124,7 +119,7 @@ def _list(directory: Any) -> list[str]:
     """Names in ``directory`` (empty when it does not exist)."""
     from torchport.storage import store
 
-    if _is_url(directory):
+    if is_url(directory):
         return store.listdir(str(directory))
     d = Path(directory)
     return sorted(p.name for p in d.iterdir()) if d.is_dir() else []
@@ -134,7 +129,7 @@ def _files(directory: Any) -> list[str]:
     """Every file of one checkpoint directory (DCP writes flat: no sub-directories)."""
     from torchport.storage import store
 
-    if _is_url(directory):
+    if is_url(directory):
         fs, p = store._path(str(directory))
         found = store.call(lambda: fs.find(p), str(directory), what="list", missing_ok=True) or []
         return sorted(f[len(p):].lstrip("/") for f in found)
@@ -145,7 +140,7 @@ def _files(directory: Any) -> list[str]:
 def _remove_tree(path: Any) -> None:
     from torchport.storage import store
 
-    if _is_url(path):
+    if is_url(path):
         store.remove_prefix(str(path))
     else:
         shutil.rmtree(path, ignore_errors=True)
@@ -153,7 +148,7 @@ def _remove_tree(path: Any) -> None:
 
 def _digest(path: Any) -> tuple[str, int]:
     h = hashlib.sha256()
-    if _is_url(path):
+    if is_url(path):
         from torchport.storage import store
 
         data = store.read_bytes(str(path))
@@ -185,7 +180,7 @@ def is_dcp_checkpoint(path: Any) -> bool:
     from torchport.storage import store
 
     meta = _join(path, ".metadata")
-    return store.exists(str(meta)) if _is_url(path) else Path(meta).is_file()
+    return store.exists(str(meta)) if is_url(path) else Path(meta).is_file()
 
 
 def save_state(path: Any, *, model, optimizer=None, extra: Mapping[str, Any] | None = None) -> None:
@@ -316,7 +311,7 @@ class DcpCheckpointManager(CheckpointManager):
                                   "(use 'auto' for the latest one; a single-file checkpoint converts with "
                                   "`python -m torchport.train.convert SRC DST`)")
         verify(resume)
-        return resume if self.remote or _is_url(resume) else Path(resume)
+        return resume if self.remote or is_url(resume) else Path(resume)
 
     def save(self, *, step: int, model, optimizer=None, extra: Mapping[str, Any] | None = None):
         """Write checkpoint ``step`` from every rank, commit it (rank 0 moves ``latest.json``), prune to
