@@ -170,6 +170,7 @@ def train(cfg: TrainConfig) -> TrainResult:
         micro = train_loader.state_dict()["batches_done"]      # micro-batches consumed in this epoch
         resume_loader = None
         skipped_before = len(train_loader.stats.skipped) + len(val_loader.stats.skipped)
+        step_before = step
         model.train()
         ui.start_epoch(epoch, cfg.epochs, steps_per_epoch, done=micro // cfg.accum_steps)
         meter.start_epoch()
@@ -231,6 +232,8 @@ def train(cfg: TrainConfig) -> TrainResult:
             if step_in_epoch >= steps_per_epoch or step >= total_steps:
                 break   # trailing micro-batches that cannot fill an accumulation group are dropped
         ui.end_epoch()
+        if step == step_before:
+            _stop_no_steps(epoch, train_loader.stats.skipped[skipped_before:], inputs.root)
         epoch_time = time.perf_counter() - meter.t_epoch
 
         # ---- 7. Evaluate ------------------------------------------------------------------------------
@@ -451,6 +454,16 @@ def _report_run(run: _Run, result: TrainResult) -> None:
     (run.run_dir / "summary.json").write_text(json.dumps(dataclasses.asdict(result), indent=2) + "\n")
     run.log.write("run", **dataclasses.asdict(result))
     run.ui.print(summary_line(result, result.best_val_top1))
+
+
+def _stop_no_steps(epoch: int, skipped: list, data: str) -> None:
+    """An epoch that took no optimizer step trained on nothing: that is an error, never a success."""
+    from torchport.train.data import DataError
+
+    why = (f"all {len(skipped)} sample(s) read were skipped as unreadable (first: {skipped[0][1]})" if skipped
+           else "the training loader yielded no full batch")
+    raise DataError(f"epoch {epoch + 1} took no optimizer step: {why}; run `torchport data verify {data}`, "
+                    "then re-pack or restore the data")
 
 
 def _report_bad(ui, log, epoch, paths, count, skipped) -> None:
