@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 from typing import Iterator, NoReturn
 
 import typer
@@ -52,6 +53,16 @@ def guard(verb: str) -> Iterator[None]:
         raise typer.Exit(int(code)) from None
 
 
+def _check_environment() -> None:
+    """A malformed ``TORCHPORT_EMULATE`` is a usage error (exit 2), found before the verb imports torch --
+    whose device-backend autoload would otherwise turn it into a traceback, or a crash later on."""
+    value = os.environ.get("TORCHPORT_EMULATE")
+    if value and value.strip():
+        from torchport.emulate import parse_env
+
+        parse_env(value)
+
+
 def guarded(name: str, callback):
     """``callback`` (a verb) run inside :func:`guard` and, except for ``run`` (whose warnings belong to the
     user's script), with warnings printed as one plain line (:mod:`torchport.cli._warnings`)."""
@@ -61,6 +72,7 @@ def guarded(name: str, callback):
         from torchport.cli._warnings import plain_warnings
 
         with (contextlib.nullcontext() if name == "run" else plain_warnings()), guard(name):
+            _check_environment()
             return callback(*args, **kwargs)
 
     verb.torchport_guard = name
