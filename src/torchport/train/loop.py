@@ -131,7 +131,7 @@ def train(cfg: TrainConfig) -> TrainResult:
     progress: dict[str, Any] = {}
     if resume_path is not None:
         progress = ckpt.restore(ckpt.load(resume_path), model=model, optimizer=optimizer, amp=amp,
-                                scheduler=scheduler)
+                                scheduler=scheduler, source=resume_path)
     step = int(progress.get("step", 0))                      # optimizer steps done, all epochs
     start_epoch = int(progress.get("epoch", 0)) + (1 if progress.get("epoch_done") else 0)
     resume_loader = None if progress.get("epoch_done") else progress.get("loader")   # mid-epoch position
@@ -443,16 +443,20 @@ def _epoch_line(epoch, epochs, last, ips, secs) -> str:
 def _report_run(run: _Run, result: TrainResult) -> None:
     """Rank 0's wrap-up: best val top-1 over every epoch of the run dir (resumed runs included),
     ``curves.png``, ``summary.json``, the ``run`` record and one closing line."""
-    import json
-
+    from torchport._json import write_json
+    from torchport.errors import WriteError
     from torchport.train.metrics import epoch_records, summary_line, write_curves
 
     records = epoch_records(run.run_dir)        # metrics.jsonl is line-buffered: this run's epochs are in
     tops = [r["val_top1"] for r in records if isinstance(r.get("val_top1"), (int, float))]
     result.best_val_top1 = max(tops) if tops else None
-    write_curves(run.run_dir, records)
-    (run.run_dir / "summary.json").write_text(json.dumps(dataclasses.asdict(result), indent=2) + "\n")
-    run.log.write("run", **dataclasses.asdict(result))
+    try:
+        write_json(run.run_dir / "summary.json", dataclasses.asdict(result))
+        write_curves(run.run_dir, records)
+        run.log.write("run", **dataclasses.asdict(result))
+    except (WriteError, OSError) as exc:  # disk full after training: the checkpoint is safe, say so
+        raise WriteError(f"training finished (last checkpoint {result.last_checkpoint or '-'}) but the run summary "
+                         f"could not be written: {exc}") from None
     run.ui.print(summary_line(result, result.best_val_top1))
 
 
