@@ -113,3 +113,14 @@ def test_two_concurrent_fix_write_runs_leave_no_file_cuda_only(tmp_path):
     for code, (out, err) in zip(codes, outs):     # a run that lost a race says so, and exits non-zero
         assert ("changed since it was read" in out + err) == (code == ExitCode.IO), (code, out[-800:], err[-800:])
     assert not [p.name for p in (tmp_path / "src").iterdir() if not p.name.endswith(".py")]
+
+
+def test_broken_py_links_in_a_tree_are_reported_and_the_walk_goes_on(tmp_path):
+    files = _tree(tmp_path / "src", 2)
+    os.symlink("loop.py", tmp_path / "src" / "loop.py")                 # a link to itself (ELOOP)
+    os.symlink(tmp_path / "gone.py", tmp_path / "src" / "gone.py")      # target missing
+    report = runner.run([tmp_path / "src"], runner.Options(jobs=1))
+    errors = {os.path.basename(e.path): e.message for e in report.errors}
+    assert set(errors) == {"loop.py", "gone.py"}, errors
+    assert "Too many levels of symbolic links" in errors["loop.py"] and "No such file" in errors["gone.py"]
+    assert {f.path for f in report.findings} == {str(f) for f in files}

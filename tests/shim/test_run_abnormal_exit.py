@@ -37,3 +37,13 @@ def test_a_forked_child_os_exit_does_not_report_or_clean_up_for_the_parent(tmp_p
     report = json.loads((tmp_path / "r.json").read_text())
     assert report["total_redirects"] == 2, report      # both of the parent's calls counted
     assert list(tmpdir.iterdir()) == []
+
+
+def test_a_run_killed_outright_leaves_its_temp_dir_only_until_the_next_run(tmp_path):
+    res, tmpdir = _run(tmp_path, "import os, signal, torch\nx = torch.zeros(2).cuda()\nos.kill(os.getpid(), signal.SIGKILL)\n")
+    assert res.returncode == -9 and len(list(tmpdir.iterdir())) == 1      # nothing can clean up after SIGKILL
+    (tmp_path / "s.py").write_text("import torch\n")
+    env = {**os.environ, "TMPDIR": str(tmpdir), "PYTHONWARNINGS": "ignore"}
+    res = subprocess.run([sys.executable, "-m", "torchport", "run", "s.py"], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0 and list(tmpdir.iterdir()) == []

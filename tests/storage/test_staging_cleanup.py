@@ -17,8 +17,8 @@ def test_staging_files_of_killed_processes_are_removed_by_the_next_transfer(tmp_
             "p = c._staging_file('ckpt-000000004.pt')\np.write_bytes(b'x' * 4096)\nos._exit(9)")
     subprocess.run([sys.executable, "-c", code], env={**os.environ}, check=False, timeout=120)
     leaked = list(tmp_path.iterdir())
-    assert len(leaked) == 1 and leaked[0].name.startswith(".ckpt-000000004.pt.tmp-")
-    unrelated = tmp_path / "user-file.tmp-1-keep"            # not ours: never touched
+    assert len(leaked) == 1 and leaked[0].name.endswith("-ckpt-000000004.pt")
+    unrelated = tmp_path / ".torchport-staging-notapid-keep"   # not named <pid>-...: never touched
     unrelated.write_text("keep")
     mine = ckpt._staging_file("ckpt-000000008.pt")           # the next upload (a live process: kept)
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([mine.name, unrelated.name])

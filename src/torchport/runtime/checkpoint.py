@@ -401,44 +401,11 @@ def _is_url(path: Any) -> bool:
 
 
 def _staging_file(name: str) -> Path:
-    """A local temp file for one object-store transfer, named ``.<name>.tmp-<pid>-<random>``.
+    """A local temp file for one object-store transfer, ``.torchport-staging-<pid>-<random>-<name>``; staging
+    files of processes killed mid-upload are removed first (:mod:`torchport._tmpfiles`)."""
+    from torchport._tmpfiles import mkstemp_owned
 
-    A process killed mid-upload (SIGKILL, the OOM killer) runs no ``finally``: its checkpoint-sized staging
-    file would stay in TMPDIR for good. So each new staging file first removes those left by processes
-    that no longer exist -- at most one leaked file per killed run, and only until the next transfer.
-    """
-    import tempfile
-
-    folder = os.environ.get("TORCHPORT_STORAGE_STAGING") or tempfile.gettempdir()
-    _sweep_staging(folder)
-    fd, tmp = tempfile.mkstemp(prefix=f".{name}{_TMP_MARK}{os.getpid()}-", dir=folder)
-    os.close(fd)
-    return Path(tmp)
-
-
-def _sweep_staging(folder: str) -> list[str]:
-    """Delete staging files in ``folder`` whose writer process is gone; return their paths."""
-    owner = re.compile(rf"^\..+{re.escape(_TMP_MARK)}(\d+)-[^/]+$")
-    removed = []
-    try:
-        entries = list(os.scandir(folder))
-    except OSError:
-        return removed
-    for entry in entries:
-        m = owner.match(entry.name)
-        if m is None or int(m.group(1)) == os.getpid():
-            continue
-        try:
-            os.kill(int(m.group(1)), 0)
-            continue                      # its writer is alive (or the pid was reused): leave it
-        except ProcessLookupError:
-            pass
-        except (PermissionError, OverflowError):
-            continue                      # another user's live process
-        with contextlib.suppress(OSError):
-            os.unlink(entry.path)
-            removed.append(entry.path)
-    return removed
+    return mkstemp_owned(".torchport-staging-", os.environ.get("TORCHPORT_STORAGE_STAGING"), suffix=f"-{name}")
 
 
 def _save_remote(state: Mapping[str, Any], url: str) -> str:

@@ -165,7 +165,9 @@ def _run(config: RunConfig, user_paths: list) -> int:
     from torchport.shim import child
 
     # interpreters the script starts (mp.spawn ...) install the same shim at start-up and leave their reports here
-    children = tempfile.mkdtemp(prefix="torchport-run-")
+    from torchport._tmpfiles import mkdtemp_owned
+
+    children = mkdtemp_owned("torchport-run-")   # a run killed outright leaves it; the next run removes it
     saved_env = os.environ.get(child.ENV)
     os.environ[child.ENV] = child.settings(device=config.device, require_accelerator=config.require_accelerator,
                                            user_paths=user_paths, report_dir=children)
