@@ -98,7 +98,7 @@ def judge(res: Res, ok_codes, *, prefer=None, also: Callable[[], str | None] | N
 
 # ---------------------------------------------------------------------------------------------- fixtures
 ENV = {k: v for k, v in os.environ.items() if not k.startswith("TORCHPORT_")}
-ENV.update(PYTHONWARNINGS="ignore", OMP_NUM_THREADS="1")
+ENV.update(PYTHONWARNINGS="ignore", OMP_NUM_THREADS="1", COLUMNS="400")
 
 
 def folder(root: Path, classes=3, per_class=16) -> Path:
