@@ -213,9 +213,15 @@ class S3:
 PROBES: list[tuple[str, str, Callable[[Path], tuple[str, str]]]] = []
 
 
-def probe(name: str, what: str):
+def probe(name: str, what: str, *, s3: bool = False):
+    """Register a probe; with ``s3``, it gets the environment of a running S3 server (or is skipped)."""
     def deco(fn):
-        PROBES.append((name, what, fn))
+        def run(t):
+            if not s3:
+                return fn(t)
+            env = S3.env()
+            return ("skip: moto (S3 server) not installed", "") if env is None else fn(t, env)
+        PROBES.append((name, what, run))
         return fn
     return deco
 
@@ -235,11 +241,8 @@ def _(t):
     return judge(r, {0, 3}, also=trained_on_garbage)
 
 
-@probe("shard-garbled-jpeg-object-s3", "every sample of the JPEG shard objects in the store garbled, then train")
-def _(t):
-    env = S3.env()
-    if env is None:
-        return "skip: moto not installed", ""
+@probe("shard-garbled-jpeg-object-s3", "every sample of the JPEG shard objects in the store garbled, then train", s3=True)
+def _(t, env):
     from torchport.data.pack import pack_splits
 
     src = folder(t / "src")
@@ -405,6 +408,8 @@ def _(t):
     if all(r.code == 0 for r in rs):
         return "FAIL: both exit 0 on one run dir", f"[exit 0, 0] {seen(rs[1])}"
     loser = next(r for r in rs if r.code != 0)
+    if "training finished" in loser.text or "done:" in loser.text:
+        return "FAIL: the second writer trained too (no refusal up front)", f"[exit {loser.code}] {seen(loser)}"
     return judge(loser, {loser.code})
 
 
@@ -449,30 +454,22 @@ def _(t):
 
 
 # -- object store ---------------------------------------------------------------------------------------
-@probe("store-doctor-missing-bucket", "doctor --store s3://no-such-bucket/x (part A)")
-def _(t):
-    env = S3.env()
-    if env is None:
-        return "skip: moto not installed", ""
+@probe("store-doctor-missing-bucket", "doctor --store s3://no-such-bucket/x (part A)", s3=True)
+def _(t, env):
     r = tp("doctor", "--store", "s3://no-such-bucket-probe/x", cwd=t, env=env)
     return judge(r, {1, 6}, also=lambda: "reports the missing bucket as ok" if "listable" in r.text else None)
 
 
-@probe("store-pack-missing-bucket", "data pack SRC s3://no-such-bucket/x (part A)")
-def _(t):
-    env = S3.env()
-    if env is None:
-        return "skip: moto not installed", ""
+@probe("store-pack-missing-bucket", "data pack SRC s3://no-such-bucket/x (part A)", s3=True)
+def _(t, env):
     src = folder(t / "src") / "train"
     r = tp("data", "pack", src, "s3://no-such-bucket-probe/x", "--workers", "1", cwd=t, env=env)
-    return judge(r, {6}, also=lambda: "blames the key / suggests the same command" if "data pack SRC" in seen(r) else None)
+    return judge(r, {6}, also=lambda: "a missing bucket reported as a missing object" if ".tps does not exist" in r.text
+                 else None)
 
 
-@probe("store-outage-during-train", "S3 endpoint unreachable for --checkpoint-dir (wrong port)")
-def _(t):
-    env = S3.env()
-    if env is None:
-        return "skip: moto not installed", ""
+@probe("store-outage-during-train", "S3 endpoint unreachable for --checkpoint-dir (wrong port)", s3=True)
+def _(t, env):
     src = folder(t / "src")
     bad = {**env, "AWS_ENDPOINT_URL": "http://127.0.0.1:9"}
     r = tp("train", "--data", src, *TINY, "--run-dir", t / "run", "--checkpoint-dir", "s3://b/ck", cwd=t, env=bad)
@@ -483,11 +480,8 @@ def _staging(f: Path) -> bool:
     return "torchport-staging" in f.name or ".tmp-" in f.name   # the name now, and before issue 24
 
 
-@probe("store-kill-during-upload", "SIGKILL during s3:// checkpoint uploads, then a second run: staging files in TMPDIR")
-def _(t):
-    env = S3.env()
-    if env is None:
-        return "skip: moto not installed", ""
+@probe("store-kill-during-upload", "SIGKILL during s3:// checkpoint uploads, then a second run: staging files in TMPDIR", s3=True)
+def _(t, env):
     src = folder(t / "src", per_class=40)
     stage = t / "tmpdir"
     stage.mkdir()

@@ -7,24 +7,16 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import struct
 import subprocess
 import sys
 
-import numpy as np
 import pytest
-import simplejpeg
 
+from bad_inputs import probe_helpers
 from torchport.data.decode import check_pixels, decode_any
+
+bomb_jpeg = probe_helpers().bomb_jpeg        # a 628-byte JPEG whose header claims 16000x16000
 from torchport.data.pack import pack
-
-
-def bomb_jpeg(h: int = 16000, w: int = 16000) -> bytes:
-    """A few hundred bytes of valid JPEG whose frame header claims ``h`` x ``w`` pixels."""
-    data = bytearray(simplejpeg.encode_jpeg(np.zeros((8, 8, 3), np.uint8), quality=50))
-    i = data.index(b"\xff\xc0")
-    data[i + 5:i + 9] = struct.pack(">HH", h, w)
-    return bytes(data)
 
 
 def test_pixel_limit_is_checked_from_the_header():

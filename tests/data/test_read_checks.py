@@ -9,20 +9,20 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
 import shutil
 
 import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from bad_inputs import bad_input
+from bad_inputs import bad_input, probe_helpers
 from torchport.cli.main import app
 from torchport.data.dataset import ShardDataset
 from torchport.data.errors import CorruptSampleError, SampleChecksumError, ShardFormatError
 from torchport.data.format import ShardSet
 from torchport.errors import ExitCode
+
+reseal, garble = probe_helpers().reseal, probe_helpers().garble   # the probe battery's tampering, reused
 
 
 @pytest.fixture(params=["predecoded", "jpeg"])
@@ -30,10 +30,7 @@ def garbled(request, tmp_path, shards):
     """A copy of a shard set with sample 5's bytes damaged (same size, header intact: quick checks pass)."""
     dst = tmp_path / request.param
     shutil.copytree(shards[request.param], dst)
-    row = np.load(dst / "index.npy")[5]
-    with open(dst / f"shard-{int(row['shard']):05d}.tps", "r+b") as f:
-        f.seek(int(row["offset"]) + int(row["nbytes"]) // 2)
-        f.write(b"\x5a" * 16)
+    garble(dst, sample=5)
     return dst
 
 
@@ -62,19 +59,6 @@ def test_raw_read_checks_crc_and_verify_still_lists_every_damaged_sample(garbled
     assert not res.ok and len(res.problems) == 1 and "(sample 5)" in res.problems[0]
 
 
-def _tamper(root, edit_index=None, edit_manifest=None):
-    """Edit the index and/or manifest and re-seal the index sha256 (as a buggy tool or a hand edit would)."""
-    idx = np.load(root / "index.npy")
-    manifest = json.loads((root / "index.json").read_text())
-    if edit_index:
-        edit_index(idx)
-    np.save(root / "index.npy", idx, allow_pickle=False)
-    manifest["index"]["sha256"] = hashlib.sha256((root / "index.npy").read_bytes()).hexdigest()
-    if edit_manifest:
-        edit_manifest(manifest)
-    (root / "index.json").write_text(json.dumps(manifest))
-
-
 def _set(col, value):
     def edit(idx):
         idx[col][3] = value
@@ -91,7 +75,7 @@ def _set(col, value):
 def test_tampered_index_rows_are_refused_at_open(tmp_path, shards, col, value, message):
     root = tmp_path / "t"
     shutil.copytree(shards["predecoded"], root)
-    _tamper(root, edit_index=_set(col, value))
+    reseal(root, edit_index=_set(col, value))
     for verify in ("none", "quick"):
         with pytest.raises(ShardFormatError, match=message):
             ShardSet.open(root, verify=verify)
@@ -101,7 +85,7 @@ def test_tampered_index_rows_are_refused_at_open(tmp_path, shards, col, value, m
 def test_manifest_missing_a_key_is_one_line(tmp_path, shards, key):
     root = tmp_path / "t"
     shutil.copytree(shards["jpeg"], root)
-    _tamper(root, edit_manifest=lambda m: m.pop(key))
+    reseal(root, edit_manifest=lambda m: m.pop(key))
     with pytest.raises(ShardFormatError, match=rf"manifest key '{key}' .* is missing or malformed"):
         ShardSet.open(root, verify="none")
 
@@ -109,7 +93,7 @@ def test_manifest_missing_a_key_is_one_line(tmp_path, shards, key):
 def test_verify_and_train_refuse_a_label_outside_the_classes(tmp_path, shards):
     data = tmp_path / "data"
     shutil.copytree(shards["predecoded"], data / "train")
-    _tamper(data / "train", edit_index=_set("label", 99))
+    reseal(data / "train", edit_index=_set("label", 99))
     res = CliRunner().invoke(app, ["data", "verify", str(data / "train")])
     assert res.exit_code == ExitCode.FAILED and "label 99 is outside" in res.output, res.output
     res = CliRunner().invoke(app, ["train", "--data", str(data), "--model", "tinycnn", "--image-size", "32",
@@ -123,7 +107,7 @@ def test_verify_and_train_refuse_a_label_outside_the_classes(tmp_path, shards):
 def test_manifest_without_shards_key_is_one_line_for_verify(tmp_path, shards):
     root = tmp_path / "t"
     shutil.copytree(shards["jpeg"], root)
-    _tamper(root, edit_manifest=lambda m: m.pop("shards"))
+    reseal(root, edit_manifest=lambda m: m.pop("shards"))
     res = CliRunner().invoke(app, ["data", "inspect", str(root)])
     bad_input("shards-manifest-missing-key", "a shard manifest (index.json) without its 'shards' key",
               "torchport data inspect DIR", res.exit_code, res.output, expect_code=ExitCode.FAILED, tmp=tmp_path,
