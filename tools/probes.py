@@ -619,18 +619,25 @@ def _(t):
     return judge(r, {1}, also=lambda: "no r.json" if not (t / "r.json").exists() else (f"temp dir left: {left}" if left else None))
 
 
-@probe("run-self-sigkill", "script SIGKILLs itself; run -o r.json (nothing can report: temp dir left?)")
-def _(t):
-    r, left = _run_script(t, "import signal\nos.kill(os.getpid(), signal.SIGKILL)\n")
-    verdict = "ok" if r.code == -9 and not left else f"FAIL: exit {r.code}, temp dir left: {left}" if left else "ok"
-    return verdict, f"[exit {r.code}] {seen(r)}"
+def _killed_then_next_run(t, body: str) -> tuple[str, str]:
+    """A script that dies without any cleanup possible: what is left in TMPDIR once the *next* run is done."""
+    r, left = _run_script(t, body)
+    (t / "next.py").write_text("import torch\n")
+    tp("run", "next.py", cwd=t, extra_env={"TMPDIR": str(t / "tmpdir")})
+    still = [p.name for p in (t / "tmpdir").iterdir()]
+    why = f"temp dir still there after the next run: {still}" if still else None
+    note = f"{len(left)} temp dir(s) left by the killed run, removed by the next run" if left and not still else seen(r)
+    return ("ok" if why is None else f"FAIL: {why}"), f"[exit {r.code}] {note}"
 
 
-@probe("run-script-segfault", "script crashes with SIGSEGV (ctypes); run")
+@probe("run-self-sigkill", "script SIGKILLs itself under run -o r.json (no report possible), then another run")
 def _(t):
-    r, left = _run_script(t, "import ctypes\nctypes.string_at(0)\n")
-    why = f"temp dir left: {left}" if left else None
-    return ("ok" if why is None else f"FAIL: {why}"), f"[exit {r.code}] {seen(r)}"
+    return _killed_then_next_run(t, "import signal\nos.kill(os.getpid(), signal.SIGKILL)\n")
+
+
+@probe("run-script-segfault", "script crashes with SIGSEGV (ctypes) under run, then another run")
+def _(t):
+    return _killed_then_next_run(t, "import ctypes\nctypes.string_at(0)\n")
 
 
 # -- bad TORCHPORT_EMULATE -------------------------------------------------------------------------------
