@@ -241,8 +241,10 @@ def _(t):
     return judge(r, {0, 3}, also=trained_on_garbage)
 
 
-@probe("shard-garbled-jpeg-object-s3", "every sample of the JPEG shard objects in the store garbled, then train", s3=True)
-def _(t, env):
+def _packed_in_store(t: Path, env: dict, mode: str, damage: Callable[[bytearray, Path], None]) -> str:
+    """Pack a small ImageFolder to a fresh bucket, then rewrite each shard object with ``damage`` applied."""
+    import boto3
+
     from torchport.data.pack import pack_splits
 
     src = folder(t / "src")
@@ -253,21 +255,45 @@ def _(t, env):
         from torchport.storage import store
 
         store._CLIENTS.clear()
-        pack_splits(src, url, mode="jpeg", workers=1)
-        import boto3
-
-        s3 = boto3.client("s3", endpoint_url=S3.url, region_name="us-east-1")
-        bucket = url.split("/")[2]
-        for obj in s3.list_objects_v2(Bucket=bucket)["Contents"]:
-            if obj["Key"].endswith(".tps"):
-                body = bytearray(s3.get_object(Bucket=bucket, Key=obj["Key"])["Body"].read())
-                body[64:] = bytes(len(body) - 64)          # header intact, every sample zeroed
-                s3.put_object(Bucket=bucket, Key=obj["Key"], Body=bytes(body))
+        pack_splits(src, url, mode=mode, workers=1, size=32)
     finally:
         os.environ.clear()
         os.environ.update(old)
+    s3 = boto3.client("s3", endpoint_url=S3.url, region_name="us-east-1", aws_access_key_id="testing",
+                      aws_secret_access_key="testing")
+    bucket = url.split("/")[2]
+    for obj in s3.list_objects_v2(Bucket=bucket)["Contents"]:
+        if obj["Key"].endswith(".tps"):
+            body = bytearray(s3.get_object(Bucket=bucket, Key=obj["Key"])["Body"].read())
+            damage(body, Path(obj["Key"]))
+            s3.put_object(Bucket=bucket, Key=obj["Key"], Body=bytes(body))
+    return url
+
+
+@probe("shard-garbled-jpeg-object-s3", "every sample of the JPEG shard objects in the store garbled, then train", s3=True)
+def _(t, env):
+    def zero(body, _key):
+        body[64:] = bytes(len(body) - 64)          # header intact, every sample zeroed
+    url = _packed_in_store(t, env, "jpeg", zero)
     r = tp("train", "--data", url, *TINY, "--run-dir", t / "run", cwd=t, env={**env, "TORCHPORT_STORAGE_CACHE": str(t / "c")})
     return judge(r, {3})
+
+
+@probe("shard-garbled-predecoded-object-s3", "a few pixels of predecoded shard objects in the store flipped, then train",
+       s3=True)
+def _(t, env):
+    def flip(body, _key):                          # same size, header intact: only the sample crc32s can tell
+        for off in range(4096, len(body), 40000):
+            body[off] ^= 0xFF
+    url = _packed_in_store(t, env, "predecoded", flip)
+    r = tp("train", "--data", url, *TINY, "--run-dir", t / "run", cwd=t, env={**env, "TORCHPORT_STORAGE_CACHE": str(t / "c")})
+
+    def counted():
+        if r.code != 0:
+            return None
+        s = json.loads((t / "run" / "summary.json").read_text())
+        return None if s.get("bad_files") else "exit 0 and no damaged sample counted (trained on garbage)"
+    return judge(r, {0, 3}, prefer="crc32", also=counted)
 
 
 @probe("shard-label-out-of-range", "index row with label 99 (3 classes), sha resealed; data verify + train")
