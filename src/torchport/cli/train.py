@@ -73,7 +73,10 @@ def run_train(config: Optional[str], json_out: Optional[str], print_config: bool
     if json_out not in (None, "-"):   # decided before training, not when the summary is written
         from torchport.paths import resolve
 
-        resolve(json_out, option="--json")
+        resolve(json_out, option="--json")      # a URL: one line (a local file only)
+    from torchport._json import check_writable
+
+    check_writable(json_out, what="--json file")   # before training, not after it
     try:
         # Known errors (bad config, unavailable/unknown device, no accelerator, checkpoint, divergence,
         # a dead rank) carry their exit code and become one line in the guard around every verb.
