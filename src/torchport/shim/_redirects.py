@@ -183,6 +183,21 @@ def tensor_patches(shim: Any) -> Patches:
 
     out.append((T, "is_cuda", is_cuda_property(shim, T.is_cuda), "torch.Tensor.is_cuda"))
 
+    from torchport.shim._cuda_api import legacy_cuda_dtype
+
+    orig_type = T.type
+
+    def type_(self: Any, dtype: Any = None, non_blocking: bool = False, **kwargs: Any) -> Any:
+        legacy = legacy_cuda_dtype(dtype) if dtype is not None else None
+        if legacy is None:
+            return orig_type(self, dtype, non_blocking, **kwargs) if dtype is not None else orig_type(self)
+        new = dm.device()
+        hit("torch.Tensor.type", f"type({getattr(dtype, '__name__', dtype)})", new)
+        return orig_to(self, device=new, dtype=legacy, non_blocking=non_blocking)
+
+    out.append((T, "type", _named(type_, orig_type, "legacy CUDA types (torch.cuda.FloatTensor) convert on the "
+                                                    "selected device."), "torch.Tensor.type"))
+
     def make_new(original: Callable, api: str) -> Callable:
         def new_method(self: Any, *args: Any, **kwargs: Any) -> Any:
             dev = kwargs.get("device")
