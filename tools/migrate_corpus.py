@@ -17,8 +17,8 @@ Corpora:
 
 * ``own`` (default): the small scripts under ``tests/migrate/equivalence/`` that re-create each third-party
   pattern (CI runs these; it has no network).
-* ``pinned``: third-party scripts, fetched at the pinned commit from a local mirror (``--mirrors``, bare git
-  repositories named ``owner+name``) -- never committed here. Each entry of ``PINNED`` is a recipe:
+* ``pinned``: third-party scripts, fetched at the pinned commit from a local mirror (``--mirrors``: bare git
+  repositories ``owner+name/repo``, as the session's fetch tool leaves them) -- never committed here. Each entry of ``PINNED`` is a recipe:
   repository, commit, path, arguments, and text patches that make it tiny-runnable on generated data.
 
 Usage::
@@ -60,6 +60,7 @@ class Script:
     path: Path
     args: list[str] = dataclasses.field(default_factory=list)
     source: str = "own"
+    maintainer_lines: int | None = None  # lines the maintainers changed in their own hand-port, where one exists
 
 
 @dataclasses.dataclass
@@ -90,11 +91,13 @@ class Row:
         return all(v == "yes" for v in self.equivalent.values())
 
 
-def _env(out: Path, steps: int, device: str, seed: int) -> dict[str, str]:
+def _env(out: Path, steps: int, device: str, seed: int, fake_data: bool = False) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in _CLEAR}
     env.update(TORCHPORT_EQUIV_OUT=str(out), TORCHPORT_EQUIV_STEPS=str(steps), TORCHPORT_EQUIV_SEED=str(seed),
                PYTHONPATH=os.pathsep.join([str(PROBE), env.get("PYTHONPATH", "")]).rstrip(os.pathsep),
                PYTHONHASHSEED="0")
+    if fake_data:
+        env["TORCHPORT_EQUIV_FAKE_DATA"] = "1"
     if device == "npu":
         env["TORCHPORT_EMULATE"] = "npu"
     else:
@@ -117,7 +120,7 @@ def run_mode(script: Script, mode: str, work: Path, steps: int, seed: int, timeo
     out = work / f"probe-{kind}-{device}"
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
-    env = _env(out, steps, device, seed)
+    env = _env(out, steps, device, seed, fake_data=script.source != "own")
     if kind == "run":
         cmd = [sys.executable, "-m", "torchport", "run", *(["--device", "cpu"] if device == "cpu" else []),
                str(work / "orig" / script.path.name), *script.args]
@@ -129,7 +132,9 @@ def run_mode(script: Script, mode: str, work: Path, steps: int, seed: int, timeo
     except subprocess.TimeoutExpired:
         rc, err = 124, f"timed out after {timeout:.0f} s"
     last = [ln for ln in err.strip().splitlines() if ln.strip() and not ln.startswith(" ")]
-    return ModeResult(rc=rc, ranks=_read(out), error=last[-1][:200] if (rc != 0 and last) else "")
+    errors = [ln for ln in last if "Error" in ln.split(":", 1)[0] or "Exception" in ln.split(":", 1)[0]]
+    error = (errors or last or [""])[-1][:200] if rc != 0 else ""
+    return ModeResult(rc=rc, ranks=_read(out), error=error)
 
 
 def fix_copy(script: Script, work: Path, unsafe: bool) -> tuple[bool, int]:
@@ -212,15 +217,47 @@ def own_corpus() -> list[Script]:
 
 
 #: Third-party recipes: (name, repository, commit, path, arguments, [(old, new) text patches]). Fetched from a
-#: local mirror at the pinned commit by ``pinned_corpus``; never committed.
-PINNED: list[tuple[str, str, str, str, list[str], list[tuple[str, str]]]] = []
+#: local mirror at the pinned commit by ``pinned_corpus``; never committed. torchvision datasets are replaced
+#: by generated ones (the probe's TORCHPORT_EQUIV_FAKE_DATA), so most recipes need only small arguments.
+_GAN = ("eriklindernoren/PyTorch-GAN", "36d3c77e5ff20ebe0aeefd322326a134a279b93e")
+_GAN_SMALL = ["--batch_size", "8", "--n_cpu", "0"]
+PINNED: list[tuple[str, str, str, str, list[str], list[tuple[str, str]]]] = [
+    *((f"gan-{n}", *_GAN, f"implementations/{n}/{f}.py", _GAN_SMALL, []) for n, f in (
+        ("gan", "gan"), ("dcgan", "dcgan"), ("wgan", "wgan"), ("wgan_gp", "wgan_gp"), ("lsgan", "lsgan"),
+        ("acgan", "acgan"), ("cgan", "cgan"), ("infogan", "infogan"), ("bgan", "bgan"), ("began", "began"),
+        ("ebgan", "ebgan"), ("softmax_gan", "softmax_gan"), ("relativistic_gan", "relativistic_gan"),
+        ("aae", "aae"), ("sgan", "sgan"), ("dragan", "dragan"), ("wgan_div", "wgan_div"),
+        ("cluster_gan", "clustergan"))),
+]
+#: pytorch/examples at the parent of the commit where the maintainers moved each script to torch.accelerator
+#: by hand (the 7th field): the harness reports their lines changed next to ours.
+_EX = "pytorch/examples"
+MAINTAINER_PORTS: list[tuple[str, str, str, str, list[str], list[tuple[str, str]], str]] = [
+    ("examples-mnist", _EX, "65722fe3ce14447420cf922fdd713bfe900b410f^", "mnist/main.py",
+     ["--epochs", "1", "--batch-size", "8", "--test-batch-size", "8"], [], "65722fe3ce14447420cf922fdd713bfe900b410f"),
+    ("examples-mnist_rnn", _EX, "65722fe3ce14447420cf922fdd713bfe900b410f^", "mnist_rnn/main.py",
+     ["--cuda", "--epochs", "1", "--batch-size", "8", "--test-batch-size", "8"], [],
+     "65722fe3ce14447420cf922fdd713bfe900b410f"),
+    ("examples-mnist_forward_forward", _EX, "65722fe3ce14447420cf922fdd713bfe900b410f^",
+     "mnist_forward_forward/main.py", ["--epochs", "1", "--train_size", "64", "--test_size", "64"], [],
+     "65722fe3ce14447420cf922fdd713bfe900b410f"),
+    ("examples-vae", _EX, "54e132ece5558f2b54f3f57f323bcdd71525436d^", "vae/main.py",
+     ["--epochs", "1", "--batch-size", "8"], [], "54e132ece5558f2b54f3f57f323bcdd71525436d"),
+    ("examples-siamese", _EX, "12dc18e872419aba06daa1c0f7e7b05df43644c7^", "siamese_network/main.py",
+     ["--epochs", "1", "--batch-size", "8", "--test-batch-size", "8"], [], "12dc18e872419aba06daa1c0f7e7b05df43644c7"),
+    ("examples-dcgan", _EX, "cc8e404cbcbf3a3c326789260deed89ee04b3408^", "dcgan/main.py",
+     ["--cuda", "--dataset", "fake", "--batchSize", "4", "--imageSize", "64", "--niter", "1", "--workers", "0"], [],
+     "cc8e404cbcbf3a3c326789260deed89ee04b3408"),
+]
+PINNED = PINNED + [r[:6] for r in MAINTAINER_PORTS]
 
 
 def pinned_corpus(mirrors: Path, dest: Path) -> list[Script]:
     """Check out each PINNED recipe from ``mirrors/<owner>+<name>`` (bare repositories) into ``dest``."""
     scripts = []
     for name, repo, commit, path, args, patches in PINNED:
-        git_dir = next(iter(sorted((mirrors / repo.replace("/", "+")).glob("*.git"))), mirrors / repo.replace("/", "+"))
+        base = mirrors / repo.replace("/", "+")
+        git_dir = base / "repo" if (base / "repo").exists() else base
         text = subprocess.run(["git", "--git-dir", str(git_dir), "show", f"{commit}:{path}"], capture_output=True,
                               text=True, check=True).stdout
         for old, new in patches:
@@ -230,7 +267,14 @@ def pinned_corpus(mirrors: Path, dest: Path) -> list[Script]:
         target = dest / name / Path(path).name
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(text, encoding="utf-8")
-        scripts.append(Script(name, target, args, source=f"{repo}@{commit[:8]}:{path}"))
+        script = Script(name, target, args, source=f"{repo}@{commit[:8]}{'^' if commit.endswith('^') else ''}:{path}")
+        port = next((r[6] for r in MAINTAINER_PORTS if r[0] == name), None)
+        if port is not None:
+            diff = subprocess.run(["git", "--git-dir", str(git_dir), "diff", "-U0", f"{port}^", port, "--", path],
+                                  capture_output=True, text=True, check=True).stdout.splitlines()
+            script.maintainer_lines = sum(1 for ln in diff if ln.startswith(("+", "-"))
+                                          and not ln.startswith(("+++", "---")))
+        scripts.append(script)
     return scripts
 
 
@@ -245,12 +289,13 @@ def _cell(m: ModeResult | None) -> str:
 def markdown(rows: list[Row]) -> str:
     """The corpus table (one row per script)."""
     lines = ["| script | source | " + " | ".join(MODES) + " | equivalent cpu | equivalent npu | fix: imports torchport "
-             "| fix: lines changed |", "|" + "---|" * (len(MODES) + 6)]
+             "| fix: lines changed | maintainers: lines changed |", "|" + "---|" * (len(MODES) + 7)]
     for r in rows:
         cells = [_cell(r.modes.get(m)) for m in MODES]
         eq = [r.equivalent.get(d, "-") for d in ("cpu", "npu")]
         lines.append(f"| {r.script.name} | {r.script.source} | " + " | ".join(cells) + f" | {eq[0]} | {eq[1]} | "
-                     f"{'yes' if r.fixed_imports_torchport else 'no'} | {r.lines_changed} |")
+                     f"{'yes' if r.fixed_imports_torchport else 'no'} | {r.lines_changed} | "
+                     f"{'-' if r.script.maintainer_lines is None else r.script.maintainer_lines} |")
     return "\n".join(lines) + "\n"
 
 
@@ -283,7 +328,8 @@ def main(argv: list[str] | None = None) -> int:
         args.json.write_text(json.dumps([{
             "script": r.script.name, "source": r.script.source, "equivalent": r.equivalent,
             "modes": {m: {"rc": v.rc, "ranks": len(v.ranks), "error": v.error} for m, v in r.modes.items()},
-            "imports_torchport": r.fixed_imports_torchport, "lines_changed": r.lines_changed} for r in rows],
+            "imports_torchport": r.fixed_imports_torchport, "lines_changed": r.lines_changed,
+            "maintainer_lines": r.script.maintainer_lines} for r in rows],
             indent=2), encoding="utf-8")
     return 0 if all(r.passed for r in rows) else 1
 

@@ -83,5 +83,29 @@ def _install(out: str) -> None:
     register_optimizer_step_post_hook(post_hook)
 
 
+def _fake_datasets() -> None:
+    """TORCHPORT_EQUIV_FAKE_DATA=1: torchvision's downloading datasets become small generated ones (same
+    image shape and mode, deterministic), so third-party scripts run without network or data."""
+    import torchvision
+    from torchvision import datasets
+
+    shapes = {"MNIST": (1, 28, 28), "FashionMNIST": (1, 28, 28), "EMNIST": (1, 28, 28), "KMNIST": (1, 28, 28),
+              "CIFAR10": (3, 32, 32), "CIFAR100": (3, 32, 32), "SVHN": (3, 32, 32), "ImageFolder": (3, 64, 64)}
+    for name, shape in shapes.items():
+        classes = 100 if name == "CIFAR100" else 10
+
+        class Fake(datasets.FakeData):
+            def __init__(self, *args, transform=None, target_transform=None, _shape=shape, _classes=classes,
+                         **kwargs):
+                super().__init__(size=64, image_size=_shape, num_classes=_classes, transform=transform,
+                                 target_transform=target_transform)
+
+        Fake.__name__ = name
+        setattr(datasets, name, Fake)
+    torchvision.datasets = datasets
+
+
 if _OUT:
     _install(_OUT)
+    if os.environ.get("TORCHPORT_EQUIV_FAKE_DATA") == "1":
+        _fake_datasets()
