@@ -47,6 +47,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PROBE = ROOT / "tools" / "equivalence_probe"
 OWN = ROOT / "tests" / "migrate" / "equivalence"
 MODES = ("run cpu", "run npu", "fix cpu", "fix npu")
+NPU_DEVICES = 2
 _LOW = {"float16", "bfloat16"}
 _CLEAR = ("TORCHPORT_DEVICE", "TORCHPORT_EMULATE", "TORCHPORT_REQUIRE_ACCELERATOR", "RANK", "WORLD_SIZE",
           "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "TORCHPORT_EQUIV_OUT")
@@ -99,7 +100,7 @@ def _env(out: Path, steps: int, device: str, seed: int, fake_data: bool = False)
     if fake_data:
         env["TORCHPORT_EQUIV_FAKE_DATA"] = "1"
     if device == "npu":
-        env["TORCHPORT_EMULATE"] = "npu"
+        env["TORCHPORT_EMULATE"] = f"npu:{NPU_DEVICES}"  # two cards: a spawn/DDP script runs two ranks
     else:
         env["TORCHPORT_DEVICE"] = "cpu"
     return env
