@@ -3,8 +3,6 @@ stream arguments, the legacy typed constructors, and libraries validating a user
 
 from __future__ import annotations
 
-import importlib
-import sys
 import textwrap
 
 import numpy as np
@@ -12,7 +10,7 @@ import pytest
 import torch
 
 import torchport.shim as shim
-from shim_helpers import run_cli
+from shim_helpers import install_fake_library, run_cli
 
 TIMM_LIKE = textwrap.dedent('''
     """Re-creates timm.utils.distributed.init_distributed_device: validates and applies the user's device."""
@@ -33,13 +31,7 @@ TIMM_LIKE = textwrap.dedent('''
 
 @pytest.fixture
 def timm_like(tmp_path, monkeypatch):
-    site = tmp_path / "venv" / "lib" / "site-packages"
-    (site / "timm_like").mkdir(parents=True)
-    (site / "timm_like" / "__init__.py").write_text(TIMM_LIKE)
-    monkeypatch.syspath_prepend(str(site))
-    sys.modules.pop("timm_like", None)
-    yield importlib.import_module("timm_like")
-    sys.modules.pop("timm_like", None)
+    return install_fake_library(tmp_path, monkeypatch, "timm_like", TIMM_LIKE)
 
 
 def test_cpu_fallback_counts_one_device():
