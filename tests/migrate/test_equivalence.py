@@ -51,17 +51,14 @@ def test_a_divergence_is_a_failing_row():
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(SCRIPTS))
 def test_fixed_script_is_equivalent_on_cpu(name):
-    row = corpus.check(SCRIPTS[name], devices=("cpu",), timeout=240)
+    row = corpus.check(SCRIPTS[name], devices=("cpu",), steps=2, timeout=240)
     assert row.equivalent == {"cpu": "yes"}, (row.equivalent, {m: r.error for m, r in row.modes.items()})
     assert row.fixed_imports_torchport
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["unet_amp_guard", "device_dispatch_checkpoint"])
-def test_fixed_script_is_equivalent_on_the_emulated_npu(name):
+def test_amp_guard_is_equivalent_on_the_emulated_npu():
     """On an accelerator the AMP guard matters: the old fix ran this forward in float32 instead of float16."""
-    row = corpus.check(SCRIPTS[name], devices=("npu",), timeout=300)
+    row = corpus.check(SCRIPTS["unet_amp_guard"], devices=("npu",), steps=2, timeout=300)
     assert row.equivalent == {"npu": "yes"}, (row.equivalent, {m: r.error for m, r in row.modes.items()})
-    dtypes = {d for rec in row.modes["fix npu"].ranks[0] for d in rec["dtypes"]}
-    if name == "unet_amp_guard":
-        assert "float16" in dtypes
+    assert "float16" in {d for rec in row.modes["fix npu"].ranks[0] for d in rec["dtypes"]}
