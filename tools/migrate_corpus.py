@@ -62,6 +62,7 @@ class Script:
     args: list[str] = dataclasses.field(default_factory=list)
     source: str = "own"
     maintainer_lines: int | None = None  # lines the maintainers changed in their own hand-port, where one exists
+    root: Path | None = None  # the script's folder (its local modules) when it is more than one file
 
 
 @dataclasses.dataclass
@@ -143,11 +144,14 @@ def fix_copy(script: Script, work: Path, unsafe: bool) -> tuple[bool, int]:
 
     Returns (the fixed file imports torchport, lines changed)."""
     for sub in ("orig", "fixed"):
-        (work / sub).mkdir(parents=True, exist_ok=True)
-        shutil.copy2(script.path, work / sub / script.path.name)
+        if script.root is not None:  # the script with its local modules; the whole folder is fixed
+            shutil.copytree(script.root, work / sub, dirs_exist_ok=True)
+        else:
+            (work / sub).mkdir(parents=True, exist_ok=True)
+            shutil.copy2(script.path, work / sub / script.path.name)
     target = work / "fixed" / script.path.name
     cmd = [sys.executable, "-m", "torchport", "fix", "--write", *(["--unsafe-fixes"] if unsafe else []),
-           str(target)]
+           str(work / "fixed" if script.root is not None else target)]
     subprocess.run(cmd, cwd=work, capture_output=True, text=True, timeout=300)
     before = script.path.read_text(encoding="utf-8").splitlines()
     after = target.read_text(encoding="utf-8").splitlines()
@@ -251,6 +255,15 @@ MAINTAINER_PORTS: list[tuple[str, str, str, str, list[str], list[tuple[str, str]
      "cc8e404cbcbf3a3c326789260deed89ee04b3408"),
 ]
 PINNED = PINNED + [r[:6] for r in MAINTAINER_PORTS]
+#: self-supervised DDP with mp.spawn (one process per device, set_device(gpu), SyncBatchNorm)
+_SIMSIAM = ("facebookresearch/simsiam", "a7bc1772896d0dad0806c51f0bb6f3b16d290468")
+_SPAWN = ["--dist-url", "tcp://127.0.0.1:29517", "--multiprocessing-distributed", "--world-size", "1", "--rank", "0",
+          "-b", "8", "--workers", "0", "--epochs", "1", "--seed", "0"]
+PINNED += [
+    ("simsiam-pretrain", *_SIMSIAM, "main_simsiam.py", ["-a", "resnet18", "--dim", "64", "--pred-dim", "16",
+                                                         *_SPAWN, "data"], []),
+    ("simsiam-lincls", *_SIMSIAM, "main_lincls.py", ["-a", "resnet18", *_SPAWN, "data"], []),
+]
 
 
 def pinned_corpus(mirrors: Path, dest: Path) -> list[Script]:
@@ -259,16 +272,22 @@ def pinned_corpus(mirrors: Path, dest: Path) -> list[Script]:
     for name, repo, commit, path, args, patches in PINNED:
         base = mirrors / repo.replace("/", "+")
         git_dir = base / "repo" if (base / "repo").exists() else base
-        text = subprocess.run(["git", "--git-dir", str(git_dir), "show", f"{commit}:{path}"], capture_output=True,
-                              text=True, check=True).stdout
+        folder = str(Path(path).parent)
+        root = dest / name
+        root.mkdir(parents=True, exist_ok=True)
+        archive = subprocess.run(["git", "--git-dir", str(git_dir), "archive", commit, *([folder] if folder != "." else [])],
+                                 capture_output=True, check=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(root), *(["--strip-components", str(len(Path(folder).parts))]
+                                                      if folder != "." else [])], input=archive, check=True)
+        target = root / Path(path).name
+        text = target.read_text(encoding="utf-8")
         for old, new in patches:
             if old not in text:
                 raise SystemExit(f"recipe {name}: patch anchor {old!r} not found at {repo}@{commit[:8]}:{path}")
             text = text.replace(old, new)
-        target = dest / name / Path(path).name
-        target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(text, encoding="utf-8")
-        script = Script(name, target, args, source=f"{repo}@{commit[:8]}{'^' if commit.endswith('^') else ''}:{path}")
+        script = Script(name, target, args, source=f"{repo}@{commit[:8]}{'^' if commit.endswith('^') else ''}:{path}",
+                        root=root)
         port = next((r[6] for r in MAINTAINER_PORTS if r[0] == name), None)
         if port is not None:
             diff = subprocess.run(["git", "--git-dir", str(git_dir), "diff", "-U0", f"{port}^", port, "--", path],

@@ -97,6 +97,8 @@ def _fake_datasets() -> None:
         class Fake(datasets.FakeData):
             def __init__(self, *args, transform=None, target_transform=None, _shape=shape, _classes=classes,
                          **kwargs):
+                if transform is None:  # ImageFolder(root, transform) / MNIST(root, train, transform) positionally
+                    transform = next((a for a in args[1:] if callable(a)), None)
                 super().__init__(size=64, image_size=_shape, num_classes=_classes, transform=transform,
                                  target_transform=target_transform)
 
