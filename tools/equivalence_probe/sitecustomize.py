@@ -54,19 +54,15 @@ def _install(out: str) -> None:
 
     torch.nn.modules.module.register_module_forward_hook(forward_hook)
 
-    def first_param(opt):
-        for group in opt.param_groups:
-            for p in group["params"]:
-                return p
-        return None
+    def params(opt):
+        return [p for group in opt.param_groups for p in group["params"]]
 
     def pre_hook(opt, args, kwargs):
-        p = first_param(opt)
-        state["before"] = None if p is None else p.detach().to("cpu", copy=True)
+        state["before"] = [p.detach().to("cpu", copy=True) for p in params(opt)]
 
     def post_hook(opt, args, kwargs):
-        p = first_param(opt)
-        changed = p is not None and state["before"] is not None and not torch.equal(state["before"], p.detach().cpu())
+        before = state["before"] or []
+        changed = any(not torch.equal(b, p.detach().cpu()) for b, p in zip(before, params(opt)))
         devices = sorted({str(q.device) for g in opt.param_groups for q in g["params"]})
         state["steps"] += 1
         record = {"pid": os.getpid(), "rank": rank(), "step": state["steps"], "losses": state["losses"],
