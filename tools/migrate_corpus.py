@@ -231,8 +231,8 @@ PINNED: list[tuple[str, str, str, str, list[str], list[tuple[str, str]]]] = [
         ("gan", "gan"), ("dcgan", "dcgan"), ("wgan", "wgan"), ("wgan_gp", "wgan_gp"), ("lsgan", "lsgan"),
         ("acgan", "acgan"), ("cgan", "cgan"), ("infogan", "infogan"), ("bgan", "bgan"), ("began", "began"),
         ("ebgan", "ebgan"), ("softmax_gan", "softmax_gan"), ("relativistic_gan", "relativistic_gan"),
-        ("aae", "aae"), ("sgan", "sgan"), ("dragan", "dragan"), ("wgan_div", "wgan_div"),
-        ("cluster_gan", "clustergan"))),
+        ("aae", "aae"), ("sgan", "sgan"), ("dragan", "dragan"), ("wgan_div", "wgan_div"))),
+    ("gan-cluster_gan", *_GAN, "implementations/cluster_gan/clustergan.py", ["-b", "8", "-n", "1"], []),
 ]
 #: pytorch/examples at the parent of the commit where the maintainers moved each script to torch.accelerator
 #: by hand (the 7th field): the harness reports their lines changed next to ours.
