@@ -1,7 +1,6 @@
 """Re-creates the moco / simsiam main_moco.py pattern: `mp.spawn(main_worker, nprocs=ngpus_per_node)` with
 `ngpus_per_node = torch.cuda.device_count()`, `torch.cuda.set_device(gpu)`, `model.cuda(gpu)`,
 `DistributedDataParallel(model, device_ids=[gpu])` and `.cuda(gpu, non_blocking=True)` batches."""
-import os
 import socket
 
 import torch
