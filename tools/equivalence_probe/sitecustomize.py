@@ -82,6 +82,7 @@ def _install(out: str) -> None:
 def _fake_datasets() -> None:
     """TORCHPORT_EQUIV_FAKE_DATA=1: torchvision's downloading datasets become small generated ones (same
     image shape and mode, deterministic), so third-party scripts run without network or data."""
+    import torch
     import torchvision
     from torchvision import datasets
 
@@ -97,6 +98,11 @@ def _fake_datasets() -> None:
                     transform = next((a for a in args[1:] if callable(a)), None)
                 super().__init__(size=64, image_size=_shape, num_classes=_classes, transform=transform,
                                  target_transform=target_transform)
+                # the raw arrays some scripts index directly (MNIST's uint8 N x H x W `.data`, `.targets`)
+                g = torch.Generator().manual_seed(1)
+                raw = torch.randint(0, 256, (64, *_shape[1:]) if _shape[0] == 1 else (64, *_shape[1:], _shape[0]),
+                                    dtype=torch.uint8, generator=g)
+                self.data, self.targets = raw, torch.randint(0, _classes, (64,), generator=g)
 
         Fake.__name__ = name
         setattr(datasets, name, Fake)
