@@ -5,6 +5,12 @@ test files is here (``tools/torch_npu_suite.py`` runs those at a pinned commit).
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import os
+import pathlib
+import re
+import subprocess
+import sys
 import unittest
 
 import pytest
@@ -123,3 +129,112 @@ def test_grad_scaler_one_overflow_skips_every_optimizer(npu):
     stepped_first, stepped_later, scale = _overflow_run(torch.npu.amp.GradScaler, "npu")
     assert not stepped_first  # torch_npu skips opt_a too (torch's scaler would step it)
     assert stepped_later and scale == 2.0
+
+
+# -- item 5: every name transformers / accelerate / timm / Lightning take from torch_npu at load time
+
+#: the libraries whose installed sources are grepped, and what they import from torch_npu at the versions
+#: measured (transformers 5.24, accelerate 1.15, timm 1.0.31, lightning 2.6.6): checked even where a
+#: library is not installed
+THIRD_PARTY = ("transformers", "accelerate", "timm", "lightning", "pytorch_lightning", "lightning_fabric")
+KNOWN_NAMES = {("torch_npu", "npu_fusion_attention"), ("torch_npu.optim", "NpuFusedAdamW"), ("torch_npu", None)}
+
+_FROM = re.compile(r"^[ \t]*from[ \t]+(torch_npu(?:\.\w+)*)[ \t]+import[ \t]+(?:\(([^)]*)\)|([^\n(#]+))", re.M)
+_ATTR = re.compile(r"\btorch_npu((?:\.\w+)+)")
+_IMPORT = re.compile(r"^[ \t]*import[ \t]+(torch_npu(?:\.\w+)*)", re.M)
+
+
+def torch_npu_names(source: str) -> set:
+    """``(module, name)`` pairs a source file takes from torch_npu (name None: the module itself)."""
+    names = set()
+    for mod, in_parens, on_line in _FROM.findall(source):
+        for name in (in_parens or on_line).replace("\n", " ").split(","):
+            name = name.strip().split(" as ")[0].strip()
+            if name:
+                names.add((mod, name))
+    for mod in _IMPORT.findall(source):
+        names.add((mod, None))
+    for chain in _ATTR.findall(source):
+        parts = chain.strip(".").split(".")
+        if parts[0] == "npu":  # torch_npu.npu is torch.npu: its names are checked against torch.npu below
+            continue
+        names.add(("torch_npu", parts[0]))
+    return names
+
+
+def installed_third_party_names() -> set:
+    found = set()
+    for lib in THIRD_PARTY:
+        spec = importlib.util.find_spec(lib)
+        if spec is None or not spec.submodule_search_locations:
+            continue
+        for root in spec.submodule_search_locations:
+            for path in pathlib.Path(root).rglob("*.py"):
+                text = path.read_text(errors="replace")
+                if "torch_npu" in text:
+                    found |= torch_npu_names(text)
+    return found
+
+
+def test_name_grep_finds_each_form():
+    src = ("from torch_npu import npu_fusion_attention, npu_rms_norm as rms\n"
+           "    from torch_npu.optim import (NpuFusedAdamW,\n        NpuFusedSGD)\n"
+           "import torch_npu.profiler\nx = torch_npu.npu_format_cast(t, 29)\ny = torch_npu.npu.current_device()\n"
+           "z = is_torch_npu_available()\n")
+    assert torch_npu_names(src) == {
+        ("torch_npu", "npu_fusion_attention"), ("torch_npu", "npu_rms_norm"), ("torch_npu.optim", "NpuFusedAdamW"),
+        ("torch_npu.optim", "NpuFusedSGD"), ("torch_npu.profiler", None), ("torch_npu", "npu_format_cast"),
+        ("torch_npu", "optim"), ("torch_npu", "profiler")}
+
+
+def test_every_torch_npu_name_third_party_libraries_import_exists(npu):
+    names = KNOWN_NAMES | installed_third_party_names()
+    missing = []
+    for mod, name in sorted(names, key=str):
+        try:
+            module = importlib.import_module(mod)
+            if name is not None:
+                getattr(module, name)
+        except (ImportError, AttributeError) as exc:
+            missing.append(f"{mod}.{name}: {exc}")
+    assert not missing, missing
+
+
+def test_npu_fusion_attention_matches_sdpa(npu):
+    import torch_npu
+
+    torch.manual_seed(0)
+    b, s, n, d = 2, 5, 4, 8
+    q, k, v = (torch.randn(b, s, n, d) for _ in range(3))
+    ref = torch.nn.functional.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                                                           is_causal=True).transpose(1, 2)
+    qn, kn, vn = (t.npu().requires_grad_() for t in (q, k, v))
+    out = torch_npu.npu_fusion_attention(qn, kn, vn, n, "BSND", scale=d ** -0.5, sparse_mode=3,
+                                         atten_mask=torch.ones(s, s, dtype=torch.bool).triu(1).npu())
+    assert out[0].device.type == "npu" and len(out) == 7
+    torch.testing.assert_close(out[0].cpu(), ref, rtol=1e-5, atol=1e-5)
+    out[0].sum().backward()
+    assert qn.grad is not None and qn.grad.device.type == "npu"
+    # explicit mask (True = masked out), BSH layout, grouped-query keys (2 kv heads)
+    mask = torch.rand(s, s) > 0.7
+    mask.fill_diagonal_(False)
+    kg, vg = k[:, :, :2], v[:, :, :2]
+    ref2 = torch.nn.functional.scaled_dot_product_attention(
+        q.transpose(1, 2), kg.transpose(1, 2), vg.transpose(1, 2), attn_mask=~mask, enable_gqa=True).transpose(1, 2)
+    out2 = torch_npu.npu_fusion_attention(q.reshape(b, s, n * d).npu(), kg.reshape(b, s, 2 * d).npu(),
+                                          vg.reshape(b, s, 2 * d).npu(), n, "BSH", atten_mask=mask.npu(),
+                                          scale=d ** -0.5)[0]
+    torch.testing.assert_close(out2.cpu().view(b, s, n, d), ref2, rtol=1e-5, atol=1e-5)
+    with pytest.raises(RuntimeError, match="npu_fusion_attention: input_layout 'TND'"):
+        torch_npu.npu_fusion_attention(qn, kn, vn, n, "TND")
+
+
+def test_transformers_llama_config_imports_under_the_emulator(tmp_path):
+    """``from transformers import LlamaConfig`` with TORCHPORT_EMULATE=npu (transformers then imports
+    npu_fusion_attention); transformers comes with the dev extra."""
+    code = ("import torch, transformers.integrations.npu_flash_attention as m\n"
+            "from transformers import LlamaConfig\nprint(LlamaConfig().model_type, m.npu_fusion_attention.__module__)\n")
+    env = dict(os.environ, TORCHPORT_EMULATE="npu", OMP_NUM_THREADS="1")
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.split()[-2:] == ["llama", "torch_npu._fusion_attention"]
