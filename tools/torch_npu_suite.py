@@ -106,10 +106,12 @@ def extract(repo: Path, commit: str, dest: Path) -> None:
 
 
 def _first_line(text: str) -> str:
+    """The exception line of a failure: the last ``E   SomeError: ...`` line, else the last line."""
     lines = [ln.strip() for ln in (text or "").splitlines() if ln.strip()]
-    for ln in reversed(lines):  # the exception line of the last frame
-        if re.match(r"^(E\s+)?[\w.]*(Error|Exception|Exit|Warning|assert)\b", ln) or ln.startswith("E "):
-            return ln[:200]
+    for ln in reversed(lines):
+        m = re.match(r"^(?:E\s+)?((?:[\w.]+(?:Error|Exception|Exit|Interrupt)|assert|AssertionError)\b.*)", ln)
+        if m:
+            return m.group(1)[:200]
     return (lines[-1] if lines else "")[:200]
 
 
@@ -120,7 +122,8 @@ def _count_defs(path: Path) -> int:
 def run_file(root: Path, rel: str, devices: int, timeout: int, python: str) -> FileResult:
     res = FileResult(rel)
     xml = root / (rel.replace("/", "__") + ".xml")
-    env = dict(os.environ, TORCHPORT_EMULATE=f"npu:{devices}", PYTHONDONTWRITEBYTECODE="1")
+    env = dict(os.environ, TORCHPORT_EMULATE=f"npu:{devices}", PYTHONDONTWRITEBYTECODE="1",
+               PYTORCH_PRINT_REPRO_ON_FAILURE="0")
     test_file = root / rel
     started = time.monotonic()
     try:
@@ -152,10 +155,10 @@ def run_file(root: Path, rel: str, devices: int, timeout: int, python: str) -> F
             res.skipped += 1
         elif bad is not None:
             res.failed += 1
-            res.failures.append([tid, _first_line((bad.get("message") or "") + "\n" + (bad.text or ""))])
+            res.failures.append([tid, _first_line((bad.text or "") + "\n" + (bad.get("message") or ""))])
         elif err is not None:
             res.errors += 1
-            res.failures.append([tid, _first_line((err.get("message") or "") + "\n" + (err.text or ""))])
+            res.failures.append([tid, _first_line((err.text or "") + "\n" + (err.get("message") or ""))])
         else:
             res.passed += 1
     return res

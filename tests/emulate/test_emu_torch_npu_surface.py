@@ -238,3 +238,13 @@ def test_transformers_llama_config_imports_under_the_emulator(tmp_path):
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.split()[-2:] == ["llama", "torch_npu._fusion_attention"]
+
+
+def test_tensor_type_takes_the_legacy_npu_types(npu):
+    x = torch.ones(2, device="npu")
+    for legacy, dtype in ((torch.npu.HalfTensor, torch.float16), (torch.npu.BFloat16Tensor, torch.bfloat16),
+                          (torch.npu.LongTensor, torch.int64)):
+        y = x.type(legacy)
+        assert (y.dtype, y.device.type) == (dtype, "npu") and isinstance(y, legacy)
+    assert torch.ones(2).type(torch.npu.FloatTensor).device.type == "npu"
+    assert repr(torch.npu.HalfTensor) == "<class 'torch.npu.HalfTensor'>"

@@ -621,9 +621,12 @@ def _legacy_type(name: str, dtype: torch.dtype) -> type:
             return torch.tensor(args[0], dtype=dtype, device=dev)
         return torch.empty(*args, dtype=dtype, device=dev)
 
-    return _LegacyTensorMeta(name, (), {"__new__": __new__, "dtype": dtype, "is_npu": True,
-                                        "__module__": "torch_npu.npu",
-                                        "__doc__": f"Legacy constructor: a {dtype} tensor on the npu."})
+    cls = _LegacyTensorMeta(name, (), {"__new__": __new__, "dtype": dtype, "is_npu": True,
+                                       "__module__": "torch.npu", "__qualname__": name,
+                                       "__doc__": f"Legacy constructor: a {dtype} tensor on the npu."})
+    # Tensor.type(cls) reads the C-level type name: "torch.npu.HalfTensor", as torch_npu's registered types say
+    cls.__name__ = f"torch.npu.{name}"
+    return cls
 
 
 BoolTensor = _legacy_type("BoolTensor", torch.bool)

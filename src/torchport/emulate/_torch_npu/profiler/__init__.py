@@ -90,9 +90,9 @@ class _ExperimentalConfig:
                  host_sys: Optional[list] = None, mstx_domain_include: Optional[list] = None,
                  mstx_domain_exclude: Optional[list] = None, sys_io: bool = False,
                  sys_interconnection: bool = False):
-        if profiler_level not in supported_profiler_level():
-            raise ValueError(f"Invalid profiler_level {profiler_level!r}; expected one of "
-                             f"{sorted(supported_profiler_level())}")
+        if profiler_level not in supported_profiler_level():  # torch_npu warns and falls back, it does not raise
+            warnings.warn("Invalid parameter profiler_level, reset it to ProfilerLevel.Level0.")
+            profiler_level = ProfilerLevel.Level0
         self._profiler_level = profiler_level
         self._aic_metrics = aic_metrics
         self._l2_cache = l2_cache

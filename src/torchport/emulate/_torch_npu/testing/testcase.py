@@ -63,8 +63,8 @@ class TestCase(_torch_testing.TestCase):
     def assertEqual(self, x, y, *args, prec=None, message="", **kwargs):  # noqa: N802 - unittest's style
         if args and isinstance(args[0], (int, float)) and not isinstance(args[0], bool) and prec is None:
             prec, args = args[0], args[1:]
-        if args and isinstance(args[0], str) and not message:
-            message, args = args[0], args[1:]
+        if args and (args[0] is None or isinstance(args[0], str)):  # torch's positional msg
+            message, args = args[0] or message, args[1:]
         kwargs.pop("allow_inf", None)
         msg = kwargs.pop("msg", None) or message or None
         if prec is not None and "atol" not in kwargs:
