@@ -248,3 +248,42 @@ def test_tensor_type_takes_the_legacy_npu_types(npu):
         assert (y.dtype, y.device.type) == (dtype, "npu") and isinstance(y, legacy)
     assert torch.ones(2).type(torch.npu.FloatTensor).device.type == "npu"
     assert repr(torch.npu.HalfTensor) == "<class 'torch.npu.HalfTensor'>"
+
+
+def test_transfer_to_npu_redirects_the_rest_of_torch_cuda(tmp_path):
+    """After ``transfer_to_npu``: the APIs torch_npu's own transfer tests exercise name the npu, and
+    ``with torch.device(...)`` is still honoured (it was silently ignored: tensors landed on cpu)."""
+    script = tmp_path / "t.py"
+    script.write_text(
+        "import json, torch\nfrom torch_npu.contrib import transfer_to_npu\n"
+        "out = {}\n"
+        "out['module'] = torch.get_device_module('cuda:0') is torch.npu\n"
+        "out['event'] = torch.Event('cuda:0').device.type\n"
+        "out['gens'] = torch.cuda.default_generators == torch.npu.default_generators != ()\n"
+        "torch.cuda.set_per_process_memory_fraction(0.5, torch.device('cuda:0'))\n"
+        "out['fraction'] = torch.npu.get_per_process_memory_fraction(0)\n"
+        "before = torch.npu.memory_allocated(0)\n"
+        "ptr = torch.cuda.caching_allocator_alloc(1 << 20, 'cuda:0')\n"
+        "out['alloc'] = torch.npu.memory_allocated(0) - before\n"
+        "torch.cuda.caching_allocator_delete(ptr)\n"
+        "out['util'] = isinstance(torch.cuda.utilization(torch.device('cuda:0')), int)\n"
+        "out['fft'] = torch.fft.fftfreq(5, device='cuda:0').device.type\n"
+        "out['amp'] = torch.cuda.amp.GradScaler is torch.npu.amp.GradScaler\n"
+        "out['snapshot'] = 'segments' in torch.cuda.memory._snapshot()\n"
+        "ctx = {}\n"
+        "for dev in ('meta', 'npu', 'cuda'):\n"
+        "    with torch.device(dev):\n"
+        "        ctx[dev] = [torch.nn.Linear(2, 2).weight.device.type, torch.tensor(1).device.type]\n"
+        "out['ctx'] = ctx\n"
+        "import torchport.shim\ntorchport.shim.uninstall()\n"
+        "out['restored'] = [torch.get_device_module('npu') is torch.npu, torch.Event.__module__]\n"
+        "print(json.dumps(out))\n")
+    env = dict(os.environ, TORCHPORT_EMULATE="npu", OMP_NUM_THREADS="1")
+    proc = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = __import__("json").loads(proc.stdout.strip().splitlines()[-1])
+    assert out["module"] and out["event"] == "npu" and out["gens"]
+    assert out["fraction"] == 0.5 and out["alloc"] >= 1 << 20 and out["util"]
+    assert out["fft"] == "npu" and out["amp"] and out["snapshot"]
+    assert out["ctx"] == {"meta": ["meta", "meta"], "npu": ["npu", "npu"], "cuda": ["npu", "npu"]}
+    assert out["restored"] == [True, "torch"]
