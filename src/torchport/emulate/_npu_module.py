@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import os
 import time
 from typing import Any
 
@@ -165,6 +166,15 @@ def get_device_name(device_name: Any = None) -> str:
 
 
 class _DeviceProperties(collections.namedtuple("_NPUDeviceProperties", "name total_memory cube_core_num vector_core_num L2_cache_size")):
+    #: CUDA property names torch_npu answers with None (code written for CUDA reads them)
+    _CUDA_ONLY = frozenset({"major", "minor", "is_multi_gpu_board", "is_integrated", "max_threads_per_multi_processor",
+                            "warp_size", "regs_per_multiprocessor", "gcnArchName", "multi_processor_count", "uuid"})
+
+    def __getattr__(self, name: str) -> Any:
+        if name in self._CUDA_ONLY:
+            return None
+        raise AttributeError(f"'_NPUDeviceProperties' object has no attribute {name!r}")
+
     def __repr__(self) -> str:
         return (f"_NPUDeviceProperties(name='{self.name}', total_memory={self.total_memory // 1024**2}MB, "
                 f"cube_core_num={self.cube_core_num}, vector_core_num={self.vector_core_num}, "
@@ -176,16 +186,26 @@ def get_device_properties(device_name: Any = None) -> _DeviceProperties:
     return _DeviceProperties(DEVICE_NAME, TOTAL_MEMORY, 20, 40, 192 * 1024**2)
 
 
-def get_device_capability(device: Any = None) -> None:
-    """torch_npu returns None unless TORCH_NPU_DEVICE_CAPABILITY is set; so does the emulator."""
-    _checked(device)
+def get_device_capability(device: Any = None) -> tuple[int, int] | None:
+    """torch_npu returns None unless TORCH_NPU_DEVICE_CAPABILITY="major.minor" is set; so does the emulator.
+
+    ``device`` may also be the card's name (``get_device_properties(0).name``)."""
+    if not (isinstance(device, str) and device == DEVICE_NAME):
+        _checked(device)
+    major, _, minor = os.environ.get("TORCH_NPU_DEVICE_CAPABILITY", "").partition(".")
+    if major.isdigit() and minor.isdigit():
+        return int(major), int(minor)
     return None
 
 
 def can_device_access_peer(device_id: Any, peer_device_id: Any) -> bool:
-    _checked(device_id)
-    _checked(peer_device_id)
-    return True
+    """True between two different emulated cards (same host memory); False for a card and itself."""
+    count = device_count()
+    if not isinstance(device_id, int) or not 0 <= device_id < count:
+        raise AssertionError("Invalid device id")
+    if not isinstance(peer_device_id, int) or not 0 <= peer_device_id < count:
+        raise AssertionError("Invalid peer device id")
+    return device_id != peer_device_id
 
 
 def utilization(device: Any = None) -> int:
@@ -421,6 +441,12 @@ class Event:
     def synchronize(self) -> None:
         pass
 
+    def recorded_time(self) -> int:
+        """When the event was recorded (ns, host clock)."""
+        if self._t is None:
+            raise RuntimeError("Event must be recorded before recorded_time()")
+        return int(self._t * 1e9)
+
     def elapsed_time(self, end_event: "Event") -> float:
         if not self.enable_timing or self._t is None or end_event._t is None:
             raise RuntimeError("Both events must be recorded with enable_timing=True before elapsed_time()")
@@ -473,6 +499,8 @@ def set_sync_debug_mode(debug_mode: Any) -> None:
         if debug_mode not in _SYNC_MODES:
             raise RuntimeError("invalid value of debug_mode, expected one of `default`, `warn`, `error`")
         debug_mode = _SYNC_MODES[debug_mode]
+    if int(debug_mode) not in (0, 1, 2):  # the card's check
+        raise RuntimeError("invalid value of debug_mode, expected one of 0,1,2")
     _settings["sync_debug_mode"] = int(debug_mode)
 
 
@@ -502,7 +530,12 @@ def set_aoe(dump_path: Any) -> None:
 
 
 def set_op_timeout_ms(timeout: int) -> None:
-    _settings["op_timeout_ms"] = int(timeout)
+    timeout = int(timeout)
+    if timeout < 0:  # torch_npu passes it as a C uint32: pybind11's messages
+        raise OverflowError("can't convert negative value to unsigned int")
+    if timeout >= 2**32:
+        raise OverflowError("Overflow when unpacking long")
+    _settings["op_timeout_ms"] = timeout
 
 
 def set_deterministic_level(level: int) -> None:
