@@ -138,8 +138,8 @@ def run_file(root: Path, rel: str, devices: int, timeout: int, python: str) -> F
     cases = []
     if xml.is_file():
         cases = list(ET.parse(xml).getroot().iter("testcase"))
-    collect_error = not cases or all(c.get("name") in (None, "", test_file.stem) and
-                                      c.find("error") is not None for c in cases)
+    collect_error = not cases or all(
+        c.get("name") in (None, "", test_file.stem) and c.find("error") is not None for c in cases)
     if collect_error:
         res.imported = False
         n = max(_count_defs(test_file), 1)

@@ -233,7 +233,8 @@ def test_transformers_llama_config_imports_under_the_emulator(tmp_path):
     """``from transformers import LlamaConfig`` with TORCHPORT_EMULATE=npu (transformers then imports
     npu_fusion_attention); transformers comes with the dev extra."""
     code = ("import torch, transformers.integrations.npu_flash_attention as m\n"
-            "from transformers import LlamaConfig\nprint(LlamaConfig().model_type, m.npu_fusion_attention.__module__)\n")
+            "from transformers import LlamaConfig\n"
+            "print(LlamaConfig().model_type, m.npu_fusion_attention.__module__)\n")
     env = dict(os.environ, TORCHPORT_EMULATE="npu", OMP_NUM_THREADS="1")
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -287,3 +288,40 @@ def test_transfer_to_npu_redirects_the_rest_of_torch_cuda(tmp_path):
     assert out["fft"] == "npu" and out["amp"] and out["snapshot"]
     assert out["ctx"] == {"meta": ["meta", "meta"], "npu": ["npu", "npu"], "cuda": ["npu", "npu"]}
     assert out["restored"] == [True, "torch"]
+
+
+def test_profiler_writes_torch_npus_output_folder(npu, tmp_path, monkeypatch):
+    import torch_npu
+
+    model = torch.nn.Linear(8, 8).npu()
+
+    def run(activities=None, **kw):
+        worker = f"w{len(list(tmp_path.iterdir()))}"
+        handler = torch_npu.profiler.tensorboard_trace_handler(str(tmp_path), worker_name=worker)
+        with torch_npu.profiler.profile(activities=activities, on_trace_ready=handler, **kw) as prof:
+            model(torch.randn(4, 8).npu()).sum().backward()
+            prof.add_metadata("k", "v")
+            prof.add_metadata_json("j", "[1, 2]")
+            prof.step()
+        (folder,) = [p for p in tmp_path.iterdir() if p.name.startswith(worker + "_") and p.name.endswith("_ascend_pt")]
+        return folder
+
+    folder = run(profile_memory=True)
+    out = folder / "ASCEND_PROFILER_OUTPUT"
+    names = {p.name for p in out.iterdir()}
+    assert {"trace_view.json", "operator_details.csv", "kernel_details.csv", "task_time.csv",
+            "operator_memory.csv", "memory_record.csv"} <= names
+    assert "aten::addmm" in (out / "operator_details.csv").read_text()
+    meta = __import__("json").loads((folder / "profiler_metadata.json").read_text())
+    assert meta["k"] == "v" and meta["j"] == [1, 2]
+    cpu_only = run(activities=[torch_npu.profiler.ProfilerActivity.CPU]) / "ASCEND_PROFILER_OUTPUT"
+    assert (cpu_only / "operator_details.csv").is_file() and not (cpu_only / "kernel_details.csv").exists()
+    # raw data under ASCEND_WORK_PATH, parsed offline
+    monkeypatch.setenv("ASCEND_WORK_PATH", str(tmp_path / "work"))
+    prof = torch_npu.profiler._KinetoProfile()
+    prof.start()
+    model(torch.randn(4, 8).npu())
+    prof.stop()
+    torch_npu.profiler.profiler.analyse(str(tmp_path / "work" / "profiling_data"))
+    (raw,) = (tmp_path / "work" / "profiling_data").iterdir()
+    assert (raw / "ASCEND_PROFILER_OUTPUT" / "trace_view.json").is_file()

@@ -88,4 +88,3 @@ def npu_fusion_attention(query, key, value, head_num, input_layout, pse=None, pa
     n = q.shape[0] * q.shape[1] * sq * skv
     return (out, smax.expand(*smax.shape[:-1], 8).contiguous(), ssum.expand(*ssum.shape[:-1], 8).contiguous(),
             torch.empty(0, dtype=query.dtype, device=query.device), 0, 0, n if keep_prob < 1.0 else 0)
-

@@ -6,7 +6,6 @@ import os
 import random
 import unittest
 from collections.abc import Sequence
-from numbers import Number
 
 import numpy as np
 import torch
