@@ -325,3 +325,34 @@ def test_profiler_writes_torch_npus_output_folder(npu, tmp_path, monkeypatch):
     torch_npu.profiler.profiler.analyse(str(tmp_path / "work" / "profiling_data"))
     (raw,) = (tmp_path / "work" / "profiling_data").iterdir()
     assert (raw / "ASCEND_PROFILER_OUTPUT" / "trace_view.json").is_file()
+
+
+def test_streams_carry_torch_npus_identity(npu):
+    s = torch.npu.Stream(priority=-1)
+    assert s.stream_id >> 5 == 4 and torch.npu.Stream().stream_id >> 5 == 3 and s.device_type == 20
+    again = torch.npu.Stream(stream_id=s.stream_id, device_index=s.device_index, device_type=s.device_type)
+    assert again == s and hash(again) == hash(s)
+    for bad in (dict(stream_id=99999, device_index=0, device_type=20),
+                dict(stream_id=0, device_index=5, device_type=20),
+                dict(stream_id=0, device_index=0, device_type=1), dict(stream_id=-1, device_index=0, device_type=20)):
+        with pytest.raises(RuntimeError, match="Stream"):
+            torch.npu.Stream(**bad)
+    assert torch.npu.current_stream() == torch.npu.default_stream() and torch.npu.default_stream().stream_id == 0
+    with torch.npu.stream(s):
+        assert torch.npu.current_stream() is s
+    assert torch.npu.current_stream() == torch.npu.default_stream()
+
+
+def test_the_card_rejects_what_the_emulator_now_rejects(npu, monkeypatch):
+    with pytest.raises(RuntimeError, match="expected one of 0,1,2"):
+        torch.npu.set_sync_debug_mode(3)
+    with pytest.raises(OverflowError, match="can't convert negative value to unsigned int"):
+        torch.npu.set_op_timeout_ms(-1)
+    with pytest.raises(OverflowError, match="Overflow when unpacking"):
+        torch.npu.set_op_timeout_ms(2**32)
+    with pytest.raises(AssertionError, match="Invalid peer device id"):
+        torch.npu.can_device_access_peer(0, -1)
+    assert torch.npu.can_device_access_peer(0, 1) and not torch.npu.can_device_access_peer(0, 0)
+    assert torch.npu.get_device_properties(0).major is None and torch.npu.get_device_capability() is None
+    monkeypatch.setenv("TORCH_NPU_DEVICE_CAPABILITY", "9.0")
+    assert torch.npu.get_device_capability(0) == (9, 0)

@@ -394,12 +394,69 @@ def memory_summary(device: Any = None, abbreviated: bool = False) -> str:
 
 
 # ----------------------------------------------------------------------------- streams and events
+#: PrivateUse1's number in c10::DeviceType (what ``Stream.device_type`` reports on npu)
+_DEVICE_TYPE = 20
+#: stream-id classes as torch_npu packs them (``stream_id >> 5``) and how many streams each pool has
+_STREAM_POOLS = {0: 1, 3: 32, 4: 32, 5: 4}  # default, normal priority, high priority, sync-launch
+_stream_next: dict = collections.defaultdict(int)
+
+
 class Stream:
-    """A device stream; the emulator executes synchronously, so every stream is always idle."""
+    """A device stream; the emulator executes synchronously, so every stream is always idle.
+
+    Streams carry torch_npu's identity -- ``stream_id`` (pool class in bits 5+, index in bits 0-4),
+    ``device_index``, ``device_type`` -- and ``Stream(stream_id=, device_index=, device_type=)``
+    rebuilds one, rejecting ids the card would not have (``RuntimeError``)."""
 
     def __init__(self, device: Any = None, priority: int = 0, **kwargs: Any) -> None:
-        self.device = torch.device("npu", _get_device_index(device, optional=True))
-        self.priority = priority
+        # torch_npu's keywords: stream_id / device_index / device_type (rebuild), is_sync_launch
+        ids = [kwargs.get(k) for k in ("stream_id", "device_index", "device_type")]
+        if any(v is not None for v in ids):
+            self._unpack(*ids)
+        else:
+            self.device = torch.device("npu", _get_device_index(device, optional=True))
+            kind = 5 if kwargs.get("is_sync_launch") else (4 if priority < 0 else 3)
+            key = (self.device.index, kind)
+            index = _stream_next[key] % _STREAM_POOLS[kind]
+            _stream_next[key] += 1
+            self.stream_id = (kind << 5) | index
+        self.priority = -1 if self.stream_id >> 5 == 4 else 0
+
+    def _unpack(self, stream_id: Any, device_index: Any, device_type: Any) -> None:
+        for name, value in (("stream_id", stream_id), ("device_index", device_index), ("device_type", device_type)):
+            if not isinstance(value, int):
+                raise RuntimeError(f"Stream(): {name} must be an int, got {value!r}")
+            if value < 0:
+                raise RuntimeError(f"Stream(): {name} must be non-negative, got {value}")
+        if device_type != _DEVICE_TYPE:
+            raise RuntimeError(f"Stream(): device_type {device_type} is not the npu's ({_DEVICE_TYPE})")
+        if device_index >= device_count():
+            raise RuntimeError(f"Stream(): device_index {device_index} is out of range (device_count() is "
+                               f"{device_count()})")
+        kind, index = stream_id >> 5, stream_id & 31
+        if kind not in _STREAM_POOLS or index >= _STREAM_POOLS[kind]:
+            raise RuntimeError(f"Stream(): stream_id {stream_id} names no stream of device {device_index}")
+        self.device = torch.device("npu", device_index)
+        self.stream_id = stream_id
+
+    @property
+    def device_index(self) -> int:
+        return self.device.index
+
+    @property
+    def device_type(self) -> int:
+        return _DEVICE_TYPE
+
+    @property
+    def npu_stream(self) -> int:
+        """A stable handle per stream (no aclrtStream exists on the emulator)."""
+        return ((self.device.index + 1) << 16) | self.stream_id
+
+    def __eq__(self, other: Any) -> bool:
+        return isinstance(other, Stream) and (self.stream_id, self.device) == (other.stream_id, other.device)
+
+    def __hash__(self) -> int:
+        return hash((self.stream_id, self.device))
 
     def wait_event(self, event: "Event") -> None:
         pass
@@ -419,7 +476,7 @@ class Stream:
         pass
 
     def __repr__(self) -> str:
-        return f"<torch_npu.npu.Stream device={self.device} npu_stream=emulated>"
+        return f"<torch_npu.npu.Stream device={self.device} npu_stream={self.npu_stream:#x}>"
 
 
 class Event:
@@ -459,25 +516,40 @@ _streams: dict[int, Stream] = {}
 def default_stream(device: Any = None) -> Stream:
     idx = _get_device_index(device, optional=True)
     if idx not in _streams:
-        _streams[idx] = Stream(idx)
+        _streams[idx] = Stream(stream_id=0, device_index=idx, device_type=_DEVICE_TYPE)
     return _streams[idx]
 
 
+_current_streams: dict[int, Stream] = {}
+
+
 def current_stream(device: Any = None) -> Stream:
-    return default_stream(device)
+    """The stream last made current on ``device`` (``set_stream`` / ``with torch.npu.stream(s)``), else the default."""
+    idx = _get_device_index(device, optional=True)
+    return _current_streams.get(idx) or default_stream(idx)
 
 
 def set_stream(stream: Stream) -> None:
-    pass
+    if stream is not None:
+        _current_streams[stream.device.index] = stream
 
 
 class StreamContext(contextlib.AbstractContextManager):
-    """``with torch.npu.stream(s):`` (work stays synchronous on the emulator)."""
+    """``with torch.npu.stream(s):`` makes ``s`` current on its device (work stays synchronous on the emulator)."""
 
     def __init__(self, stream_ctx: Stream | None) -> None:
         self.stream = stream_ctx
+        self._previous: Stream | None = None
+
+    def __enter__(self) -> "StreamContext":
+        if self.stream is not None:
+            self._previous = current_stream(self.stream.device.index)
+            set_stream(self.stream)
+        return self
 
     def __exit__(self, *exc: Any) -> None:
+        if self.stream is not None:
+            set_stream(self._previous)
         return None
 
 
