@@ -356,3 +356,23 @@ def test_the_card_rejects_what_the_emulator_now_rejects(npu, monkeypatch):
     assert torch.npu.get_device_properties(0).major is None and torch.npu.get_device_capability() is None
     monkeypatch.setenv("TORCH_NPU_DEVICE_CAPABILITY", "9.0")
     assert torch.npu.get_device_capability(0) == (9, 0)
+
+
+def test_custom_ops_and_device_answers_as_on_the_card(npu):
+    import torch_npu
+
+    x = torch_npu.empty_with_format((2, 3), dtype=torch.float32, device="npu")
+    assert x.device.type == "npu" and x.shape == (2, 3) and torch_npu.get_storage_size(x) == 6
+    assert torch_npu.get_storage_size(torch.ones(4, 4, device="npu")[1]) == 16
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(1, 2, 8, 4, dtype=torch.float16) for _ in range(3))
+    ref = torch.softmax((q @ k.transpose(2, 3)).float() * 0.5, -1).half() @ v
+    out = torch_npu.npu_prompt_flash_attention(q.npu(), k.npu(), v.npu(), num_heads=2, input_layout="BNSD",
+                                               scale_value=0.5)
+    torch.testing.assert_close(out.cpu(), ref, rtol=2e-3, atol=2e-3)
+    with pytest.raises(ValueError, match="Expected a npu device, but got: cpu"):
+        torch.npu.synchronize("cpu")
+    uid = torch.npu.get_device_properties(1).uuid
+    assert len(str(uid)) == 36 and uid != torch.npu.get_device_properties(0).uuid
+    assert torch.npu.FloatTensor().shape == (0,)
+    assert isinstance(torch.accelerator.get_device_capability()["supported_dtypes"], set)

@@ -21,6 +21,7 @@ import collections
 import contextlib
 import os
 import time
+import uuid
 from typing import Any
 
 import torch
@@ -158,6 +159,7 @@ class device_of(device):
 
 def synchronize(device: Any = None) -> None:
     """Wait for all work on the device (the emulator runs synchronously: returns at once)."""
+    _get_device_index(device, optional=True)  # a non-npu device is rejected as on the card
 
 
 def get_device_name(device_name: Any = None) -> str:
@@ -168,7 +170,7 @@ def get_device_name(device_name: Any = None) -> str:
 class _DeviceProperties(collections.namedtuple("_NPUDeviceProperties", "name total_memory cube_core_num vector_core_num L2_cache_size")):
     #: CUDA property names torch_npu answers with None (code written for CUDA reads them)
     _CUDA_ONLY = frozenset({"major", "minor", "is_multi_gpu_board", "is_integrated", "max_threads_per_multi_processor",
-                            "warp_size", "regs_per_multiprocessor", "gcnArchName", "multi_processor_count", "uuid"})
+                            "warp_size", "regs_per_multiprocessor", "gcnArchName", "multi_processor_count"})
 
     def __getattr__(self, name: str) -> Any:
         if name in self._CUDA_ONLY:
@@ -182,8 +184,10 @@ class _DeviceProperties(collections.namedtuple("_NPUDeviceProperties", "name tot
 
 
 def get_device_properties(device_name: Any = None) -> _DeviceProperties:
-    _checked(device_name)
-    return _DeviceProperties(DEVICE_NAME, TOTAL_MEMORY, 20, 40, 192 * 1024**2)
+    idx = _checked(device_name)
+    props = _DeviceProperties(DEVICE_NAME, TOTAL_MEMORY, 20, 40, 192 * 1024**2)
+    props.uuid = uuid.uuid5(uuid.NAMESPACE_OID, f"torchport-emulated-npu-{idx}")  # stable per card
+    return props
 
 
 def get_device_capability(device: Any = None) -> tuple[int, int] | None:
@@ -722,6 +726,8 @@ class _LegacyTensorMeta(type):
 def _legacy_type(name: str, dtype: torch.dtype) -> type:
     def __new__(cls, *args: Any, device: Any = None, **kwargs: Any):  # noqa: N807
         dev = torch.device("npu", _get_device_index(device, optional=True))
+        if not args:  # torch.npu.FloatTensor(): an empty tensor, as the legacy constructors give
+            return torch.empty(0, dtype=dtype, device=dev)
         if len(args) == 1 and not isinstance(args[0], int) and not isinstance(args[0], torch.Size):
             return torch.tensor(args[0], dtype=dtype, device=dev)
         return torch.empty(*args, dtype=dtype, device=dev)

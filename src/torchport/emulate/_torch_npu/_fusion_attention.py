@@ -63,7 +63,8 @@ def npu_fusion_attention(query, key, value, head_num, input_layout, pse=None, pa
         rep = q.shape[1] // k.shape[1]
         k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
     sq, skv = q.shape[2], k.shape[2]
-    scores = torch.matmul(q.float(), k.float().transpose(-1, -2)) * scale
+    # Q.K^T in the inputs' dtype (as the cube unit does), softmax in float32
+    scores = torch.matmul(q, k.transpose(-1, -2)).float() * scale
     if pse is not None:
         scores = scores + pse.float()
     masked = None
