@@ -65,7 +65,8 @@ TRAINER = textwrap.dedent("""
     model = LlamaForCausalLM(cfg)
     gen = torch.Generator().manual_seed(1)
     data = [{"input_ids": ids, "labels": ids} for ids in torch.randint(0, 128, (32, 16), generator=gen)]
-    losses = []
+    losses, dtypes = [], set()
+    model.model.layers[0].self_attn.q_proj.register_forward_hook(lambda m, i, o: dtypes.add(str(o.dtype)))
 
     class Record(Trainer):
         def training_step(self, *a, **k):
@@ -78,7 +79,8 @@ TRAINER = textwrap.dedent("""
                              report_to=[], save_strategy="no", logging_steps=1, seed=0, data_seed=0)
     trainer = Record(model=model, args=args, train_dataset=data)
     trainer.train()
-    print("TORCHPORT_RESULT " + json.dumps({"device": str(next(model.parameters()).device), "losses": losses}))
+    print("TORCHPORT_RESULT " + json.dumps({"device": str(next(model.parameters()).device), "losses": losses,
+                                            "linear_out_dtypes": sorted(dtypes)}))
 """)
 
 
@@ -185,7 +187,10 @@ def main(argv: list | None = None) -> int:
                         return False, "no result"
                     diff = abs(res["losses"][0] - cpu_res["losses"][0])
                     tol = 1e-4 if precision == "fp32" else 5e-2
-                    return res["device"].startswith("npu") and diff <= tol, f"first loss |npu-cpu| = {diff:.2e}"
+                    want = "torch.float16" if precision == "fp16" else "torch.float32"
+                    ok = res["device"].startswith("npu") and diff <= tol and res["linear_out_dtypes"] == [want]
+                    return ok, (f"first loss abs(npu - cpu fp32) = {diff:.2e}; "
+                                f"Linear outputs {'/'.join(res['linear_out_dtypes'])}")
 
                 row(f"transformers Trainer, tiny Llama, {precision}",
                     [py, str(wrapper), str(tmp / "trainer.py"), "npu", precision], check=check)
