@@ -376,3 +376,40 @@ def test_custom_ops_and_device_answers_as_on_the_card(npu):
     assert len(str(uid)) == 36 and uid != torch.npu.get_device_properties(0).uuid
     assert torch.npu.FloatTensor().shape == (0,)
     assert isinstance(torch.accelerator.get_device_capability()["supported_dtypes"], set)
+
+
+# -- item 3 in CI: the key patterns of transformers' Trainer and timm's train.py on the npu
+#    (benchmarks/third_party_npu.py runs the libraries' own entry points)
+
+def test_tiny_llama_and_timm_resnet_train_on_the_npu_like_on_cpu(npu):
+    import timm
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    cfg = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32)
+    ids = torch.randint(0, 64, (2, 8), generator=torch.Generator().manual_seed(0))
+    torch.manual_seed(0)
+    cpu_model = LlamaForCausalLM(cfg)
+    npu_model = LlamaForCausalLM(cfg)
+    npu_model.load_state_dict(cpu_model.state_dict())
+    npu_model.to("npu")
+    cpu_loss = cpu_model(input_ids=ids, labels=ids).loss
+    torch.npu.reset_peak_memory_stats()
+    npu_loss = npu_model(input_ids=ids.npu(), labels=ids.npu()).loss
+    torch.testing.assert_close(npu_loss.cpu(), cpu_loss, rtol=1e-5, atol=1e-5)
+    scaler = torch.npu.amp.GradScaler()
+    with torch.autocast("npu", dtype=torch.float16):  # Trainer(fp16=True) through accelerate
+        out = npu_model(input_ids=ids.npu(), labels=ids.npu())
+    assert out.logits.dtype == torch.float16
+    scaler.scale(out.loss).backward()
+    assert npu_model.lm_head.weight.grad.device.type == "npu" and torch.npu.max_memory_allocated() > 0
+    assert abs(out.loss.item() - cpu_loss.item()) < 5e-2
+
+    net = timm.create_model("resnet18", num_classes=2)
+    x = torch.randn(2, 3, 32, 32)
+    ref = net(x)
+    net_npu = timm.create_model("resnet18", num_classes=2)
+    net_npu.load_state_dict(net.state_dict())
+    net_npu = net_npu.to("npu").to(memory_format=torch.channels_last)  # timm train.py --channels-last
+    got = net_npu(x.npu().to(memory_format=torch.channels_last))
+    torch.testing.assert_close(got.cpu(), ref, rtol=1e-4, atol=1e-4)
