@@ -200,12 +200,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--devices", type=int, default=2, help="emulated device count (default 2)")
     ap.add_argument("--timeout", type=int, default=900, help="seconds per file (default 900)")
     ap.add_argument("--python", default=sys.executable, help="interpreter with torchport installed")
+    ap.add_argument("--rerender", action="store_true",
+                    help="only re-render --out's torch_npu_suite.json with the current reasons file")
     args = ap.parse_args(argv)
+    reasons = json.loads(REASONS_FILE.read_text()) if REASONS_FILE.is_file() else {}
+    if args.rerender:
+        data = json.loads((args.out / "torch_npu_suite.json").read_text())
+        results = [FileResult(**{k: v for k, v in f.items() if k != "total"}) for f in data["files"]]
+        return _write(args.out, results, data["commit"], reasons)
     if not args.repo.exists():
         print(f"torch_npu_suite: {args.repo} does not exist; clone https://github.com/Ascend/pytorch there "
               "(or pass a bare mirror)", file=sys.stderr)
         return EXIT_USAGE
-    reasons = json.loads(REASONS_FILE.read_text()) if REASONS_FILE.is_file() else {}
     files = args.files or list(FILES)
     with tempfile.TemporaryDirectory(prefix="torch_npu_suite.") as tmp:
         root = Path(tmp)
@@ -224,14 +230,18 @@ def main(argv: list[str] | None = None) -> int:
         for rel in files:
             print(f"torch_npu_suite: {rel} ...", file=sys.stderr, flush=True)
             results.append(run_file(root, rel, args.devices, args.timeout, args.python))
-    md = render(results, args.commit, reasons)
-    args.out.mkdir(parents=True, exist_ok=True)
+    return _write(args.out, results, args.commit, reasons)
+
+
+def _write(out: Path, results: list, commit: str, reasons: dict) -> int:
+    md = render(results, commit, reasons)
+    out.mkdir(parents=True, exist_ok=True)
     for name, text in (("torch_npu_suite.md", md),
-                       ("torch_npu_suite.json", json.dumps({"commit": args.commit, "files": [
+                       ("torch_npu_suite.json", json.dumps({"commit": commit, "files": [
                            dict(asdict(r), total=r.total) for r in results]}, indent=1))):
-        tmp_path = args.out / (name + ".tmp")
+        tmp_path = out / (name + ".tmp")
         tmp_path.write_text(text)
-        os.replace(tmp_path, args.out / name)
+        os.replace(tmp_path, out / name)
     print(md)
     return 0
 

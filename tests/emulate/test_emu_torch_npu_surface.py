@@ -413,3 +413,9 @@ def test_tiny_llama_and_timm_resnet_train_on_the_npu_like_on_cpu(npu):
     net_npu = net_npu.to("npu").to(memory_format=torch.channels_last)  # timm train.py --channels-last
     got = net_npu(x.npu().to(memory_format=torch.channels_last))
     torch.testing.assert_close(got.cpu(), ref, rtol=1e-4, atol=1e-4)
+
+
+def test_stream_and_event_reprs_name_torch_npu(npu):
+    event = torch.npu.Event()
+    torch.npu.current_stream().record_event(event)
+    assert "torch_npu.npu.Event" in repr(event) and "torch_npu.npu.Stream" in repr(torch.npu.current_stream())

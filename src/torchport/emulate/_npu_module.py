@@ -502,6 +502,10 @@ class Event:
     def synchronize(self) -> None:
         pass
 
+    def __repr__(self) -> str:
+        state = "recorded" if self._t is not None else "uninitialized"
+        return f"<torch_npu.npu.Event {state}>"
+
     def recorded_time(self) -> int:
         """When the event was recorded (ns, host clock)."""
         if self._t is None:
