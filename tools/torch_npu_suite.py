@@ -119,7 +119,7 @@ def _count_defs(path: Path) -> int:
     return len(re.findall(r"^\s*def test", path.read_text(errors="replace"), flags=re.M))
 
 
-def run_file(root: Path, rel: str, devices: int, timeout: int, python: str) -> FileResult:
+def run_file(root: Path, rel: str, devices: int, timeout: int, python: str, test_timeout: int = 600) -> FileResult:
     res = FileResult(rel)
     xml = root / (rel.replace("/", "__") + ".xml")
     env = dict(os.environ, TORCHPORT_EMULATE=f"npu:{devices}", PYTHONDONTWRITEBYTECODE="1",
@@ -129,7 +129,7 @@ def run_file(root: Path, rel: str, devices: int, timeout: int, python: str) -> F
     try:
         proc = subprocess.run(
             [python, "-c", _PYTEST, "-q", "-p", "no:cacheprovider", "-o", "addopts=", f"--junitxml={xml}",
-             "--timeout=120", test_file.name],
+             f"--timeout={test_timeout}", test_file.name],
             cwd=test_file.parent, env=env, capture_output=True, text=True, timeout=timeout)
         out = proc.stdout + proc.stderr
     except subprocess.TimeoutExpired as exc:
@@ -198,7 +198,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--file", action="append", dest="files", help="a test file (repeatable; default: the 20 files)")
     ap.add_argument("--out", type=Path, default=Path("torch_npu_suite_out"), help="directory for the .md and .json")
     ap.add_argument("--devices", type=int, default=2, help="emulated device count (default 2)")
-    ap.add_argument("--timeout", type=int, default=900, help="seconds per file (default 900)")
+    ap.add_argument("--timeout", type=int, default=1800, help="seconds per file (default 1800)")
+    ap.add_argument("--test-timeout", type=int, default=600,
+                    help="seconds per test (default 600: one test starts 17 interpreters)")
     ap.add_argument("--python", default=sys.executable, help="interpreter with torchport installed")
     ap.add_argument("--rerender", action="store_true",
                     help="only re-render --out's torch_npu_suite.json with the current reasons file")
@@ -229,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
         results = []
         for rel in files:
             print(f"torch_npu_suite: {rel} ...", file=sys.stderr, flush=True)
-            results.append(run_file(root, rel, args.devices, args.timeout, args.python))
+            results.append(run_file(root, rel, args.devices, args.timeout, args.python, args.test_timeout))
     return _write(args.out, results, args.commit, reasons)
 
 
