@@ -212,7 +212,8 @@ def main(argv: list | None = None) -> int:
                  "--device", "npu", "--workers", "0", "--log-interval", "1", "--output", str(tmp / "out")])
     lines = ["| job | ok | exit | s | peak npu memory | agrees with CPU | note |", "|---|---|---:|---:|---:|---|---|"]
     for r in rows:
-        peak = "-" if r["peak_npu_bytes"] is None else f"{r['peak_npu_bytes'] / 2**20:.1f} MiB"
+        peak = ("-" if r["peak_npu_bytes"] is None else f"{r['peak_npu_bytes'] / 2**20:.1f} MiB"
+                if r["peak_npu_bytes"] >= 2**20 else f"{r['peak_npu_bytes'] / 1024:.1f} KiB")
         lines.append(f"| {r['job']} | {'yes' if r['ok'] else 'NO'} | {r['rc']} | {r['seconds']} | {peak} | "
                      f"{r['agrees_with_cpu']} | {r['note'].replace('|', '/')} |")
     print("\n".join(lines))
