@@ -419,3 +419,40 @@ def test_stream_and_event_reprs_name_torch_npu(npu):
     event = torch.npu.Event()
     torch.npu.current_stream().record_event(event)
     assert "torch_npu.npu.Event" in repr(event) and "torch_npu.npu.Stream" in repr(torch.npu.current_stream())
+
+
+@pytest.mark.slow
+def test_suite_harness_counts_each_file_and_hidden_tests(tmp_path):
+    """tools/torch_npu_suite.py on a tiny repository: per-file counts from JUnit, a file that does not
+    import counts its tests as failed, reasons come from the reasons table, the source is read at a commit."""
+    repo = tmp_path / "repo"
+    (repo / "test" / "npu").mkdir(parents=True)
+    (repo / "test" / "npu" / "test_a.py").write_text(
+        "import torch\nfrom torch_npu.testing.testcase import TestCase\n\n"
+        "class T(TestCase):\n    def test_ok(self):\n        self.assertEqual(torch.ones(1).npu().device.type, 'npu')\n\n"
+        "    def test_bad(self):\n        raise ValueError('boom')\n")
+    (repo / "test" / "npu" / "test_b.py").write_text(
+        "import torch_npu.no_such_module\n\ndef test_one():\n    pass\n\ndef test_two():\n    pass\n")
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run(git + ["add", "-A"], check=True)
+    subprocess.run(git + ["commit", "-qm", "x"], check=True)
+    commit = subprocess.run(git + ["rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    (repo / "test" / "npu" / "test_a.py").write_text("raise SystemExit('not the pinned commit')\n")  # worktree ignored
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "tools"))
+    try:
+        import torch_npu_suite as suite
+    finally:
+        sys.path.pop(0)
+    reasons = tmp_path / "reasons.json"
+    reasons.write_text('{"test/npu/test_a.py::T::test_bad": "a reason of ours"}')
+    suite.REASONS_FILE = reasons
+    out = tmp_path / "out"
+    assert suite.main([str(repo), "--commit", commit, "--out", str(out), "--devices", "1",
+                       "--file", "test/npu/test_a.py", "--file", "test/npu/test_b.py"]) == 0
+    data = __import__("json").loads((out / "torch_npu_suite.json").read_text())
+    a, b = data["files"]
+    assert (a["passed"], a["failed"], a["imported"]) == (1, 1, True)
+    assert (b["passed"], b["failed"], b["imported"]) == (0, 2, False)
+    md = (out / "torch_npu_suite.md").read_text()
+    assert "pass rate: 1/4 = 25.0%" in md and "a reason of ours" in md and "No module named" in md
