@@ -429,7 +429,8 @@ def test_suite_harness_counts_each_file_and_hidden_tests(tmp_path):
     (repo / "test" / "npu").mkdir(parents=True)
     (repo / "test" / "npu" / "test_a.py").write_text(
         "import torch\nfrom torch_npu.testing.testcase import TestCase\n\n"
-        "class T(TestCase):\n    def test_ok(self):\n        self.assertEqual(torch.ones(1).npu().device.type, 'npu')\n\n"
+        "class T(TestCase):\n    def test_ok(self):\n"
+        "        self.assertEqual(torch.ones(1).npu().device.type, 'npu')\n\n"
         "    def test_bad(self):\n        raise ValueError('boom')\n")
     (repo / "test" / "npu" / "test_b.py").write_text(
         "import torch_npu.no_such_module\n\ndef test_one():\n    pass\n\ndef test_two():\n    pass\n")
