@@ -6,12 +6,11 @@ tool's prefilter skips still count: skipping them cheaply is part of the design)
 
 Usage::
 
-    .venv/bin/pip install torchfix          # the baseline (pins libcst < 1.6)
-    # or, when that conflicts: python3 -m venv /tmp/tfvenv && /tmp/tfvenv/bin/pip install torchfix
+    # the baseline in a venv of its own: TorchFix pins libcst < 1.6, which would downgrade torchport's
+    python3 -m venv /tmp/tfvenv && /tmp/tfvenv/bin/pip install torchfix
     .venv/bin/python benchmarks/bench_scan.py --torchfix-python /tmp/tfvenv/bin/python
-    .venv/bin/python benchmarks/bench_scan.py                 # every torch + torchvision file
-    .venv/bin/python benchmarks/bench_scan.py --limit 400     # an evenly spread subset
-    .venv/bin/python benchmarks/bench_scan.py --json bench.json
+    .venv/bin/python benchmarks/bench_scan.py --torchfix-python /tmp/tfvenv/bin/python --limit 400   # a subset
+    .venv/bin/python benchmarks/bench_scan.py --torchfix-python /tmp/tfvenv/bin/python --json bench.json
 
 Prints lines/s for each tool and the ratio (target: torchport >= 5x TorchFix).
 """

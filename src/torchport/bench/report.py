@@ -216,7 +216,7 @@ def print_compare(cmp: Mapping[str, Any], console: Any = None) -> None:
         fb = "n/a" if sp.get("b") is None else f"{sp['b']:.2f}x"
         console.print(f"AMP speedup within each run: A {fa}, B {fb}")
     if cmp["settings_differ"]:
-        console.print(f"[yellow]warning:[/yellow] the runs differ in {', '.join(cmp['settings_differ'])}: "
+        console.print(f"[yellow]torchport: warning: [/yellow]the runs differ in {', '.join(cmp['settings_differ'])}: "
                       "ratios compare different workloads")
     for side in ("a", "b"):
         only = cmp[f"only_in_{side}"]

@@ -8,6 +8,7 @@ Verbs call :func:`fail` for a usage problem they detect themselves, and wrap the
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import functools
 from typing import Iterator, NoReturn
 
@@ -15,12 +16,44 @@ import typer
 
 from torchport.errors import ExitCode, exit_code_for
 
-__all__ = ["ExitCode", "fail", "guard", "guarded", "error_line"]
+__all__ = ["ExitCode", "fail", "guard", "guarded", "error_line", "missing_extra", "EXTRAS", "current_verb"]
+
+#: the verb running now (``data pack``), set by :func:`guarded`: helpers shared by sub-verbs name the right one
+_VERB: contextvars.ContextVar[str] = contextvars.ContextVar("torchport_verb", default="")
+
+
+def current_verb(default: str = "") -> str:
+    """The verb whose callback is running (``"data pack"``), or ``default`` outside one."""
+    return _VERB.get() or default
+
+#: top-level module -> (the pip package, the torchport extra that installs it). The plain install is the
+#: migration tools only (scan/fix never import any of these); a verb that needs one says what to install.
+EXTRAS = {
+    "torch": ("torch", "train"), "torchvision": ("torchvision", "train"), "numpy": ("numpy", "train"),
+    "PIL": ("pillow", "train"), "simplejpeg": ("simplejpeg", "train"), "matplotlib": ("matplotlib", "train"),
+    "yaml": ("pyyaml", "train"), "ninja": ("ninja", "train"),
+    "fsspec": ("s3fs", "s3"), "s3fs": ("s3fs", "s3"),
+    "skimage": ("scikit-image", "bench"), "nvidia": ("nvidia-dali-cuda120", "bench"),
+}
+
+
+def missing_extra(exc: BaseException) -> str | None:
+    """For an ImportError of a package an extra provides: the one line saying what to install; else None."""
+    if not isinstance(exc, ImportError):
+        return None
+    root = (getattr(exc, "name", None) or "").split(".")[0]
+    if root not in EXTRAS:
+        return None
+    package, extra = EXTRAS[root]
+    return (f"this needs {package}, which is not installed (the plain install is the migration tools only); "
+            f"install it with: pip install 'torchport[{extra}]'")
 
 
 def error_line(verb: str, message: str) -> None:
     """Print ``torchport VERB: error: MESSAGE`` to stderr (plain text: no markup is interpreted)."""
-    typer.echo(f"torchport {verb}: error: {message}", err=True)
+    from torchport.log import message_line
+
+    typer.echo(message_line("error", message, verb), err=True)
 
 
 def fail(verb: str, message: str, code: int = ExitCode.USAGE) -> NoReturn:
@@ -45,6 +78,10 @@ def guard(verb: str) -> Iterator[None]:
         error_line(verb, "interrupted")
         raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
     except Exception as exc:  # noqa: BLE001 - mapped below, re-raised when unknown
+        hint = missing_extra(exc)
+        if hint is not None:
+            error_line(verb, hint)
+            raise typer.Exit(int(ExitCode.USAGE)) from None
         code = exit_code_for(exc)
         if code is None:
             raise
@@ -53,15 +90,20 @@ def guard(verb: str) -> Iterator[None]:
 
 
 def guarded(name: str, callback):
-    """``callback`` (a verb) run inside :func:`guard` and, except for ``run`` (whose warnings belong to the
-    user's script), with warnings printed as one plain line (:mod:`torchport.cli._warnings`)."""
+    """``callback`` (a verb) run inside :func:`guard`, with warnings printed as one plain line
+    (:mod:`torchport.cli._warnings`) -- under ``run`` only torchport's own: the script's other warnings
+    belong to it and keep Python's format."""
 
     @functools.wraps(callback)
     def verb(*args, **kwargs):
         from torchport.cli._warnings import plain_warnings
 
-        with (contextlib.nullcontext() if name == "run" else plain_warnings()), guard(name):
-            return callback(*args, **kwargs)
+        token = _VERB.set(name)
+        try:
+            with plain_warnings(only_torchport=name == "run"), guard(name):
+                return callback(*args, **kwargs)
+        finally:
+            _VERB.reset(token)
 
     verb.torchport_guard = name
     return verb

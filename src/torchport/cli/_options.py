@@ -163,9 +163,10 @@ def _suffixes(formats: Sequence[str]) -> list[str]:
     return [s for s, f in SUFFIX_FORMATS.items() if f in formats]
 
 
-def format_option(formats: Sequence[str], *, where: str = "on the terminal (stdout)") -> Any:
-    """``--format FMT``: the report shown ``where``, one of ``formats`` (None = ``text``, see :func:`parse_format`)."""
-    return typer.Option(None, "--format", metavar="FMT",
+def format_option(formats: Sequence[str], *, where: str = "on the terminal (stdout)", also: Sequence[str] = ()) -> Any:
+    """``--format FMT`` (and the spellings in ``also``, e.g. ruff's ``--output-format``): the report shown
+    ``where``, one of ``formats`` (None = ``text``, see :func:`parse_format`)."""
+    return typer.Option(None, "--format", *also, metavar="FMT",
                         help=f"The report shown {where}: {' | '.join(formats)} (default text)"
                              + ("; none = no report." if "none" in formats else "."))
 

@@ -8,30 +8,49 @@ warnings filters still decide what is shown (``-W`` / ``PYTHONWARNINGS`` keep wo
 from __future__ import annotations
 
 import contextlib
-import sys
 import warnings
 from typing import Iterator
 
-__all__ = ["plain_warnings", "format_warning"]
+__all__ = ["plain_warnings", "format_warning", "warning_text"]
+
+
+def _ours(category) -> bool:
+    return (getattr(category, "__module__", "") or "").startswith("torchport")
+
+
+def warning_text(message, category) -> str:
+    """The text after ``torchport: warning:`` -- the category name only for warnings that are not torchport's;
+    a message's own ``torchport shim:`` style prefix is dropped (the line already says torchport)."""
+    from torchport.log import strip_own_prefix
+
+    name = "" if _ours(category) or category is UserWarning else f"{category.__name__}: "
+    return name + strip_own_prefix(str(message))
 
 
 def format_warning(message, category) -> str:
-    """``torchport: warning: MESSAGE`` (the category name only for warnings that are not torchport's)."""
-    text = str(message).strip()
-    module = getattr(category, "__module__", "") or ""
-    name = "" if module.startswith("torchport") or category is UserWarning else f"{category.__name__}: "
-    return f"torchport: warning: {name}{text}\n"
+    """``torchport: warning: MESSAGE`` and a newline (:func:`warning_text`)."""
+    from torchport.log import message_line
+
+    return message_line("warning", warning_text(message, category)) + "\n"
 
 
 @contextlib.contextmanager
-def plain_warnings() -> Iterator[None]:
-    """Within the block, print warnings as :func:`format_warning` lines on stderr."""
+def plain_warnings(*, only_torchport: bool = False) -> Iterator[None]:
+    """Within the block, print warnings as :func:`format_warning` lines on stderr (through the
+    ``torchport.warnings`` logger). ``only_torchport``: other warnings keep Python's format (``run``:
+    the user's script owns them)."""
     previous = warnings.showwarning
 
     def show(message, category, filename, lineno, file=None, line=None):  # noqa: ARG001 - the stdlib signature
-        stream = file if file is not None else sys.stderr
+        if only_torchport and not _ours(category):
+            return previous(message, category, filename, lineno, file, line)
+        if file is None:   # through the torchport logger: -q silences it, the CLI handler prints the one line
+            from torchport.log import get_logger
+
+            get_logger("warnings").warning(warning_text(message, category))
+            return
         try:
-            stream.write(format_warning(message, category))
+            file.write(format_warning(message, category))
         except (OSError, ValueError):  # a closed stream: nowhere to warn
             pass
 

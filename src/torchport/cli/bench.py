@@ -59,10 +59,9 @@ def register(app: typer.Typer) -> None:
         """Train the model for a few timed windows in each precision; print the seed-style table."""
         if ctx.invoked_subcommand is not None:
             return
-        from rich.console import Console
-
         from torchport.backends.registry import UnknownBackendError
         from torchport.backends.spec import BackendUnavailable
+        from torchport.log import console as make_console
         from torchport.errors import ConfigError
         from torchport.runtime.device import NoAcceleratorError
 
@@ -71,7 +70,7 @@ def register(app: typer.Typer) -> None:
         num_classes = renamed("bench", "--num-classes", num_classes, "--classes", classes)
         precisions = parse_precision("bench", precision, many=True)
         preset = preset_arg("bench", preset)
-        console = Console(stderr=json_out is not None and str(json_out) == "-")
+        console = make_console(stderr=json_out is not None and str(json_out) == "-")
         try:
             from torchport.bench.amp_bench import BenchConfig, run_bench
             from torchport.workload import from_preset

@@ -22,6 +22,7 @@ from typing import List, Optional
 
 import typer
 
+from torchport.cli._common import fail
 from torchport.cli._options import (ReportFile, alias, device_arg, device_option, format_option, json_option,
                                     output_option, parse_reports, warn_deprecated, write_outputs)
 from torchport.errors import ExitCode
@@ -65,12 +66,12 @@ def register(app: typer.Typer) -> None:
         list_checks: bool = typer.Option(False, "--list", help="List the checks and exit."),
     ) -> None:
         """Prove readiness: device audit, numerical parity, AMP, data determinism, checkpoints, distributed smoke."""
-        from rich.console import Console
-
         from torchport.checks.runner import CHECKS, CheckOptions, UnknownCheckError, run_checks, select_checks
 
-        con = Console()
-        err = Console(stderr=True)
+        from torchport.log import console
+
+        con = console()          # no hard wrap when piped
+        err = console(stderr=True)
         legacy = []
         for flag, kind, value in (("--junit", "junit", junit), ("--html", "html", html),
                                   ("--markdown", "markdown", markdown)):
@@ -91,16 +92,13 @@ def register(app: typer.Typer) -> None:
                           highlight=False)
             return
         if record is not None and reference is not None:
-            err.print("[red]torchport check: --record and --reference exclude each other (record on A, replay on B)[/]")
-            raise typer.Exit(EXIT_USAGE)
+            fail("check", "--record and --reference exclude each other (record on A, replay on B)", EXIT_USAGE)
         if reference is not None and not reference.is_file():
-            err.print(f"[red]torchport check: --reference {reference}: no such file[/]")
-            raise typer.Exit(EXIT_USAGE)
+            fail("check", f"--reference {reference}: no such file", EXIT_USAGE)
         try:
             names = select_checks(only, skip)
         except UnknownCheckError as exc:
-            err.print(f"[red]torchport check: {exc}[/]", highlight=False, soft_wrap=True)
-            raise typer.Exit(EXIT_USAGE) from None
+            fail("check", str(exc), EXIT_USAGE)
         dev = _select(device_arg(device), err)
         tgt = _target(target, err)
         options = CheckOptions(steps=steps, record=str(record) if record else None,
@@ -156,8 +154,11 @@ def _select(device: Optional[str], err):
             dev = select_device(device, warn=False)
         return dev
     except Exception as exc:  # unknown / unavailable backend, malformed env
-        err.print(f"[red]torchport check: {exc}[/]", highlight=False, soft_wrap=True)
-        raise typer.Exit(EXIT_USAGE) from None
+        from torchport.cli._common import missing_extra
+
+        if missing_extra(exc):
+            raise        # the guard says which extra to install
+        fail("check", str(exc), EXIT_USAGE)
 
 
 def _target(spec: Optional[str], err):
@@ -170,5 +171,4 @@ def _target(spec: Optional[str], err):
     try:
         return load_target(spec)
     except TargetError as exc:
-        err.print(f"[red]torchport check: {exc}[/]", highlight=False, soft_wrap=True)
-        raise typer.Exit(EXIT_USAGE) from None
+        fail("check", str(exc), EXIT_USAGE)

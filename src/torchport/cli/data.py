@@ -40,26 +40,29 @@ def register(app: typer.Typer) -> None:
 
 
 def _console(json_out=None):
-    """The terminal; stderr when ``--json -`` puts the machine-readable result on stdout."""
-    from rich.console import Console
+    """The terminal; stderr when ``--json -`` puts the machine-readable result on stdout (no hard wrap
+    when it is not a terminal)."""
+    from torchport.log import console
 
-    return Console(stderr=json_out is not None and str(json_out) == "-")
+    return console(stderr=json_out is not None and str(json_out) == "-")
 
 
 def _fail(msg: str, code: int = 2) -> None:
-    """One error line (``torchport data: error: ...``) and an exit code of :class:`torchport.errors.ExitCode`."""
-    from torchport.cli._common import fail
+    """One error line (``torchport data VERB: error: ...``, the sub-verb running) and an exit code of
+    :class:`torchport.errors.ExitCode`."""
+    from torchport.cli._common import current_verb, fail
 
-    fail("data", msg, code)
+    fail(current_verb("data"), msg, code)
 
 
 def _progress(description: str):
-    from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from torchport.log import console
 
     # on stderr: stdout may carry `--json -`
     return Progress(TextColumn(description), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(), transient=False,
-                    console=Console(stderr=True))
+                    console=console(stderr=True))
 
 
 @_app.command("synth")

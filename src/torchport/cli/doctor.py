@@ -21,10 +21,10 @@ def register(app: typer.Typer) -> None:
                                                 "reachable, bucket listable (automatic when an endpoint is configured)."),
     ) -> None:
         """Backends found and chosen, versions, visible devices, shim state, Ascend environment problems."""
-        from rich.console import Console
         from rich.panel import Panel
         from rich.table import Table
 
+        from torchport.log import console
         from torchport.runtime.doctor import bug_report_block, collect
 
         report = collect()
@@ -41,7 +41,7 @@ def register(app: typer.Typer) -> None:
             report["problems"].extend({"backend": "store", **p} for p in report["store"]["problems"])
         write_json(json_out, report)
         if json_out is None or str(json_out) != "-":
-            con = Console()
+            con = console()   # no hard wrap when piped
             table = Table(title="torchport backends (auto order: top first)")
             for col in ("backend", "available", "devices", "collectives", "visible-devices env", "amp auto", "pin memory"):
                 table.add_column(col)
@@ -68,6 +68,6 @@ def register(app: typer.Typer) -> None:
                 con.print(f"[red]problem[/] [{p['id']}] {p['problem']}\n    [green]fix:[/] {p['fix']}")
             if not report["problems"]:
                 con.print("[green]no problems found[/]")
-            con.print(Panel(bug_report_block(report), title="copy into bug reports"))
+            con.print(Panel(bug_report_block(report), title="copy into bug reports", expand=con.is_terminal))
         if strict and report["problems"]:
             raise typer.Exit(1)

@@ -16,10 +16,34 @@ app = typer.Typer(
     name="torchport",
     help="One PyTorch training codebase on CUDA, Ascend NPU, XPU, MPS and CPU.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_show_locals=False,
     rich_markup_mode=MARKUP,
 )
+
+def _version(value: bool) -> None:
+    if value:
+        from torchport import __version__
+
+        typer.echo(f"torchport {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _global(
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Show errors only (no warnings, no progress lines)."),
+    verbose: int = typer.Option(0, "--verbose", "-v", count=True, help="More detail: -v info lines, -vv debug."),
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                 help="Print torchport's version and exit."),
+) -> None:
+    """One PyTorch training codebase on CUDA, Ascend NPU, XPU, MPS and CPU.
+
+    Global options go before the verb: torchport -q scan src
+    """
+    from torchport.log import setup_cli
+
+    setup_cli(-1 if quiet else verbose)
+
 
 for _verb in (doctor, scan, run, train, data, profile, bench, check):
     _verb.register(app)

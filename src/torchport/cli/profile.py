@@ -54,10 +54,9 @@ def register(app: typer.Typer) -> None:
         compute-bound / copy-bound), plus a warning that one platform's profile does not
         rank another's bottlenecks.
         """
-        from rich.console import Console
-
         from torchport.backends.registry import UnknownBackendError
         from torchport.backends.spec import BackendUnavailable
+        from torchport.log import console as make_console
         from torchport.errors import ConfigError
         from torchport.runtime.device import NoAcceleratorError
 
@@ -67,7 +66,7 @@ def register(app: typer.Typer) -> None:
         precision = parse_precision("profile", precision)
         preset = preset_arg("profile", preset)
         to_stdout = json_out is not None and str(json_out) == "-"
-        console = Console(stderr=to_stdout)
+        console = make_console(stderr=to_stdout)
         try:
             from torchport.profile.loop import config_from_mapping, load_config_file, run_profile
 

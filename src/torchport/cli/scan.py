@@ -9,10 +9,15 @@ Exit codes (CI can use them):
   would change a file (nothing is written; for CI), else 0; 6 a file could not be read, parsed
   or written (the others are still fixed, the summary still printed); 2 bad usage.
 * ``rules`` / ``explain``: 0; ``explain`` 2 for an unknown rule.
+
+Settings come from ``[tool.torchport]`` in the closest ``pyproject.toml`` (:mod:`torchport.migrate.config`);
+``-`` reads the source from stdin (``--stdin-filename`` names it in reports and for per-file ignores;
+``fix - --write`` prints the fixed source on stdout).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 from typing import List, Optional
@@ -23,9 +28,10 @@ from torchport.cli._options import (ReportFile, format_option, json_option, outp
                                     parse_reports, report_outputs, split_output, warn_deprecated,
                                     write_json, write_outputs)
 from torchport.errors import ExitCode
+from torchport.log import message_line
 
-#: What ``scan`` / ``fix`` show (``--format``) and write (``-o``).
-FORMATS = ("text", "json", "sarif", "csv")
+#: What ``scan`` / ``fix`` show (``--format`` / ``--output-format``) and write (``-o``).
+FORMATS = ("text", "concise", "github", "json", "sarif", "csv")
 
 
 def _tokens(values: Optional[List[str]]) -> tuple[str, ...]:
@@ -75,9 +81,9 @@ def _emit(verb: str, report, fmt: Optional[str], outputs: list[ReportFile], json
     if to_stdout:
         stream = sys.stderr   # stdout carries a machine-readable report
     if fmt == "text":
-        from rich.console import Console
+        from torchport.log import console
 
-        render.print_rich(report, Console(file=stream or sys.stdout, highlight=False, soft_wrap=True))
+        render.print_rich(report, console(file=stream or sys.stdout, highlight=False))
     elif fmt is not None:
         (stream or sys.stdout).write(render.render(report, fmt))
     written = write_outputs(verb, outputs, lambda f: render.render(report, f))
@@ -85,28 +91,90 @@ def _emit(verb: str, report, fmt: Optional[str], outputs: list[ReportFile], json
     return written
 
 
-def _run(paths, select, ignore, exclude, no_gitignore, jobs, *, fix=False, unsafe=False, write=False, verb="scan"):
-    from torchport.migrate.catalog import UnknownRuleError
-    from torchport.migrate.runner import Options, run
+def _stdin_text(verb: str) -> str:
+    """The source on stdin (``-``); a usage error when stdin is a terminal (nothing was piped in)."""
+    if sys.stdin is None or sys.stdin.isatty():
+        from torchport.cli._common import fail
 
+        fail(verb, "'-' reads the source from stdin, but nothing is piped in; e.g. cat f.py | torchport "
+                   f"{verb} - --stdin-filename f.py")
+    return sys.stdin.read()
+
+
+def _run(paths, select, ignore, exclude, no_gitignore, jobs, *, fix=False, unsafe=False, write=False, verb="scan",
+         settings=None):
+    """Run the scanner over ``paths`` (default ``.``; ``-`` = stdin, shown as ``settings.stdin_filename``).
+
+    ``settings`` (:class:`_Settings`) carries the config file choice; the file's values merge with the
+    flags: ``--select`` replaces ``select``, ``--ignore`` / ``--exclude`` add, ``--unsafe-fixes`` or the file's
+    ``unsafe-fixes`` turns unsafe fixes on.
+    """
+    from torchport.errors import ConfigError
+    from torchport.migrate.catalog import UnknownRuleError
+    from torchport.migrate.config import load_config
+    from torchport.migrate.runner import Options, run, run_source
+
+    settings = settings or _Settings()
+    names = [str(p) for p in paths or ()] or ["."]
+    if "-" in names and len(names) > 1:
+        _fail(verb, ValueError("'-' (stdin) cannot be combined with other paths; give one or the other"))
+    stdin = names == ["-"]
+    if settings.stdin_filename is not None and not stdin:
+        _fail(verb, ValueError("--stdin-filename names the source read from stdin; give '-' as the path"))
+    shown_as = settings.stdin_filename or "-"
     try:
-        options = Options(select=_tokens(select), ignore=_tokens(ignore), exclude=_tokens(exclude),
-                          respect_gitignore=not no_gitignore, jobs=jobs, fix=fix, unsafe_fixes=unsafe, write=write)
-        return run([str(p) for p in paths] or ["."], options)
+        cfg = load_config([shown_as] if stdin else names, config=settings.config, isolated=settings.isolated)
+        options = Options(select=_tokens(select) or cfg.select, ignore=cfg.ignore + _tokens(ignore),
+                          exclude=cfg.extend_exclude + _tokens(exclude), respect_gitignore=not no_gitignore,
+                          jobs=jobs, fix=fix, unsafe_fixes=unsafe or cfg.unsafe_fixes, write=write,
+                          per_file_ignores=cfg.per_file_ignores)
+        if stdin:
+            from torchport.migrate import catalog
+
+            catalog.ruleset(options.select, options.ignore)   # a bad code is a usage error before reading stdin
+            text = _stdin_text(verb)
+            report = run_source(text, shown_as, options)
+            for res in report.results:   # kept for `fix - --write`, which prints the source back
+                res.source = text if res.source is None else res.source
+            return report
+        return run(names, options)
     except (UnknownRuleError, FileNotFoundError, ValueError) as exc:
+        if isinstance(exc, ConfigError):
+            raise      # the guard prints it (exit 2)
         _fail(verb, exc)
 
 
-_PATHS = typer.Argument(None, help="Files or directories (default: the current directory).")
+@dataclasses.dataclass(frozen=True)
+class _Settings:
+    """Where the settings come from and what stdin is called (``--config``, ``--isolated``, ``--stdin-filename``)."""
+
+    config: Optional[Path] = None
+    isolated: bool = False
+    stdin_filename: Optional[str] = None
+
+
+_PATHS = typer.Argument(None, help="Files or directories (default: the current directory); '-' reads stdin.")
 _SELECT = typer.Option(None, "--select", help="Only these rule codes / prefixes / names (e.g. TP1,TP201; ALL).")
 _IGNORE = typer.Option(None, "--ignore", help="Skip these rule codes / prefixes / names.")
 _EXCLUDE = typer.Option(None, "--exclude", help="gitignore-style pattern of paths to skip (repeatable).")
 _NO_GITIGNORE = typer.Option(False, "--no-gitignore", help="Also scan files that .gitignore excludes.")
 _JOBS = typer.Option(None, "--jobs", "-j", help="Worker processes (default: CPU count).")
-_FORMAT = format_option(FORMATS)
+_FORMAT = format_option(FORMATS, also=("--output-format",))
+_CONFIG = typer.Option(None, "--config", metavar="FILE", help="Read [tool.torchport] from this pyproject.toml "
+                       "(default: the closest one with that table, from the first path upward).")
+_ISOLATED = typer.Option(False, "--isolated", help="Ignore every pyproject.toml (command-line options only).")
+_STDIN_FILENAME = typer.Option(None, "--stdin-filename", metavar="PATH",
+                               help="The name of the source read from stdin ('-'): shown in reports, matched by "
+                                    "per-file-ignores, the start of the config search.")
 _OUTPUT = output_option(
     FORMATS, extra="(Deprecated: --format X with one -o FILE and no FMT: writes FILE in X and shows nothing.)")
 _JSON = json_option("the report too")
+
+
+def _nothing_written(report):
+    """The report of a ``fix --diff`` / ``--check`` run: nothing was written, so no finding is "fixed"; the
+    renderers say "would fix" for those the rewrite has (:attr:`~torchport.migrate.finding.Report.dry_run`)."""
+    return dataclasses.replace(report, dry_run=True)
 
 
 def _check_report(report, *, lines: bool = True, written: bool = True) -> None:
@@ -117,7 +185,7 @@ def _check_report(report, *, lines: bool = True, written: bool = True) -> None:
     for res in changed if lines else ():
         sys.stdout.write(f"would fix {res.path}\n")
     for err in report.errors:
-        sys.stderr.write(f"torchport fix: {err.path}: {err.message}\n")
+        sys.stderr.write(message_line("error", f"{err.path}: {err.message}", "fix") + "\n")
     if changed:
         sys.stderr.write(f"{n_fixes} fix(es) in {len(changed)} file(s) of {report.files}; "
                          "apply them with `torchport fix --write`\n")
@@ -141,13 +209,17 @@ def register(app: typer.Typer) -> None:
         output: Optional[List[str]] = _OUTPUT,
         json_out: Optional[Path] = _JSON,
         exit_zero: bool = typer.Option(False, "--exit-zero", help="Exit 0 even when something is found (files that could not be read still exit 6)."),
+        config: Optional[Path] = _CONFIG,
+        isolated: bool = _ISOLATED,
+        stdin_filename: Optional[str] = _STDIN_FILENAME,
     ) -> None:
         """Find code that only runs on one device type (CUDA), with a rule code per construct.
 
         Example: torchport scan src --select TP1,TP2 -o scan.sarif -o scan.csv
         """
         shown, outputs, to_stdout = _reports("scan", fmt, output, json_out)
-        report = _run(paths, select, ignore, exclude, no_gitignore, jobs)
+        report = _run(paths, select, ignore, exclude, no_gitignore, jobs,
+                      settings=_Settings(config, isolated, stdin_filename))
         written = _emit("scan", report, shown, outputs, json_out, to_stdout=to_stdout)
         _exit(report, report.remaining, exit_zero=exit_zero, written=written)
 
@@ -166,11 +238,15 @@ def register(app: typer.Typer) -> None:
         json_out: Optional[Path] = _JSON,
         check: bool = typer.Option(False, "--check", help="Write nothing; exit 1 when a fix would change a file "
                                                           "(for CI), 0 otherwise."),
+        config: Optional[Path] = _CONFIG,
+        isolated: bool = _ISOLATED,
+        stdin_filename: Optional[str] = _STDIN_FILENAME,
     ) -> None:
         """Rewrite device-specific code into device-agnostic code (torchport runtime / torch core).
 
-        Without --write, prints a unified diff and changes nothing. Fixes keep formatting
-        and comments, add `import torchport` once, and are idempotent.
+        Without --write, prints a unified diff and changes nothing (the report then counts what --write
+        would fix; nothing is called fixed). Fixes keep formatting and comments, add `import torchport`
+        once, and are idempotent. With '-' (stdin), --write prints the fixed source on stdout.
 
         Example: torchport fix train.py --write --unsafe-fixes -o changes.csv
         """
@@ -181,19 +257,29 @@ def register(app: typer.Typer) -> None:
             from torchport.cli._common import fail
 
             fail("fix", "--check writes nothing; drop --write (or --check)")
+        settings = _Settings(config, isolated, stdin_filename)
+        stdin = [str(p) for p in paths or ()] == ["-"]
         if check:
-            report = _run(paths, select, ignore, exclude, no_gitignore, jobs, fix=True, unsafe=unsafe_fixes,
-                          write=False, verb="fix")
+            report = _nothing_written(_run(paths, select, ignore, exclude, no_gitignore, jobs, fix=True,
+                                           unsafe=unsafe_fixes, write=False, verb="fix", settings=settings))
             # the report files (-o, --json) as without --check; a non-text --format replaces the "would fix" lines
             shown_check = None if shown == "text" else shown
             written = _emit("fix", report, shown_check, outputs, json_out, to_stdout=to_stdout)
             _check_report(report, lines=shown_check is None and not to_stdout, written=written)
         report = _run(paths, select, ignore, exclude, no_gitignore, jobs, fix=True, unsafe=unsafe_fixes,
-                      write=write, verb="fix")
+                      write=write and not stdin, verb="fix", settings=settings)
+        if stdin and write:   # like ruff: the fixed source (or the source as it was) on stdout
+            res = report.results[0] if report.results else None
+            if res is not None:
+                sys.stdout.write(res.fixed_source if res.fixed_source is not None else res.source)
+            written = _emit("fix", report, shown, outputs, json_out, to_stdout=to_stdout, stream=sys.stderr)
+            _exit(report, report.remaining, written=written)
+            return
         if not write:
             for res in report.results:
                 if res.fixed_source is not None and res.source is not None:
                     sys.stdout.write(unified_diff(res.path, res.source, res.fixed_source))
+            report = _nothing_written(report)
         written = _emit("fix", report, shown, outputs, json_out, to_stdout=to_stdout,
                         stream=sys.stderr if not write else None)
         _exit(report, report.findings if not write else report.remaining, written=written)
@@ -204,9 +290,9 @@ def register(app: typer.Typer) -> None:
         json_out: Optional[Path] = _JSON,
     ) -> None:
         """List every scanner rule: code, name, severity, fix safety, default, what it finds."""
-        from rich.console import Console
         from rich.table import Table
 
+        from torchport.log import console
         from torchport.migrate import catalog
         from torchport.migrate.docs import write_docs
 
@@ -221,7 +307,7 @@ def register(app: typer.Typer) -> None:
                 table.add_column(col, overflow="fold")
             for r in all_rules:
                 table.add_row(r.code, r.name, r.severity, r.fix, "on" if r.default_enabled else "off", r.summary)
-            Console(stderr=to_stdout).print(table)
+            console(stderr=to_stdout).print(table)
         rows = [{"code": r.code, "name": r.name, "severity": r.severity, "fix": r.fix,
                  "default": r.default_enabled, "summary": r.summary} for r in all_rules]
         write_json(json_out, rows)

@@ -34,7 +34,8 @@ def source_photos() -> dict[str, np.ndarray]:
     try:
         import skimage.data as d
     except ImportError:
-        raise ImportError("`torchport data photos` needs scikit-image: pip install scikit-image") from None
+        raise ModuleNotFoundError("`torchport data photos` needs scikit-image: pip install 'torchport[bench]'",
+                                  name="skimage") from None
     loaders = {
         "astronaut": d.astronaut,
         "chelsea": d.chelsea,

@@ -34,12 +34,12 @@ def scan_source(source: str, path: str = "<string>", *, select: Sequence[str] = 
         select, ignore: code prefixes or rule names (default: all rules but TP9xx).
 
     Returns:
-        A :class:`FileResult` (``.findings``, ``.error`` when it does not parse).
+        A :class:`FileResult` (``.findings``, ``.error`` when it does not parse). A file-level
+        ``# torchport: noqa[: CODES]`` comment is honoured, as on the command line.
     """
-    from torchport.migrate import catalog
-    from torchport.migrate.engine import analyze
+    from torchport.migrate.runner import Options, analyze_text
 
-    return analyze(source, path, catalog.ruleset(select, ignore))
+    return analyze_text(source, path, Options(select=tuple(select), ignore=tuple(ignore)))
 
 
 def fix_source(source: str, *, select: Sequence[str] = (), ignore: Sequence[str] = (), unsafe: bool = False) -> str:
@@ -51,10 +51,10 @@ def fix_source(source: str, *, select: Sequence[str] = (), ignore: Sequence[str]
     Raises:
         ValueError: the source does not parse (the message says where).
     """
-    from torchport.migrate import catalog
-    from torchport.migrate.engine import analyze
+    from torchport.migrate.runner import Options, analyze_text
 
-    res = analyze(source, "<string>", catalog.ruleset(select, ignore), fix=True, unsafe=unsafe)
+    res = analyze_text(source, "<string>", Options(select=tuple(select), ignore=tuple(ignore), fix=True,
+                                                   unsafe_fixes=unsafe))
     if res.error is not None:
         raise ValueError(res.error.message)
     return res.fixed_source if res.fixed_source is not None else source

@@ -124,6 +124,8 @@ class Report:
         files: files considered; ``analysed``: files that passed the text prefilter.
         lines: physical lines over all files considered.
         seconds: wall time of the run.
+        dry_run: nothing was written (``fix --diff`` / ``--check``): a finding with ``fixed=True`` is one the
+            rewrite shown *would* fix; :attr:`fixed` is then empty and :attr:`would_fix` lists them.
     """
 
     findings: list[Finding] = dataclasses.field(default_factory=list)
@@ -132,6 +134,7 @@ class Report:
     analysed: int = 0
     lines: int = 0
     seconds: float = 0.0
+    dry_run: bool = False
     results: list[FileResult] = dataclasses.field(default_factory=list, repr=False)
 
     @classmethod
@@ -150,22 +153,35 @@ class Report:
 
     @property
     def remaining(self) -> list[Finding]:
-        """Findings that are still in the code (not rewritten by this run)."""
-        return [f for f in self.findings if not f.fixed]
+        """Findings that are still in the code (not rewritten by this run; all of them in a dry run)."""
+        return list(self.findings) if self.dry_run else [f for f in self.findings if not f.fixed]
 
     @property
     def fixed(self) -> list[Finding]:
-        """Findings this run rewrote."""
-        return [f for f in self.findings if f.fixed]
+        """Findings this run rewrote (none in a dry run)."""
+        return [] if self.dry_run else [f for f in self.findings if f.fixed]
+
+    @property
+    def would_fix(self) -> list[Finding]:
+        """In a dry run: the findings the rewrite shown would fix."""
+        return [f for f in self.findings if f.fixed] if self.dry_run else []
+
+    def status(self, finding: Finding) -> str:
+        """``"fixed"``, ``"would fix"`` (dry run) or ``""`` -- the one word every renderer shows."""
+        if not finding.fixed:
+            return ""
+        return "would fix" if self.dry_run else "fixed"
 
     def summary(self) -> list[dict[str, Any]]:
-        """Per-rule counts: ``[{code, name, severity, count, fixed, fixable}]`` sorted by code."""
+        """Per-rule counts: ``[{code, name, severity, count, fixed, fixable}]`` sorted by code (a dry run adds
+        ``would_fix`` and counts nothing as fixed)."""
         rows: dict[str, dict[str, Any]] = {}
         for f in self.findings:
             row = rows.setdefault(f.code, {"code": f.code, "name": f.name, "severity": f.severity,
-                                           "count": 0, "fixed": 0, "fixable": 0})
+                                           "count": 0, "fixed": 0, "fixable": 0,
+                                           **({"would_fix": 0} if self.dry_run else {})})
             row["count"] += 1
-            row["fixed"] += int(f.fixed)
+            row["would_fix" if self.dry_run else "fixed"] += int(f.fixed)
             row["fixable"] += int(f.fixable and not f.fixed)
         return [rows[k] for k in sorted(rows)]
 

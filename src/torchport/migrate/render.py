@@ -7,6 +7,10 @@ terminals), so the formats cannot drift apart.
   severity, fix_safety, fixable, fixed}], "errors": [...], "summary": [...], ...}``.
 * SARIF 2.1.0 for GitHub code scanning (``github/codeql-action/upload-sarif``).
 * CSV like msFmkTransplt's change list: ``File,Start Line,End Line,Rule,Message,Fixed``.
+* concise: one ``path:line:col: CODE message`` line per finding (what editors and CI problem matchers
+  parse, as ruff's ``--output-format concise``).
+* github: GitHub Actions workflow commands, ``::error file=…,line=…,col=…,endLine=…,endColumn=…,title=…::…``,
+  which GitHub shows as annotations on the pull request.
 """
 
 from __future__ import annotations
@@ -20,15 +24,21 @@ from typing import Callable
 
 from torchport.migrate.finding import Report
 
-__all__ = ["render", "FORMATS", "to_text", "to_json", "to_sarif", "to_csv", "print_rich"]
+__all__ = ["render", "FORMATS", "to_text", "to_json", "to_sarif", "to_csv", "to_concise", "to_github", "print_rich"]
 
 _SARIF_LEVEL = {"error": "error", "warning": "warning", "info": "note"}
 
 
 def _fix_hint(report: Report) -> str:
-    safe = sum(1 for f in report.remaining if f.fix_safety == "safe")
-    unsafe = sum(1 for f in report.remaining if f.fix_safety == "unsafe")
+    pending = [f for f in report.remaining if not f.fixed]
+    safe = sum(1 for f in pending if f.fix_safety == "safe")
+    unsafe = sum(1 for f in pending if f.fix_safety == "unsafe")
     parts = []
+    if report.would_fix:
+        flags = "--write --unsafe-fixes" if any(f.fix_safety == "unsafe" for f in report.would_fix) else "--write"
+        parts.append(f"{len(report.would_fix)} would be fixed by the rewrite shown; nothing was written: "
+                     f"apply it with `torchport fix {flags}`")
+        safe = 0
     if safe:
         parts.append(f"{safe} fixable with `torchport fix --write`")
     if unsafe:
@@ -55,7 +65,7 @@ def to_text(report: Report) -> str:
         if f.path != current:
             current = f.path
             out.append(("" if not out else "\n") + f.path)
-        mark = "fixed" if f.fixed else ("[*]" if f.fix_safety == "safe" else "[unsafe fix]" if f.fixable else "")
+        mark = report.status(f) if f.fixed else ("[*]" if f.fix_safety == "safe" else "[unsafe fix]" if f.fixable else "")
         out.append(f"  {f.line}:{f.column}  {f.code} {f.severity:<7} {f.message} {mark}".rstrip())
     for e in report.errors:
         out.append(f"{e.path}:{e.line or 0}: error: {e.message}")
@@ -63,7 +73,8 @@ def to_text(report: Report) -> str:
     if rows:
         out.append("\nSummary by rule:")
         for r in rows:
-            extra = f", {r['fixed']} fixed" if r["fixed"] else ""
+            extra = f", {r['fixed']} fixed" if r["fixed"] else (f", {r['would_fix']} would fix" if r.get("would_fix")
+                                                                 else "")
             out.append(f"  {r['code']}  {r['name']:<28} {r['count']:>4}  ({r['severity']}{extra})")
     out.append(summary_line(report))
     return "\n".join(out) + "\n"
@@ -86,7 +97,7 @@ def print_rich(report: Report, console=None) -> None:
         line.append(f.code, style=f"bold {colour.get(f.severity, '')}")
         line.append(f" {f.message}")
         if f.fixed:
-            line.append("  fixed", style="green")
+            line.append(f"  {report.status(f)}", style="green")
         elif f.fix_safety == "safe":
             line.append("  [*]", style="green")
         elif f.fixable:
@@ -97,12 +108,22 @@ def print_rich(report: Report, console=None) -> None:
     rows = report.summary()
     if rows:
         table = Table(title="Summary by rule", show_edge=False)
-        for col in ("code", "name", "severity", "count", "fixed"):
-            table.add_column(col, justify="right" if col in ("count", "fixed") else "left")
+        done = "would fix" if report.dry_run else "fixed"
+        for col in ("code", "name", "severity", "count", done):
+            table.add_column(col, justify="right" if col in ("count", done) else "left")
         for r in rows:
-            table.add_row(r["code"], r["name"], r["severity"], str(r["count"]), str(r["fixed"]))
+            table.add_row(r["code"], r["name"], r["severity"], str(r["count"]),
+                          str(r["would_fix" if report.dry_run else "fixed"]))
         console.print(table)
     console.print(summary_line(report))
+
+
+def _finding_dict(report: Report, f) -> dict:
+    """A finding as JSON; in a dry run ``fixed`` is false and ``would_fix`` says whether the rewrite has it."""
+    d = f.to_dict()
+    if report.dry_run:
+        d["would_fix"], d["fixed"] = d["fixed"], False
+    return d
 
 
 def to_json(report: Report) -> str:
@@ -113,7 +134,8 @@ def to_json(report: Report) -> str:
         "analysed": report.analysed,
         "lines": report.lines,
         "seconds": round(report.seconds, 3),
-        "findings": [f.to_dict() for f in report.findings],
+        "written": not report.dry_run,
+        "findings": [_finding_dict(report, f) for f in report.findings],
         "errors": [e.to_dict() for e in report.errors],
         "summary": report.summary(),
     }
@@ -158,7 +180,8 @@ def to_sarif(report: Report) -> str:
             "region": {"startLine": f.line, "startColumn": f.column, "endLine": f.end_line,
                        "endColumn": f.end_column},
         }}],
-        "properties": {"fixSafety": f.fix_safety, "fixed": f.fixed},
+        "properties": {"fixSafety": f.fix_safety, "fixed": f.fixed and not report.dry_run,
+                       **({"wouldFix": f.fixed} if report.dry_run else {})},
     } for f in report.findings]
     notifications = [{
         "level": "error",
@@ -187,11 +210,47 @@ def to_csv(report: Report) -> str:
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(CSV_HEADER)
     for f in report.findings:
-        writer.writerow((f.path, f.line, f.end_line, f"{f.code} {f.name}", f.message, "yes" if f.fixed else "no"))
+        writer.writerow((f.path, f.line, f.end_line, f"{f.code} {f.name}", f.message,
+                         report.status(f).replace("fixed", "yes") or "no"))
     return buf.getvalue()
 
 
-FORMATS: dict[str, Callable[[Report], str]] = {"text": to_text, "json": to_json, "sarif": to_sarif, "csv": to_csv}
+def to_concise(report: Report) -> str:
+    """``path:line:col: CODE message`` per finding still in the code (``[*]`` when fixable), unanalysed files
+    as ``path:line:1: error: message``, then the summary line."""
+    out = []
+    for f in report.remaining:
+        mark = " [*]" if f.fix_safety == "safe" else ""
+        out.append(f"{f.location}: {f.code}{mark} {f.message}")
+    out += [f"{e.path}:{e.line or 1}:1: error: {e.message}" for e in report.errors]
+    out.append(summary_line(report))
+    return "\n".join(out) + "\n"
+
+
+def _gh_escape(text: str, *, prop: bool = False) -> str:
+    text = text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    return text.replace(":", "%3A").replace(",", "%2C") if prop else text
+
+
+_GITHUB_LEVEL = {"error": "error", "warning": "warning", "info": "notice"}
+
+
+def to_github(report: Report) -> str:
+    """One GitHub Actions annotation (``::error file=…,line=…,col=…::…``) per finding still in the code and
+    per file that could not be analysed."""
+    out = []
+    for f in report.remaining:
+        props = (f"file={_gh_escape(f.path, prop=True)},line={f.line},col={f.column},endLine={f.end_line},"
+                 f"endColumn={f.end_column},title={_gh_escape(f'torchport ({f.code})', prop=True)}")
+        out.append(f"::{_GITHUB_LEVEL.get(f.severity, 'error')} {props}::{_gh_escape(f'{f.code} {f.message}')}")
+    for e in report.errors:
+        out.append(f"::error file={_gh_escape(e.path, prop=True)},line={e.line or 1},"
+                   f"title=torchport::{_gh_escape(e.message)}")
+    return "".join(line + "\n" for line in out)
+
+
+FORMATS: dict[str, Callable[[Report], str]] = {"text": to_text, "json": to_json, "sarif": to_sarif, "csv": to_csv,
+                                               "concise": to_concise, "github": to_github}
 
 
 def render(report: Report, fmt: str) -> str:

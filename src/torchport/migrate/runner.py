@@ -16,6 +16,7 @@ import difflib
 import io
 import multiprocessing
 import os
+import re
 import shutil
 import time
 import tokenize
@@ -23,9 +24,14 @@ from pathlib import Path
 from typing import Sequence
 
 from torchport.migrate.finding import FileError, FileResult, Report
-from torchport.migrate.files import iter_python_files
+from torchport.migrate.files import IgnoreRules, iter_python_files
 
-__all__ = ["Options", "run", "process_file", "unified_diff"]
+__all__ = ["Options", "run", "run_source", "process_file", "analyze_text", "unified_diff", "file_noqa"]
+
+#: The file-level suppression, on a line of its own: ``# torchport: noqa`` (the whole file) or
+#: ``# torchport: noqa: TP101, TP2`` (these codes / prefixes in the whole file).
+_FILE_NOQA = re.compile(r"^[ \t]*#[ \t]*torchport:[ \t]*noqa(?:[ \t]*:[ \t]*(?P<codes>[A-Za-z0-9]+(?:[ \t,]+[A-Za-z0-9]+)*))?"
+                        r"[ \t]*$", re.MULTILINE)
 
 # below this many files, worker start-up costs more than it saves
 _PARALLEL_MIN_FILES = 16
@@ -44,6 +50,8 @@ class Options:
         fix: compute rewrites.
         unsafe_fixes: also apply fixes marked unsafe.
         write: write rewrites back to the files (implies ``fix``).
+        per_file_ignores: ``(root, pattern, codes)``: ``codes`` are ignored in the files the gitignore-style
+            ``pattern`` matches relative to the directory ``root`` (``[tool.torchport.per-file-ignores]``).
     """
 
     select: tuple[str, ...] = ()
@@ -54,6 +62,7 @@ class Options:
     fix: bool = False
     unsafe_fixes: bool = False
     write: bool = False
+    per_file_ignores: tuple[tuple[str, str, tuple[str, ...]], ...] = ()
 
     def __post_init__(self) -> None:
         for name in ("select", "ignore", "exclude"):
@@ -93,20 +102,73 @@ def unified_diff(path: str, before: str, after: str) -> str:
                                         fromfile=f"a/{path}", tofile=f"b/{path}"))
 
 
-def process_file(path: str, options: Options | None = None) -> FileResult:
-    """Analyse one file per ``options`` (and write it back when ``options.write``)."""
+def file_noqa(text: str) -> tuple[str, ...] | None:
+    """The codes a file-level ``# torchport: noqa[: CODES]`` comment silences: None (no such comment),
+    ``()`` (the bare form: everything) or the codes/prefixes (upper-cased; flake8's ``TPT`` spelling too)."""
+    if "noqa" not in text:
+        return None
+    found: list[str] = []
+    for m in _FILE_NOQA.finditer(text):
+        if m.group("codes") is None:
+            return ()
+        found += [c.upper() for c in re.split(r"[\s,]+", m.group("codes")) if c]
+    if not found:
+        return None
+    return tuple("TP" + c[3:] if c.startswith("TPT") else c for c in found)
+
+
+def _per_file_ignores(path: str, options: Options) -> tuple[str, ...]:
+    out: list[str] = []
+    for root, pattern, codes in options.per_file_ignores:
+        full = Path(path).resolve()
+        if IgnoreRules(Path(root), [pattern]).match(full, False):
+            out += codes
+    return tuple(out)
+
+
+def _known(tokens: Sequence[str]) -> tuple[str, ...]:
+    """The tokens that name a rule (a comment naming another tool's code, or a typo, silences nothing)."""
+    from torchport.migrate import catalog
+
+    return tuple(t for t in tokens if any(catalog._matches(r, t) for r in catalog.rules()))
+
+
+def analyze_text(text: str, path: str, options: Options | None = None):
+    """Analyse source ``text`` shown as ``path`` per ``options``, honouring the file-level noqa comment
+    and the per-file ignores. Never writes; returns a :class:`FileResult`."""
     from torchport.migrate import catalog
     from torchport.migrate.engine import analyze
 
+    options = options or _worker_options or Options()
+    silenced = file_noqa(text)
+    if silenced == ():
+        return FileResult(path=path, lines=text.count("\n") + (1 if text and not text.endswith("\n") else 0))
+    extra = _known((silenced or ()) + _per_file_ignores(path, options))
+    ruleset = catalog.ruleset(options.select, options.ignore + extra)
+    return analyze(text, path, ruleset, fix=options.fix, unsafe=options.unsafe_fixes,
+                   positions_after_fix=options.write)
+
+
+def run_source(text: str, path: str = "-", options: Options | None = None) -> Report:
+    """Scan (and with ``options.fix`` fix) one in-memory source, e.g. stdin; nothing is written."""
+    t0 = time.perf_counter()
+    options = dataclasses.replace(options or Options(), write=False)
+    try:
+        result = analyze_text(text, path, options)
+    except RecursionError:
+        result = FileResult(path=path, error=FileError(path=path, message="too deeply nested to analyse"))
+    return Report.from_results([result], seconds=time.perf_counter() - t0)
+
+
+def process_file(path: str, options: Options | None = None) -> FileResult:
+    """Analyse one file per ``options`` (and write it back when ``options.write``)."""
     options = options or _worker_options or Options()
     try:
         text, encoding = _read(path)
     except (OSError, SyntaxError, UnicodeDecodeError, LookupError) as exc:
         return FileResult(path=path, error=FileError(path=path, message=f"could not read: {exc}"))
-    ruleset = catalog.ruleset(options.select, options.ignore)
     try:
-        result = analyze(text, path, ruleset, fix=options.fix, unsafe=options.unsafe_fixes,
-                         positions_after_fix=options.write)
+        result = analyze_text(text, path, options)
     except RecursionError:
         return FileResult(path=path, error=FileError(path=path, message="too deeply nested to analyse"))
     except Exception as exc:  # a scanner bug must not stop the other files; it is reported
@@ -115,7 +177,7 @@ def process_file(path: str, options: Options | None = None) -> FileResult:
         problem = write_back(path, result.fixed_source, encoding)
         if problem is not None:
             # nothing was written: report the findings as they stand in the file, plus the error
-            result = analyze(text, path, ruleset, fix=False)
+            result = analyze_text(text, path, dataclasses.replace(options, fix=False, write=False))
             result.error = FileError(path=path, message=problem)
     return result
 

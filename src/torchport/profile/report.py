@@ -63,7 +63,7 @@ def print_profile(result: ProfileResult, console: Any = None) -> None:
             line += (f"; free-running step {result.unprofiled_step_s * 1e3:.2f} ms vs profiled "
                      f"{result.step_median_s * 1e3:.2f} ms (median)")
         console.print(escape(line), style="dim")
-    console.print(f"[yellow]warning:[/yellow] {escape(a.warning)}")
+    console.print(f"[yellow]torchport: warning: [/yellow]{escape(a.warning)}")
 
 
 def write_json(result: ProfileResult, path: str) -> None:

@@ -51,7 +51,7 @@ def boot() -> None:
         shim = install(cfg.get("device"), require_accelerator=cfg.get("require_accelerator"),
                        user_paths=cfg.get("user_paths") or (), warn=False)
     except Exception as exc:  # never break interpreter start-up
-        print(f"torchport run: child process {os.getpid()} runs without the shim: {exc}", file=sys.stderr)
+        print(f"torchport run: warning: child process {os.getpid()} runs without the shim: {exc}", file=sys.stderr)
         return
     report_dir = cfg.get("report_dir")
     if report_dir:

@@ -69,7 +69,7 @@ def report_path_for_rank(path: str, rank: int) -> str:
 
 
 def _err(msg: str) -> None:
-    print(f"torchport run: {msg}", file=sys.stderr)
+    print(f"torchport run: error: {msg}", file=sys.stderr)
 
 
 def _exit_code(exc: SystemExit) -> int:
