@@ -1,7 +1,8 @@
 """Emulated-NPU overhead: fp32 training-step time on emulated ``npu`` relative to plain CPU.
 
 Both are measured in the same run, interleaved (CPU step, npu step, CPU step, ...), on
-the same small CNN, batch and data; the ratio of the medians is printed. Target: <= 3x.
+the same model, batch and data; the ratio of the medians is printed. Target: <= 1.5x on resnet18
+(issue 21; measured 2026-12-01 before/after the move to a C++ device: 1.14-1.43x -> 0.96-1.13x).
 
 usage: .venv/bin/python benchmarks/bench_emulator.py [--steps 20] [--batch 32] [--size 32] [--threads 1]
                                                    [--model smallcnn|resnet18] [--amp] [--json FILE]
@@ -108,7 +109,7 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"emulated npu step  {result['npu_step_ms']:9.2f} ms")
     if "npu_amp_step_ms" in result:
         print(f"emulated npu AMP   {result['npu_amp_step_ms']:9.2f} ms")
-    print(f"ratio npu/cpu      {result['ratio_npu_over_cpu']:9.3f}x   (target <= 3x)")
+    print(f"ratio npu/cpu      {result['ratio_npu_over_cpu']:9.3f}x   (target <= 1.5x on resnet18)")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(result, f, indent=2)

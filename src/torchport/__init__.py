@@ -32,6 +32,7 @@ _EXPORTS = {
     "init_distributed": "torchport.runtime.distributed",
     "wrap_ddp": "torchport.runtime.distributed",
     "data_parallel": "torchport.runtime.distributed",
+    "shard_model": "torchport.runtime.fsdp",
     "rank": "torchport.runtime.distributed",
     "world_size": "torchport.runtime.distributed",
     "local_rank": "torchport.runtime.distributed",

@@ -18,6 +18,17 @@ def test_two_ranks_on_cpu(cpu):
     assert [e.measured for e in backends] == ["gloo", "gloo"]
     assert [e.measured for e in r.evidence if e.what == "all-reduce sum of rank+1"] == [3.0, 3.0]
     assert next(e for e in r.evidence if e.what == "ranks agree on initial weights").status is Status.PASS
+    fsdp = [e for e in r.evidence if e.what == "FSDP step == one-process step"]
+    assert [e.status for e in fsdp] == [Status.PASS, Status.PASS] and all(e.measured <= 1e-5 for e in fsdp)
+    assert all("50% of the parameters" in e.detail for e in fsdp)          # each rank holds half
+
+
+@pytest.mark.slow
+def test_fsdp_step_that_differs_from_one_process_fails(cpu):
+    r = distributed_smoke(healthy(), device=cpu, nproc=2, timeout=120, barrier_timeout=20, fault="fsdp:1")
+    assert r.status is Status.FAIL
+    bad = find_problem(r, "FSDP step == one-process step")
+    assert bad.measured > 1e-5
 
 
 @pytest.mark.slow
@@ -36,7 +47,14 @@ def test_two_ranks_on_emulated_npu_use_hccl(emulated_npu):
     from torchport.runtime.device import select_device
 
     r = distributed_smoke(healthy(), device=select_device("npu"), nproc=2, timeout=150, barrier_timeout=20)
-    assert r.status is Status.PASS, r.summary + "\n" + "\n".join(f"{e.what} {e.measured} {e.detail}" for e in r.evidence)
+    text = r.summary + "\n" + "\n".join(f"{e.what} {e.measured} {e.detail}" for e in r.evidence)
+    fsdp = [e for e in r.evidence if e.what.startswith("FSDP")]
+    assert len(fsdp) == 2, text
+    if all(e.what == "FSDP unavailable" for e in fsdp):
+        # the emulated hccl process group registers no named backend, which FSDP2's device mesh needs: a warning
+        assert r.status is Status.WARN and all("registers no named backend" in e.measured for e in fsdp), text
+    else:
+        assert r.status is Status.PASS, text
     assert {e.measured for e in r.evidence if e.what == "process group backend"} == {"hccl"}
     assert {e.where for e in r.evidence if e.what == "process group backend"} == {"rank 0 on npu:0", "rank 1 on npu:1"}
 

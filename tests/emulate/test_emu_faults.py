@@ -108,3 +108,19 @@ def test_saturation_applies_to_in_place_ops(emulated_npu):
     x = torch.full((3,), 40000.0, dtype=torch.float16, device="npu")
     x.mul_(4)
     assert x.cpu().tolist() == [65504.0] * 3
+
+
+def test_op_perturbation_stays_within_its_amplitude(emulated_npu):
+    """out * (1 + eps * U(-1, 1)) once per result: an out= result (how torch reaches addmm on a device)
+    must not be perturbed twice."""
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(64, 64).npu()
+    x = torch.randn(16, 64, device="npu")
+    clean = lin(x).detach().cpu()
+    emulate.set_perturbation({"aten.addmm": 0.1})
+    try:
+        noisy = lin(x).detach().cpu()
+    finally:
+        emulate.clear_perturbation()
+    rel = ((noisy - clean) / clean).abs()
+    assert 0 < rel.max().item() <= 0.1 + 1e-5

@@ -58,8 +58,9 @@ def test_train_from_store_kill_resume_auto_matches_local_disk(packed, tmp_path, 
 
     ck = store_env + "/runs/a/checkpoints"
     args = ["--data", url, *common, "--run-dir", tmp_path / "store", "--checkpoint-dir", ck]
-    proc = subprocess.Popen([sys.executable, "-m", "torchport", "train", *map(str, args)],
-                            env={**env, "TORCHPORT_TRAIN_TEST_STEP_DELAY_S": "0.3"}, stdout=subprocess.DEVNULL,
+    fault_train = Path(__file__).parents[1] / "train" / "fault_train.py"    # torchport train + test faults
+    proc = subprocess.Popen([sys.executable, str(fault_train), *map(str, args)],
+                            env={**env, "TORCHPORT_FAULT_STEP_DELAY_S": "0.3"}, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)
     t0, reached = time.time(), False
     try:

@@ -10,6 +10,7 @@ import time
 import pytest
 
 from torchport.errors import ConfigError
+from train_helpers import FAULT_TRAIN
 
 
 def test_collective_timeout_is_configurable(monkeypatch):
@@ -44,11 +45,11 @@ def test_peer_failures_become_one_distributed_error(monkeypatch):
 @pytest.mark.slow
 def test_a_rank_that_exits_stops_the_others_without_a_hang(tiny_data, tmp_path, env):
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-           "-m", "torchport", "train", "--data", str(tiny_data), "--epochs", "3", "--batch-size", "8",
+           FAULT_TRAIN, "--data", str(tiny_data), "--epochs", "3", "--batch-size", "8",
            "--image-size", "16", "--model", "tinycnn", "--device", "cpu", "--workers", "0", "--log-every", "1",
            "--run-dir", str(tmp_path / "run"), "--progress", "plain"]
     t0 = time.monotonic()
-    out = subprocess.run(cmd, env={**env, "TORCHPORT_TRAIN_TEST_EXIT": "1:1", "TORCHPORT_COLLECTIVE_TIMEOUT_S": "30"},
+    out = subprocess.run(cmd, env={**env, "TORCHPORT_FAULT_EXIT": "1:1", "TORCHPORT_COLLECTIVE_TIMEOUT_S": "30"},
                          capture_output=True, text=True, timeout=180, cwd=tmp_path)
     assert time.monotonic() - t0 < 120, "the surviving rank waited too long"
     text = out.stdout + out.stderr

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from train_helpers import TINY, records, run, step_losses, train_cmd
+from train_helpers import TINY, fault_cmd, records, run, step_losses, train_cmd
 
 from torchport.runtime import checkpoint as ckpt
 
@@ -75,7 +75,7 @@ def test_resume_after_sigkill_is_bit_identical(tiny_data, env, tmp_path):
     assert sorted(expected) == list(range(1, 25))
 
     killed_dir = tmp_path / "killed"
-    proc = subprocess.Popen(train_cmd(*args, "--run-dir", killed_dir), env={**env, "TORCHPORT_TRAIN_TEST_STEP_DELAY_S": "0.15"},
+    proc = subprocess.Popen(fault_cmd(*args, "--run-dir", killed_dir), env={**env, "TORCHPORT_FAULT_STEP_DELAY_S": "0.15"},
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         # Kill mid-epoch 2, after the step-16 checkpoint: steps 17.. must be recomputed after resume.

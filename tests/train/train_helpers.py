@@ -55,6 +55,15 @@ def needs_emulator():
     return deco
 
 
+#: The test-only ``torchport train`` that injects faults from outside the loop (tests/train/fault_train.py).
+FAULT_TRAIN = str(Path(__file__).with_name("fault_train.py"))
+
+
+def fault_cmd(*args: str) -> list[str]:
+    """``python tests/train/fault_train.py ARGS``: ``torchport train ARGS`` + TORCHPORT_FAULT_* faults."""
+    return [PY, FAULT_TRAIN, *map(str, args)]
+
+
 def train_cmd(*args: str, module: str = "torchport.train") -> list[str]:
     """``python -m torchport.train ARGS`` (or ``-m torchport train`` with module="torchport")."""
     return [PY, "-m", module, *(["train"] if module == "torchport" else []), *map(str, args)]

@@ -4,11 +4,13 @@ Every stage appends one JSON line to ``<out>/rank<R>.jsonl`` *before* and after 
 so when a rank hangs or dies the parent knows exactly where. Stages: ``start``,
 ``init`` (process group with the device's backend), ``all_reduce`` (sum of rank+1),
 ``barrier`` (with a timeout), ``weights`` (hash of the initial weights, compared across
-ranks with MIN/MAX all-reduces), ``done``.
+ranks with MIN/MAX all-reduces), ``fsdp`` (shard with FSDP2, one step, gather, compare with the
+same step in one process), ``done``.
 
 Fault injection for testing the check itself (``TORCHPORT_CHECK_DIST_FAULT``):
 ``hang:R`` -- rank R sleeps before the barrier; ``exit:R`` -- rank R exits with status 3
-before the all-reduce; ``weights:R`` -- rank R seeds its model differently.
+before the all-reduce; ``weights:R`` -- rank R seeds its model differently; ``fsdp:R`` -- rank R
+feeds its FSDP shard a shifted input.
 """
 
 from __future__ import annotations
@@ -123,9 +125,57 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:
         log("weights", "error", error=f"{type(exc).__name__}: {exc}"[:500])
         return 2
+    log("fsdp", "begin")
+    try:
+        log("fsdp", **_fsdp_step(tgt, target, rank, world, perturb=kind == "fsdp" and frank == rank))
+    except Exception as exc:
+        log("fsdp", "error", error=f"{type(exc).__name__}: {exc}"[:500])
+        return 2
     log("done", "ok")
     dist.destroy_process_group()
     return 0
+
+
+def _fsdp_step(tgt: Any, target: Any, rank: int, world: int, *, perturb: bool = False) -> dict[str, Any]:
+    """Shard the target's model with FSDP2, take one SGD step on this rank's slice of one global batch, gather
+    the weights and compare them with the same step taken by one process over every slice.
+
+    Eval mode for both (BatchNorm statistics and dropout would make a per-rank slice differ from the whole
+    batch by design)."""
+    import copy
+
+    import torch
+
+    from torchport.checks.target import LoaderSpec, iter_batches, split_batch
+    from torchport.errors import ConfigError
+    from torchport.runtime.fsdp import full_state_dict, shard_model, state_bytes
+    from torchport.runtime.seed import seed_everything
+
+    seed_everything(tgt.seed)
+    model = tgt.build_model().to(target.device)
+    reference = copy.deepcopy(model)
+    try:
+        sharded = shard_model(model, target)
+    except ConfigError as exc:          # the backend's process group cannot host FSDP: say so, do not fail
+        return {"status": "unsupported", "reason": str(exc)}
+    inputs, targets, _ = split_batch(next(iter(iter_batches(tgt, LoaderSpec(seed=tgt.seed, batch_size=tgt.batch_size), 1))))
+    per = inputs.shape[0] // world
+    inputs, targets = inputs[: per * world].to(target.device), targets[: per * world].to(target.device)
+    loss_fn = tgt.build_loss(target.device)
+    xs, ys = inputs.split(per), targets.split(per)
+    # The sharded model: this rank's slice (FSDP averages the ranks' gradients). The one process: the mean of the
+    # same per-slice losses -- the identical objective, even for a loss that is not a plain mean (class weights).
+    objectives = ((sharded, lambda net: loss_fn(net(xs[rank] + (1.0 if perturb else 0.0)), ys[rank])),  # perturb: a fault
+                  (reference, lambda net: sum(loss_fn(net(x), y) for x, y in zip(xs, ys)) / world))
+    for net, objective in objectives:
+        net.eval()
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        objective(net).backward()
+        opt.step()
+    got, want = full_state_dict(sharded), {k: v.detach().cpu() for k, v in reference.state_dict().items()}
+    diff = max(float((got[k].double() - want[k].double()).abs().max()) for k in want if want[k].is_floating_point())
+    share = state_bytes(sharded)["params"] / max(1, state_bytes(reference)["params"])
+    return {"status": "ok", "max_abs_diff": diff, "param_share": round(share, 4)}
 
 
 if __name__ == "__main__":

@@ -10,7 +10,10 @@ rank and stage -- never waited on forever:
   / the backend record's ``dist_backend``);
 * an all-reduce of ``rank + 1`` returns ``N(N+1)/2`` on every rank;
 * a barrier completes within ``barrier_timeout``;
-* every rank builds the same initial weights from the target's seed.
+* every rank builds the same initial weights from the target's seed;
+* FSDP2: the model sharded over the ranks takes one SGD step on each rank's slice of a batch; the
+  gathered weights equal (within :data:`FSDP_TOLERANCE`) one process's step on the whole batch, and
+  each rank holds ~1/N of the parameters (a backend whose process group cannot host FSDP: a warning).
 
 Under torchrun already (``WORLD_SIZE`` > 1, e.g. ``torchrun ... -m torchport check --only
 distributed``) the same stages run in the current ranks instead.
@@ -38,7 +41,10 @@ from torchport.checks.result import CheckResult, Evidence, Status
 __all__ = ["distributed_smoke", "read_rank_logs"]
 
 NAME = "distributed"
-STAGES = ("start", "init", "all_reduce", "barrier", "weights", "done")
+STAGES = ("start", "init", "all_reduce", "barrier", "weights", "fsdp", "done")
+
+#: Largest weight difference after one FSDP step vs the same step in one process (float32 reduction order).
+FSDP_TOLERANCE = 1e-5
 
 
 def read_rank_logs(folder: str | Path, nproc: int) -> dict[int, list[dict[str, Any]]]:
@@ -124,6 +130,15 @@ def _evidence(logs: dict[int, list[dict[str, Any]]], nproc: int, *, timed_out: b
         if w.get("status") in ("ok", "mismatch"):
             hashes[r] = w.get("hash", "?")
             disagree = disagree or w.get("agree") is False
+        fs = last.get("fsdp", {})
+        if fs.get("status") == "ok":
+            ok = fs.get("max_abs_diff", 1.0) <= FSDP_TOLERANCE
+            ev.append(Evidence(what="FSDP step == one-process step", measured=fs.get("max_abs_diff"),
+                               threshold=f"<= {FSDP_TOLERANCE:g} max abs weight difference", where=where,
+                               status=Status.PASS if ok else Status.FAIL,
+                               detail=f"this rank holds {fs.get('param_share', 0):.0%} of the parameters"))
+        elif fs.get("status") == "unsupported":
+            ev.append(Evidence(what="FSDP unavailable", measured=fs.get("reason"), where=where, status=Status.WARN))
         errors = [rec for rec in recs if rec.get("status") == "error"]
         for rec in errors:
             ev.append(Evidence(what=f"{rec['stage']} failed", measured=rec.get("error"), where=where, status=Status.FAIL))
@@ -212,7 +227,7 @@ def distributed_smoke(target: Any = None, *, nproc: int = 2, timeout: float = 12
     ev += _evidence(logs, nproc, timed_out=timed_out, timeout=timeout, barrier_timeout=barrier_timeout,
                     exits=getattr(_launch, "last_exits", {}))
     result = CheckResult.from_evidence(NAME, ev, ok=f"{nproc} ranks on {dev.backend.label}: init, all-reduce, barrier, "
-                                       "identical initial weights", platform=str(dev), started=started)
+                                       "identical initial weights, FSDP step == one process", platform=str(dev), started=started)
     located = [e for e in result.problems if e.where and e.where.startswith("rank")]
     if located:  # name ranks and stages first, the launcher's exit code last
         result.summary = "; ".join(f"{e.where}: {e.what} ({str(e.measured).splitlines()[0][:120]})" for e in located[:3])

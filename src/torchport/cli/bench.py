@@ -124,6 +124,37 @@ def register(app: typer.Typer) -> None:
         if write_json(json_out, result):
             typer.echo(f"wrote {json_out}")
 
+    @bench_app.command("memory")
+    def memory(
+        model: str = typer.Option("resnet18", help="torchvision model name or 'tinycnn'."),
+        nproc: str = typer.Option("1,2,4", "--nproc", metavar="N[,N...]", help="Process counts to launch (torchrun)."),
+        batch_size: int = typer.Option(8, "--batch-size", help="Images per step per process."),
+        image_size: int = typer.Option(64, "--image-size", help="Image side in pixels."),
+        num_classes: int = typer.Option(100, "--num-classes", help="Classifier outputs."),
+        device: str = device_option(),
+        json_out: Optional[Path] = json_option("the rows (strategy, ranks, MiB per rank)"),
+    ) -> None:
+        """Memory per rank, DDP vs FSDP on the same model: parameters + optimizer state (FSDP: ~1/N) and peaks."""
+        from rich.console import Console
+
+        from torchport.bench.memory import print_memory_table, run_memory_bench
+
+        try:
+            counts = tuple(int(v) for v in nproc.split(","))
+        except ValueError:
+            counts = ()
+        if not counts or min(counts) < 1:
+            fail("bench memory", f"--nproc {nproc!r}: give process counts such as 1,2,4")
+        try:
+            rows = run_memory_bench(model, nprocs=counts, device=device_arg(device) or "auto", batch_size=batch_size,
+                                    image_size=image_size, num_classes=num_classes)
+        except RuntimeError as exc:
+            fail("bench memory", str(exc).splitlines()[0], ExitCode.FAILED)
+        to_stdout = json_out is not None and str(json_out) == "-"
+        print_memory_table(rows, Console(stderr=to_stdout))
+        if write_json(json_out, rows) and not to_stdout:
+            typer.echo(f"wrote {json_out}")
+
     from torchport.data.bench import register_bench_data
 
     register_bench_data(bench_app, "data", deprecated_as="bench data")   # home: `torchport data bench`

@@ -68,6 +68,8 @@ def prepare() -> None:
     Only needed when the emulator is installed *after* autograd already ran in the process
     (e.g. a test session); ``TORCHPORT_EMULATE`` and the pytest plugin do it for you.
     """
+    import torch  # noqa: F401  (first: its backend autoload may install the emulator itself)
+
     from torchport.emulate._backend import prepare as _prepare
 
     _prepare()
@@ -142,6 +144,7 @@ def set_overflow_mode(mode: str) -> None:
         raise ValueError(f"overflow_mode={mode!r}: expected {INF!r} or {SATURATE!r}")
     STATE.overflow_mode = mode
     STATE.overflow_flag = False
+    _reset_op_cache()
 
 
 def set_perturbation(perturb: Mapping[str, float] | None) -> None:
@@ -163,6 +166,7 @@ def set_perturbation(perturb: Mapping[str, float] | None) -> None:
         else:
             modules[k.rsplit(".", 1)[-1]] = float(eps)
     STATE.perturb = ops
+    _reset_op_cache()
     _set_module_perturbation(modules)
 
 
@@ -178,11 +182,11 @@ def _set_module_perturbation(modules: dict[str, float]) -> None:
         return
     import torch
 
-    from torchport.emulate._tensor import NpuTensor, perturb_tensor
+    from torchport.emulate._tensor import perturb_tensor
 
     def hook(module: Any, args: Any, output: Any) -> Any:
         eps = modules.get(type(module).__name__)
-        if eps and type(output) is NpuTensor and output.is_floating_point():
+        if eps and isinstance(output, torch.Tensor) and output.device.type == "npu" and output.is_floating_point():
             return perturb_tensor(output, eps)
         return None
 
@@ -190,9 +194,11 @@ def _set_module_perturbation(modules: dict[str, float]) -> None:
 
 
 def memory_stats(device: int | None = None) -> dict[str, int]:
-    """``{"allocated": bytes, "peak": bytes}`` of live tensors on emulated device ``device``."""
+    """``{"allocated": bytes, "peak": bytes}`` of npu storage alive on emulated device ``device``
+    (the device allocator's own counters; ``torch.npu.memory_stats()`` has the full CUDA-like set)."""
     idx = STATE.current if device is None else int(device)
-    return {"allocated": STATE.memory.current[idx], "peak": STATE.memory.peak[idx]}
+    stats = STATE.native.memory_stats(idx) if STATE.native is not None else {"current": 0, "peak": 0}
+    return {"allocated": stats["current"], "peak": stats["peak"]}
 
 
 def _facts() -> dict[str, Any]:
@@ -252,16 +258,11 @@ def _configure(devices: int, fallback_ops: Iterable[Any], overflow_mode: str, pe
 
 
 def _resize(devices: int) -> None:
-    import torch
-
-    from torchport.emulate import _tensor
     from torchport.emulate._backend import prepare, set_generators
 
     prepare(devices)
-    _tensor.set_cxx_device(torch.device("npu", 0), devices)
-    set_generators(devices)
     STATE.native.set_available(True, devices)
-    STATE.memory.resize(devices)
+    set_generators(devices)
     STATE.devices = devices
     STATE.current = min(STATE.current, devices - 1)
 
@@ -295,6 +296,8 @@ def install(
     devices = int(devices)
     if devices < 1:
         raise ValueError(f"devices={devices}: the emulated NPU needs at least one device")
+    import torch  # noqa: F401  (first: with TORCHPORT_EMULATE set, importing torch installs the emulator)
+
     if not STATE.installed:
         from torchport.emulate import _distributed
         from torchport.emulate._backend import install_backend

@@ -11,10 +11,11 @@ device guard + hooks (first time)     permanent; the hook reports "not available
                                       False (torch.accelerator needs *a* module)
 ``Tensor.npu`` / ``is_npu`` ...       deleted (re-generated on the next install)
 ``torch_npu`` stand-in import hook     removed, with its loaded modules
-PrivateUse1 / autocast kernels        libraries destroyed
-pin_memory / is_pinned host kernels   stay, but delegate to torch when uninstalled
-``npu`` checkpoint location tagger    removed; ``_rebuild_tensor`` restored
-optimizer foreach type list entry     removed
+Python kernels (AMP, SyncBN, RNN)     libraries destroyed
+npu kernels + CPU fallback (C++)      stay, refusing to run (npu tensors become unusable)
+pinned host allocator (C++ hooks)     stays (host memory either way)
+multiprocessing reducer for npu       torch's reducers put back
+``torch.nn.parallel.comm`` (for DP)   torch's functions put back
 ``torch.accelerator`` memory/device   torch's functions put back
 functions routed to ``torch.npu``
 ====================================  ===============================================
@@ -29,9 +30,10 @@ from typing import Any
 import torch
 from torch.library import Library
 
-from torchport.emulate import _accelerator, _autocast, _handlers, _npu_module, _serialization, _standin, _syncbn  # noqa: F401
+from torchport.errors import ExitCode, TorchportError
+from torchport.emulate import _accelerator, _autocast, _handlers, _npu_module, _parallel, _serialization, _standin, _syncbn
 from torchport.emulate import _tensor as T
-from torchport.emulate._state import STATE, MemoryCounters
+from torchport.emulate._state import STATE
 
 __all__ = ["install_backend", "uninstall_backend", "prepare", "check_autograd", "EmulationError", "DEFAULT_SEED"]
 
@@ -43,8 +45,10 @@ _libs: list[Library] = []
 _added_methods: list[tuple[Any, str]] = []
 
 
-class EmulationError(RuntimeError):
-    """The emulator cannot be installed here (the message says why and what to do)."""
+class EmulationError(TorchportError, RuntimeError):
+    """The emulator cannot be installed here (the message says why and what to do); exit code 2."""
+
+    exit_code = ExitCode.USAGE
 
 
 def _dormant_module() -> types.ModuleType:
@@ -81,43 +85,6 @@ def _generate_methods() -> None:
     if not hasattr(torch.Tensor, f"is_{_NAME}"):
         torch.utils.generate_methods_for_privateuse1_backend()
     _added_methods[:] = [(o, a) for o in owners for a in set(vars(o)) - before[id(o)]]
-
-
-def _pin_kernels() -> None:
-    """Host pinning while installed (emulated: a copy flagged as pinned); torch's own otherwise."""
-    if "pin" in _once:
-        return
-    composite = "CompositeExplicitAutograd"
-    pin_op, is_pinned_op = torch.ops.aten._pin_memory.default, torch.ops.aten.is_pinned.default
-    original = _once.get("accelerator")
-
-    def pin(self, device=None):
-        if STATE.installed:
-            out = self.clone()
-            out.untyped_storage()._torchport_pinned = True
-            return out
-        return pin_op._op_dk(composite, self, device if device is not None else original)
-
-    def is_pinned(self, device=None):
-        if STATE.installed or getattr(self.untyped_storage(), "_torchport_pinned", False):
-            return bool(getattr(self.untyped_storage(), "_torchport_pinned", False))
-        try:
-            return is_pinned_op._op_dk(composite, self, device if device is not None else original)
-        except RuntimeError:
-            return False
-
-    lib = Library("aten", "IMPL")
-    lib.impl("_pin_memory", pin, "CPU")
-    lib.impl("is_pinned", is_pinned, "CPU")
-    _once["pin"] = lib  # kept for the life of the process
-
-
-def _original_accelerator() -> Any:
-    try:
-        acc = torch.accelerator.current_accelerator()
-        return torch.device(acc.type) if acc is not None and torch.accelerator.is_available() else None
-    except Exception:
-        return None
 
 
 #: devices the autograd engine gets queues for when the guard is registered (it sizes them once)
@@ -173,28 +140,22 @@ def install_backend(devices: int) -> None:
     """Make ``npu`` a working torch device with ``devices`` emulated cards."""
     _check_can_install()
     if "renamed" not in _once:
-        _once["accelerator"] = _original_accelerator()
         torch.utils.rename_privateuse1_backend(_NAME)
         _once["renamed"] = True
     _generate_methods()
     prepare(devices)
-    STATE.native.register_hooks()
-    STATE.native.set_available(True, devices)
-    T.set_cxx_device(torch.device(_NAME, 0), devices)
+    native = STATE.native
+    native.register_hooks()
+    native.set_available(True, devices)
+    native.set_hooks(T.classify, T.on_fallback, T.post)
+    native.register_kernels()
     STATE.devices = devices
     STATE.current = 0
     set_generators(devices)
     STATE.perturb_generator = torch.Generator().manual_seed(0)
-    STATE.memory = MemoryCounters(devices)
     STATE.overflow_flag = False
     STATE.installed = True
-
-    fallback = Library("_", "IMPL")
-    fallback.fallback(_handlers.factory_fallback, "PrivateUse1")
-    kernels = Library("aten", "IMPL")
-    _handlers.register_backend_kernels(kernels)
-    _libs[:] = [kernels, fallback, *_autocast.register()]
-    _pin_kernels()
+    _libs[:] = [_handlers.register({**_handlers.HANDLERS, **_syncbn.HANDLERS}), *_autocast.register()]
 
     if hasattr(torch, _NAME) and not getattr(getattr(torch, _NAME), "__torchport_emulated__", False):
         raise EmulationError(f"torch.{_NAME} already exists and is not the emulator's; refusing to replace it")
@@ -208,11 +169,8 @@ def install_backend(devices: int) -> None:
     if not hasattr(dist, "is_hccl_available"):
         dist.is_hccl_available = _is_hccl_available
     _serialization.install()
+    _parallel.install()
     _accelerator.install()
-    import torch.optim.optimizer as _opt
-
-    if T.NpuTensor not in _opt._foreach_supported_types:
-        _opt._foreach_supported_types.append(T.NpuTensor)
     T.reset_op_cache()
 
 
@@ -220,6 +178,7 @@ def uninstall_backend() -> None:
     """Undo :func:`install_backend` (see the module docstring for what stays)."""
     STATE.installed = False
     STATE.native.set_available(False, 0)
+    STATE.native.set_hooks(None, None, None)
     for lib in _libs:
         lib._destroy()
     _libs.clear()
@@ -236,15 +195,11 @@ def uninstall_backend() -> None:
     if getattr(dist, "is_hccl_available", None) is _is_hccl_available:
         del dist.is_hccl_available
     _serialization.uninstall()
+    _parallel.uninstall()
     _accelerator.uninstall()
-    import torch.optim.optimizer as _opt
-
-    while T.NpuTensor in _opt._foreach_supported_types:
-        _opt._foreach_supported_types.remove(T.NpuTensor)
     STATE.devices = 0
     STATE.generators = []
     STATE.default_generators = []
-    T.reset_op_cache()
 
 
 def _is_hccl_available() -> bool:

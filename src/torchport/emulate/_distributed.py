@@ -34,12 +34,11 @@ _registered: list[bool] = []
 def _host(tensors: Any, what: str) -> Any:
     if isinstance(tensors, (list, tuple)):
         return [_host(t, what) for t in tensors]
-    if type(tensors) is not T.NpuTensor:
+    if not isinstance(tensors, torch.Tensor) or tensors.device.type != "npu" or tensors.layout != torch.strided:
         raise RuntimeError("Tensors must be NPU and dense")  # ProcessGroupHCCL's wording
-    inner = tensors._elem
-    if not inner.is_contiguous():
+    if not tensors.is_contiguous():
         raise RuntimeError("Tensors must be contiguous")
-    return inner
+    return T.host(tensors)  # gloo works in place on the npu tensor's own bytes
 
 
 class _Completed(torch.distributed._Work):

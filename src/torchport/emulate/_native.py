@@ -63,7 +63,7 @@ def load() -> Any:
             return mod
     if _compiler() is None:
         raise NativeBuildError(
-            "the emulated NPU needs a C++ compiler on first use (to build its device guard against this torch); "
+            "the emulated NPU needs a C++ compiler on first use (it builds its device against this torch, about a minute); "
             "none found (looked for $CXX, c++, g++, clang++). Install one, e.g. `apt-get install g++`, "
             "or `conda install gxx`.")
     log.warning("torchport: building the emulated NPU's native module (first use, about a minute) in %s", out)

@@ -321,14 +321,19 @@ def set_rng_state_all(new_states: Any) -> None:
 
 
 # ----------------------------------------------------------------------------- memory
+def _stats(idx: int) -> dict:
+    """The device allocator's counters for ``npu:idx`` (npu_native.cpp)."""
+    return STATE.native.memory_stats(idx)
+
+
 def memory_allocated(device: Any = None) -> int:
-    """Bytes of tensor storage alive on the device (views counted once)."""
-    return STATE.memory.current[_checked(device)]
+    """Bytes of npu storage alive on the device (views counted once), from the device allocator."""
+    return _stats(_checked(device))["current"]
 
 
 def max_memory_allocated(device: Any = None) -> int:
     """Peak of :func:`memory_allocated` since start or the last :func:`reset_peak_memory_stats`."""
-    return STATE.memory.peak[_checked(device)]
+    return _stats(_checked(device))["peak"]
 
 
 def _round_reserved(nbytes: int) -> int:
@@ -341,13 +346,13 @@ def memory_reserved(device: Any = None) -> int:
     idx = _checked(device)
     while len(_reserved) <= idx:
         _reserved.append(0)
-    _reserved[idx] = max(_reserved[idx], _round_reserved(STATE.memory.current[idx]))
+    _reserved[idx] = max(_reserved[idx], _round_reserved(memory_allocated(idx)))
     return _reserved[idx]
 
 
 def max_memory_reserved(device: Any = None) -> int:
     idx = _checked(device)
-    return max(memory_reserved(idx), _round_reserved(STATE.memory.peak[idx]))
+    return max(memory_reserved(idx), _round_reserved(max_memory_allocated(idx)))
 
 
 memory_cached = memory_reserved
@@ -355,7 +360,7 @@ max_memory_cached = max_memory_reserved
 
 
 def reset_peak_memory_stats(device: Any = None) -> None:
-    STATE.memory.reset_peak(_checked(device))
+    STATE.native.reset_peak(_checked(device))
 
 
 def reset_max_memory_allocated(device: Any = None) -> None:
@@ -367,13 +372,13 @@ def reset_max_memory_cached(device: Any = None) -> None:
 
 
 def reset_accumulated_memory_stats(device: Any = None) -> None:
-    _checked(device)
+    STATE.native.reset_accumulated(_checked(device))
 
 
 def empty_cache() -> None:
     """Release cached blocks: reserved memory drops to what is allocated."""
     for i in range(len(_reserved)):
-        _reserved[i] = _round_reserved(STATE.memory.current[i]) if i < len(STATE.memory.current) else 0
+        _reserved[i] = _round_reserved(memory_allocated(i)) if i < device_count() else 0
 
 
 def mem_get_info(device: Any = None) -> tuple[int, int]:
@@ -383,13 +388,38 @@ def mem_get_info(device: Any = None) -> tuple[int, int]:
 
 
 def memory_stats(device: Any = None) -> dict[str, int]:
+    """The CUDA/torch_npu caching-allocator key set (``allocated_bytes.all.current`` ...), from the
+    device allocator's counters. The emulator has one pool: ``small_pool`` is empty, ``large_pool``
+    equals ``all``; reserved memory is rounded to 2 MiB segments."""
     idx = _checked(device)
-    return collections.OrderedDict(sorted({
-        "allocated_bytes.all.current": memory_allocated(idx),
-        "allocated_bytes.all.peak": max_memory_allocated(idx),
-        "reserved_bytes.all.current": memory_reserved(idx),
-        "reserved_bytes.all.peak": max_memory_reserved(idx),
-    }.items()))
+    st = _stats(idx)
+    reserved, reserved_peak = memory_reserved(idx), max_memory_reserved(idx)
+    segments = reserved // (2 * 1024 * 1024)
+    groups = {
+        "allocated_bytes": (st["current"], st["peak"], st["allocated"], st["freed"]),
+        "active_bytes": (st["current"], st["peak"], st["allocated"], st["freed"]),
+        "requested_bytes": (st["current"], st["peak"], st["allocated"], st["freed"]),
+        "reserved_bytes": (reserved, reserved_peak, reserved_peak, reserved_peak - reserved),
+        "inactive_split_bytes": (0, 0, 0, 0),
+        "allocation": (st["count_current"], st["count_peak"], st["count_allocated"], st["count_freed"]),
+        "active": (st["count_current"], st["count_peak"], st["count_allocated"], st["count_freed"]),
+        "segment": (segments, max(segments, reserved_peak // (2 * 1024 * 1024)), segments, 0),
+        "inactive_split": (0, 0, 0, 0),
+        "oversize_allocations": (0, 0, 0, 0),
+        "oversize_segments": (0, 0, 0, 0),
+    }
+    out: dict[str, int] = {}
+    for name, (cur, peak, alloc, freed) in groups.items():
+        pools = ("all", "large_pool", "small_pool") if not name.startswith("oversize") else (None,)
+        for pool in pools:
+            zero = pool == "small_pool"
+            prefix = f"{name}.{pool}" if pool else name
+            for field, value in (("current", cur), ("peak", peak), ("allocated", alloc), ("freed", freed)):
+                out[f"{prefix}.{field}"] = 0 if zero else int(value)
+    out.update({"num_alloc_retries": 0, "num_ooms": int(st["num_ooms"]), "num_sync_all_streams": 0,
+                "num_device_alloc": int(st["count_allocated"]), "num_device_free": int(st["count_freed"]),
+                "max_split_size": -1})
+    return collections.OrderedDict(sorted(out.items()))
 
 
 def memory_summary(device: Any = None, abbreviated: bool = False) -> str:
@@ -400,67 +430,42 @@ def memory_summary(device: Any = None, abbreviated: bool = False) -> str:
 # ----------------------------------------------------------------------------- streams and events
 #: PrivateUse1's number in c10::DeviceType (what ``Stream.device_type`` reports on npu)
 _DEVICE_TYPE = 20
-#: stream-id classes as torch_npu packs them (``stream_id >> 5``) and how many streams each pool has
-_STREAM_POOLS = {0: 1, 3: 32, 4: 32, 5: 4}  # default, normal priority, high priority, sync-launch
-_stream_next: dict = collections.defaultdict(int)
 
 
-class Stream:
-    """A device stream; the emulator executes synchronously, so every stream is always idle.
+def _check_stream_ids(stream_id: Any, device_index: Any, device_type: Any) -> None:
+    """The card's checks on ``Stream(stream_id=, device_index=, device_type=)`` (a rebuilt stream)."""
+    for name, value in (("stream_id", stream_id), ("device_index", device_index), ("device_type", device_type)):
+        if not isinstance(value, int):
+            raise RuntimeError(f"Stream(): {name} must be an int, got {value!r}")
+        if value < 0:
+            raise RuntimeError(f"Stream(): {name} must be non-negative, got {value}")
+    if device_type != _DEVICE_TYPE:
+        raise RuntimeError(f"Stream(): device_type {device_type} is not the npu's ({_DEVICE_TYPE})")
+    if device_index >= device_count():
+        raise RuntimeError(f"Stream(): device_index {device_index} is out of range (device_count() is "
+                           f"{device_count()})")
 
-    Streams carry torch_npu's identity -- ``stream_id`` (pool class in bits 5+, index in bits 0-4),
-    ``device_index``, ``device_type`` -- and ``Stream(stream_id=, device_index=, device_type=)``
-    rebuilds one, rejecting ids the card would not have (``RuntimeError``)."""
 
-    def __init__(self, device: Any = None, priority: int = 0, **kwargs: Any) -> None:
-        # torch_npu's keywords: stream_id / device_index / device_type (rebuild), is_sync_launch
+class Stream(torch.Stream):
+    """A device stream (a ``torch.Stream`` of the npu device, so ``record_stream`` and
+    ``torch.accelerator`` accept it); the emulator executes synchronously, so every stream is idle.
+    ``Stream(stream_id=, device_index=, device_type=)`` rebuilds one, with the card's checks."""
+
+    def __new__(cls, device: Any = None, priority: int = 0, **kwargs: Any) -> "Stream":
         ids = [kwargs.get(k) for k in ("stream_id", "device_index", "device_type")]
         if any(v is not None for v in ids):
-            self._unpack(*ids)
-        else:
-            self.device = torch.device("npu", _get_device_index(device, optional=True))
-            kind = 5 if kwargs.get("is_sync_launch") else (4 if priority < 0 else 3)
-            key = (self.device.index, kind)
-            index = _stream_next[key] % _STREAM_POOLS[kind]
-            _stream_next[key] += 1
-            self.stream_id = (kind << 5) | index
-        self.priority = -1 if self.stream_id >> 5 == 4 else 0
-
-    def _unpack(self, stream_id: Any, device_index: Any, device_type: Any) -> None:
-        for name, value in (("stream_id", stream_id), ("device_index", device_index), ("device_type", device_type)):
-            if not isinstance(value, int):
-                raise RuntimeError(f"Stream(): {name} must be an int, got {value!r}")
-            if value < 0:
-                raise RuntimeError(f"Stream(): {name} must be non-negative, got {value}")
-        if device_type != _DEVICE_TYPE:
-            raise RuntimeError(f"Stream(): device_type {device_type} is not the npu's ({_DEVICE_TYPE})")
-        if device_index >= device_count():
-            raise RuntimeError(f"Stream(): device_index {device_index} is out of range (device_count() is "
-                               f"{device_count()})")
-        kind, index = stream_id >> 5, stream_id & 31
-        if kind not in _STREAM_POOLS or index >= _STREAM_POOLS[kind]:
-            raise RuntimeError(f"Stream(): stream_id {stream_id} names no stream of device {device_index}")
-        self.device = torch.device("npu", device_index)
-        self.stream_id = stream_id
-
-    @property
-    def device_index(self) -> int:
-        return self.device.index
-
-    @property
-    def device_type(self) -> int:
-        return _DEVICE_TYPE
+            _check_stream_ids(*ids)
+            return super().__new__(cls, stream_id=ids[0], device_index=ids[1], device_type=ids[2])
+        return super().__new__(cls, device=torch.device("npu", _get_device_index(device, optional=True)),
+                               priority=priority)
 
     @property
     def npu_stream(self) -> int:
         """A stable handle per stream (no aclrtStream exists on the emulator)."""
-        return ((self.device.index + 1) << 16) | self.stream_id
+        return ((self.device_index + 1) << 32) | (self.stream_id & 0xFFFFFFFF)
 
-    def __eq__(self, other: Any) -> bool:
-        return isinstance(other, Stream) and (self.stream_id, self.device) == (other.stream_id, other.device)
-
-    def __hash__(self) -> int:
-        return hash((self.stream_id, self.device))
+    def __init__(self, device: Any = None, priority: int = 0, **kwargs: Any) -> None:
+        pass
 
     def wait_event(self, event: "Event") -> None:
         pass
@@ -673,12 +678,12 @@ def set_per_process_memory_fraction(fraction: float, device: Any = None) -> None
         raise TypeError("Invalid type for fraction argument, must be `float`")
     if fraction < 0 or fraction > 1:
         raise ValueError(f"Invalid fraction value: {fraction}. Allowed range: 0~1")
-    STATE.memory.limit[idx] = int(fraction * TOTAL_MEMORY)
+    STATE.native.set_limit(idx, int(fraction * TOTAL_MEMORY))
 
 
 def get_per_process_memory_fraction(device: Any = None) -> float:
-    limit = STATE.memory.limit[_checked(device)]
-    return 1.0 if limit is None else limit / TOTAL_MEMORY
+    limit = _stats(_checked(device))["limit"]
+    return 1.0 if limit < 0 else limit / TOTAL_MEMORY
 
 
 _blocks: dict[int, torch.Tensor] = {}
@@ -736,12 +741,11 @@ def _legacy_type(name: str, dtype: torch.dtype) -> type:
             return torch.tensor(args[0], dtype=dtype, device=dev)
         return torch.empty(*args, dtype=dtype, device=dev)
 
-    cls = _LegacyTensorMeta(name, (), {"__new__": __new__, "dtype": dtype, "is_npu": True,
-                                       "__module__": "torch.npu", "__qualname__": name,
-                                       "__doc__": f"Legacy constructor: a {dtype} tensor on the npu."})
-    # Tensor.type(cls) reads the C-level type name: "torch.npu.HalfTensor", as torch_npu's registered types say
-    cls.__name__ = f"torch.npu.{name}"
-    return cls
+    # the C-level type name is "torch.npu.HalfTensor": what ``x.type(torch.npu.HalfTensor)`` parses
+    # (torch resolves "torch.<privateuse1 name>.<Scalar>Tensor" itself); Python shows the short name
+    return _LegacyTensorMeta(f"torch.npu.{name}", (), {"__new__": __new__, "dtype": dtype, "is_npu": True,
+                                                       "__module__": "torch_npu.npu", "__qualname__": name,
+                                                       "__doc__": f"Legacy constructor: a {dtype} tensor on the npu."})
 
 
 BoolTensor = _legacy_type("BoolTensor", torch.bool)

@@ -1,4 +1,4 @@
-"""Mutable state of the emulated NPU: configuration, current device, RNG, memory counters.
+"""Mutable state of the emulated NPU: configuration, current device, RNG (memory is counted by the C++ allocator).
 
 One module-level :data:`STATE` object holds everything the dispatch hot path reads,
 so a single attribute lookup answers "is the emulator on, and how is it configured?".
@@ -8,85 +8,13 @@ Nothing here imports torch at module import time.
 from __future__ import annotations
 
 import dataclasses
-import threading
-import weakref
 from typing import Any
 
-__all__ = ["STATE", "EmulatorState", "MemoryCounters", "SATURATE", "INF"]
+__all__ = ["STATE", "EmulatorState", "SATURATE", "INF"]
 
 #: overflow modes: IEEE inf/nan (Atlas 800T A2 / 910B default) or saturation (older 910 chips)
 INF = "inf"
 SATURATE = "saturate"
-
-
-def _oom(nbytes: int, limit: int, current: int) -> Exception:
-    """torch_npu's error for an allocation over the per-process memory fraction."""
-    import torch
-
-    mib = 1024 * 1024
-    return torch.OutOfMemoryError(
-        "NPU out of memory. Allocation was preemptively rejected because it would exceed "
-        f"per_process_memory_fraction limit. Requested size: {nbytes / mib:.2f} MiB. "
-        f"Allowed memory size: {limit / mib:.2f} MiB, currently allocated: {current / mib:.2f} MiB.")
-
-
-class MemoryCounters:
-    """Bytes of live tensor storage per emulated device: current and peak.
-
-    Storages are counted once (views share them) and uncounted by a weakref
-    finalizer when the last tensor using them dies.
-    """
-
-    def __init__(self, devices: int) -> None:
-        self.current = [0] * devices
-        self.peak = [0] * devices
-        #: per device: bytes a process may hold (``set_per_process_memory_fraction``), None = no limit
-        self.limit: list = [None] * devices
-        self.lock = threading.Lock()
-
-    def resize(self, devices: int) -> None:
-        """Grow/shrink the per-device arrays (existing counts are kept)."""
-        with self.lock:
-            extra = devices - len(self.current)
-            if extra > 0:
-                self.current += [0] * extra
-                self.peak += [0] * extra
-                self.limit += [None] * extra
-            elif extra < 0:
-                del self.current[devices:]
-                del self.peak[devices:]
-                del self.limit[devices:]
-
-    def track(self, storage: Any, index: int) -> None:
-        """Count ``storage`` (an ``UntypedStorage``) on device ``index`` until it is freed."""
-        nbytes = storage.nbytes()
-        storage._torchport_npu = index
-        if nbytes == 0:
-            return
-        with self.lock:
-            if index >= len(self.current):
-                return
-            cur = self.current[index] + nbytes
-            limit = self.limit[index]
-            if limit is not None and cur > limit:
-                storage._torchport_npu = None
-                raise _oom(nbytes, limit, self.current[index])
-            self.current[index] = cur
-            if cur > self.peak[index]:
-                self.peak[index] = cur
-        weakref.finalize(storage, self._free, index, nbytes, id(self))
-
-    def _free(self, index: int, nbytes: int, owner: int) -> None:
-        if owner != id(self):
-            return
-        with self.lock:
-            if index < len(self.current):
-                self.current[index] = max(0, self.current[index] - nbytes)
-
-    def reset_peak(self, index: int) -> None:
-        """Set the peak of device ``index`` to its current value."""
-        with self.lock:
-            self.peak[index] = self.current[index]
 
 
 @dataclasses.dataclass
@@ -106,7 +34,6 @@ class EmulatorState:
         default_generators: per device, the ``npu`` ``torch.Generator`` users see
             (``torch.npu.default_generators``); seeding it reseeds the host one on a stream
             of its own (not the CPU's numbers for the same seed).
-        memory: per-device byte counters.
         fallback_warned: op names already warned about (warn once, like torch_npu).
         fallback_counts: op name -> times it ran through the CPU fallback.
     """
@@ -121,7 +48,6 @@ class EmulatorState:
     overflow_flag: bool = False
     generators: list = dataclasses.field(default_factory=list)
     default_generators: list = dataclasses.field(default_factory=list)
-    memory: MemoryCounters = dataclasses.field(default_factory=lambda: MemoryCounters(0))
     fallback_warned: set = dataclasses.field(default_factory=set)
     fallback_counts: dict = dataclasses.field(default_factory=dict)
     perturb_generator: Any = None

@@ -10,7 +10,6 @@ from typing import Any
 
 import torch
 
-from torchport.emulate import _tensor as T
 
 __all__ = ["HANDLERS"]
 
@@ -35,19 +34,19 @@ def _shape(x: torch.Tensor) -> list[int]:
 
 
 def _u(t: Any) -> Any:
-    return T.unwrap(t) if t is not None else None
+    return t
 
 
-def _index(*ts: Any) -> int:
+def _index(*ts: Any) -> torch.device:
     for t in ts:
-        if type(t) is T.NpuTensor:
-            return t._idx
-    return T.STATE.current
+        if isinstance(t, torch.Tensor):
+            return t.device
+    raise RuntimeError("SyncBatchNorm kernel called without a tensor")
 
 
-def _w(t: Any, idx: int) -> Any:
-    """Wrap on ``npu:idx``; an output the caller did not ask for is an empty tensor (CUDA: undefined)."""
-    return T.wrap(t if t is not None else torch.empty(0), idx)
+def _w(t: Any, device: torch.device) -> Any:
+    """An output the caller did not ask for is an empty tensor (CUDA: undefined)."""
+    return t if t is not None else torch.empty(0, device=device)
 
 
 def _stats(func, args, kwargs):
@@ -93,7 +92,7 @@ def _elemt(func, args, kwargs):
         y = y + _u(b["bias"]).float().reshape(shape)
     out = y.to(x.dtype)
     if b.get("out") is not None:
-        T.unwrap(b["out"]).copy_(out)
+        b["out"].copy_(out)
         return b["out"]
     return _w(out, _index(b["input"]))
 
@@ -134,10 +133,10 @@ def _backward_elemt(func, args, kwargs):
 
 
 HANDLERS = {
-    _a.batch_norm_stats: _stats,
-    _a.batch_norm_gather_stats_with_counts: _gather_stats_with_counts,
-    _a.batch_norm_elemt: _elemt,
-    _a.batch_norm_backward_reduce: _backward_reduce,
-    _a.batch_norm_backward_elemt: _backward_elemt,
+    _a.batch_norm_stats.default: _stats,
+    _a.batch_norm_gather_stats_with_counts.default: _gather_stats_with_counts,
+    _a.batch_norm_elemt.default: _elemt,
+    _a.batch_norm_elemt.out: _elemt,
+    _a.batch_norm_backward_reduce.default: _backward_reduce,
+    _a.batch_norm_backward_elemt.default: _backward_elemt,
 }
-T._HANDLERS.update(HANDLERS)

@@ -20,7 +20,10 @@ Example::
     def test_two_cards(emulated_npu):
         assert emulated_npu.device_count() == 2
 
-Nothing here imports torch until a test asks for one of these fixtures.
+Nothing here imports torch, or builds anything, unless the session asks for the emulator:
+``TORCHPORT_EMULATE=npu[:N]`` installs it at ``import torch`` (torch's backend autoload), and
+a session whose tests use these fixtures gets the device guard registered after collection,
+before any test runs (torch's autograd engine sizes its device queues at the first backward).
 """
 
 from __future__ import annotations
@@ -33,18 +36,27 @@ import pytest
 PORTABLE_DEVICES = ("cpu", "npu", "cuda")
 
 
-def pytest_configure(config: Any) -> None:
-    try:  # the npu device guard must exist before the session's first backward()
-        from torchport.emulate import prepare
+_FIXTURES = ("emulated_npu", "portable_device")
 
-        prepare()
-    except Exception:  # torch missing or broken: the fixtures will report it
-        pass
+
+def pytest_configure(config: Any) -> None:
     config.addinivalue_line(
         "markers",
         "emulated_npu(devices=1, fallback_ops=(), overflow_mode='inf', perturb=None): "
         "configure the emulated NPU installed by the emulated_npu / portable_device fixtures",
     )
+
+
+def pytest_collection_modifyitems(session: Any, config: Any, items: list) -> None:
+    """Register the npu device guard before the first test when some test uses the emulator."""
+    if not any(name in _FIXTURES for item in items for name in getattr(item, "fixturenames", ())):
+        return
+    try:
+        from torchport.emulate import prepare
+
+        prepare()
+    except Exception:  # torch missing, or no compiler: the fixtures report it, with the fix
+        pass
 
 
 def _cuda_available() -> bool:

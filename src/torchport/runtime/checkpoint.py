@@ -628,15 +628,15 @@ def verify_file(path: str | os.PathLike) -> None:
         raise CheckpointError(f"checkpoint {str(path)!r} is incomplete (not a complete torch.save archive)") from None
 
 
-def newest_verified(paths: list[Path]) -> Path | None:
-    """The last of ``paths`` (oldest first) that passes :func:`verify_file`; each newer one that fails is
-    named in a warning, with the reason and the checkpoint used instead."""
+def newest_verified(paths: list[Path], *, check: Any = None) -> Path | None:
+    """The last of ``paths`` (oldest first) that passes ``check`` (default :func:`verify_file`); each newer one
+    that fails is named in a warning, with the reason and the checkpoint used instead."""
     failed: list[str] = []
     for p in reversed(paths):
         try:
-            verify_file(p)
+            (check or verify_file)(p)
         except CheckpointError as exc:
-            failed.append(f"{p.name}: {exc}")
+            failed.append(f"{str(p).rstrip('/').rsplit('/', 1)[-1]}: {exc}")
             continue
         if failed:
             warnings.warn(f"falling back to checkpoint {p} (the newest that verifies); skipped "

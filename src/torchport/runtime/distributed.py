@@ -175,6 +175,9 @@ def init_distributed(
         target.module.set_device(target.index)
     be = backend or dist_backend(target)
     kwargs: dict[str, Any] = {"backend": be, "timeout": timeout if timeout is not None else collective_timeout()}
+    store = _attempt_store(kwargs["timeout"])
+    if store is not None:
+        kwargs.update(store=store, rank=rank(), world_size=world_size())
     if target.is_accelerator and "device_id" in _dist().init_process_group.__code__.co_varnames:
         kwargs["device_id"] = target.device
     try:
@@ -183,6 +186,25 @@ def init_distributed(
         kwargs.pop("device_id", None)
         _dist().init_process_group(**kwargs)
     return target
+
+
+#: Prefix of this restart attempt's keys in torchrun's store (``TORCHELASTIC_RESTART_COUNT``).
+_ATTEMPT_PREFIX = "torchport/attempt-"
+
+
+def _attempt_store(timeout: _dt.timedelta):
+    """Under torchrun with ``--max-restarts``: torch's own ``env://`` store, its keys prefixed by the restart
+    attempt; None otherwise (plain ``env://``).
+
+    torchrun keeps ONE store for every attempt, and the collective backends publish their addresses in it under
+    fixed keys: without the prefix a restarted rank can read the address of a rank of the dead attempt and fail
+    to connect ("Connection refused") -- a race that loses often enough to break elastic restarts."""
+    restart = os.environ.get("TORCHELASTIC_RESTART_COUNT")
+    if restart is None or "MASTER_ADDR" not in os.environ:
+        return None
+    dist = _dist()
+    store, _rank, _world = next(dist.rendezvous("env://", rank=rank(), world_size=world_size(), timeout=timeout))
+    return dist.PrefixStore(f"{_ATTEMPT_PREFIX}{restart}", store)
 
 
 def wrap_ddp(model, target: Any = None, **kwargs: Any):

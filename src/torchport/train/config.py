@@ -98,6 +98,10 @@ class TrainConfig:
     require_accelerator: Optional[bool] = _field(None, "Fail instead of running on CPU when no accelerator is found "
                                                  "(default: TORCHPORT_REQUIRE_ACCELERATOR).",
                                                  flag="--require-accelerator/--allow-cpu")
+    strategy: str = _field("ddp", "Data parallelism over the ranks: ddp (a full model replica per process, gradients "
+                           "all-reduced; single-file checkpoints) or fsdp (parameters, gradients and optimizer state "
+                           "sharded with FSDP2: ~1/N of the memory per process; sharded DCP checkpoints that resume "
+                           "on any number of processes).", choices=("ddp", "fsdp"))
     seed: int = _field(0, "Seed for init, shuffling and augmentation.")
     deterministic: bool = _field(False, "Ask torch for deterministic algorithms (slower).")
     # -- outputs, checkpoints ----------------------------------------------------------------------------

@@ -13,15 +13,12 @@ Example::
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import gc
 import math
-import os
 import time
-from typing import Any
+from typing import Any, Callable, Sequence
 
-from torchport.runtime import checkpoint as ckpt
 from torchport.errors import ConfigError
 from torchport.train.config import TrainConfig
 
@@ -58,11 +55,13 @@ class TrainResult:
     best_val_top1: float | None = None    # over every epoch of the run dir (resumed runs included)
 
 
-def train(cfg: TrainConfig) -> TrainResult:
+def train(cfg: TrainConfig, *, callbacks: Sequence[Callable[..., None]] = ()) -> TrainResult:
     """Train ``cfg.model`` on ``cfg.data`` (or the embedded dataset) and evaluate every epoch.
 
     Args:
         cfg: the run's :class:`~torchport.train.config.TrainConfig`.
+        callbacks: called as ``cb(step=, epoch=, rank=)`` after every optimizer step (tests inject faults
+            and delays this way, from outside the loop).
 
     Returns:
         A :class:`TrainResult` (rank 0 also writes it to ``summary.json``).
@@ -73,18 +72,15 @@ def train(cfg: TrainConfig) -> TrainResult:
     import torch
 
     from torchport.runtime import distributed as dist
+    from torchport.runtime.amp import Amp
     from torchport.runtime.seed import seed_everything
     from torchport.train.inputs import build_inputs
     from torchport.train.metrics import MetricsLogger, ProgressDisplay
     from torchport.train.models import check_model_name
     from torchport.train.rundir import checkpoint_dir_for, prepare_run_dir
+    from torchport.train.strategy import strategy_for
 
     t_start = time.time()
-    # Test hook: a pause after every optimizer step lets tests SIGKILL the process mid-epoch.
-    step_delay = float(os.environ.get("TORCHPORT_TRAIN_TEST_STEP_DELAY_S") or 0)
-    # Test hook: "RANK:STEP" makes that rank exit with status 3 right after that optimizer step.
-    exit_at = tuple(int(v) for v in os.environ["TORCHPORT_TRAIN_TEST_EXIT"].split(":")) \
-        if os.environ.get("TORCHPORT_TRAIN_TEST_EXIT") else None
 
     # A misspelt model name is reported before anything slow or data-dependent happens.
     check_model_name(cfg.model)
@@ -105,7 +101,9 @@ def train(cfg: TrainConfig) -> TrainResult:
     run_dir, resume_path = prepare_run_dir(cfg, main=main, device=target.device)
     log = MetricsLogger(run_dir, enabled=main, tensorboard=cfg.tensorboard)
     ui = ProgressDisplay(cfg.progress, enabled=main)
-    manager = ckpt.CheckpointManager(checkpoint_dir_for(cfg, run_dir), keep_last=cfg.keep_last)  # dir or s3:// / obs://
+    # ddp: a full replica per rank, rank 0 writes one file; fsdp: shards everywhere, every rank writes its own
+    strategy = strategy_for(cfg)
+    manager = strategy.manager(checkpoint_dir_for(cfg, run_dir), cfg.keep_last)  # dir or s3:// / obs://
 
     # ---- 2. Data -----------------------------------------------------------------------------------
     # Workers decode and augment into uint8 batches; the loader normalises them on the device (4x less
@@ -120,34 +118,37 @@ def train(cfg: TrainConfig) -> TrainResult:
     if cfg.max_steps is not None:
         total_steps = min(total_steps, cfg.max_steps)
 
-    # ---- 3. Model, optimizer, schedule, numerics ---------------------------------------------------
-    # fp32: no-op; fp16: autocast + GradScaler; bf16: autocast only. Weight decay skips norms and biases.
-    model, optimizer, scheduler, amp = _build(cfg, target, num_classes, steps_per_epoch, total_steps)
+    # ---- 3. Model, spread over the ranks, then optimizer, schedule, numerics --------------------------
+    # fp32: no-op; fp16: autocast + GradScaler; bf16: autocast only (under fsdp also bf16 parameters for
+    # compute). The optimizer is built after wrapping: under fsdp it must see the shards.
+    # Weight decay skips norms and biases.
+    amp = Amp(cfg.precision, target)
+    model = _build_model(cfg, target, num_classes)
+    wrapped = strategy.wrap(model, target, amp)          # ddp: DistributedDataParallel; fsdp: sharded in place
+    optimizer, scheduler = _build_optimizer(cfg, model, steps_per_epoch, total_steps)
     criterion = torch.nn.CrossEntropyLoss(label_smoothing=cfg.label_smoothing)
 
     # ---- 4. Resume ----------------------------------------------------------------------------------
-    # The checkpoint is read onto CPU (weights_only) and copied into the device-resident model and
-    # optimizer, so a checkpoint from another device type resumes here.
+    # The checkpoint is read onto CPU and copied into the device-resident model and optimizer, so a
+    # checkpoint from another device type resumes here (fsdp: from any world size, DCP reshards).
     progress: dict[str, Any] = {}
     if resume_path is not None:
-        progress = ckpt.restore(ckpt.load(resume_path), model=model, optimizer=optimizer, amp=amp,
-                                scheduler=scheduler)
+        progress = strategy.load(manager, resume_path, model=model, optimizer=optimizer, amp=amp, scheduler=scheduler)
     step = int(progress.get("step", 0))                      # optimizer steps done, all epochs
     start_epoch = int(progress.get("epoch", 0)) + (1 if progress.get("epoch_done") else 0)
     resume_loader = None if progress.get("epoch_done") else progress.get("loader")   # mid-epoch position
 
-    # ---- 5. Wrap: DDP (gradient all-reduce), then optionally compile --------------------------------
-    ddp_model = dist.wrap_ddp(model, target)
-    train_model = ddp_model
+    # ---- 5. Optionally compile ------------------------------------------------------------------------
+    train_model = wrapped
     if cfg.compile:
         backend = target.backend.compile_backend
         if backend is None:
             raise ConfigError(f"--compile: backend {target.backend.label!r} has no torch.compile backend; "
                               "run without --compile")
-        train_model = torch.compile(ddp_model, backend=backend)
+        train_model = torch.compile(wrapped, backend=backend)
 
     run = _Run(cfg=cfg, target=target, world=world, main=main, run_dir=run_dir, log=log, ui=ui, manager=manager,
-               inputs=inputs, model=model, optimizer=optimizer, scheduler=scheduler, amp=amp,
+               strategy=strategy, inputs=inputs, model=model, optimizer=optimizer, scheduler=scheduler, amp=amp,
                num_classes=num_classes, steps_per_epoch=steps_per_epoch, total_steps=total_steps)
     if main:
         _announce(run, resume_path, step)
@@ -165,7 +166,7 @@ def train(cfg: TrainConfig) -> TrainResult:
         train_loader.set_epoch(epoch)
         epoch_loss_sum, epoch_steps = 0.0, 0
         if resume_loader is not None:
-            train_loader.load_state_dict(resume_loader)
+            train_loader.load_state_dict(_same_position(resume_loader, train_loader.state_dict()))
             epoch_loss_sum, epoch_steps = float(progress["epoch_loss_sum"]), int(progress["epoch_steps"])
         micro = train_loader.state_dict()["batches_done"]      # micro-batches consumed in this epoch
         resume_loader = None
@@ -182,9 +183,8 @@ def train(cfg: TrainConfig) -> TrainResult:
                 # Every file of this batch was unreadable (bad_files=skip): nothing to learn from, so
                 # no step either. (Under DDP the other ranks would wait for this one: rare, documented.)
                 continue
-            # Accumulating: skip DDP's gradient all-reduce on all but the last micro-batch of the step.
-            no_sync = ddp_model.no_sync() if (not sync_now and ddp_model is not model) else contextlib.nullcontext()
-            with no_sync:
+            # Accumulating: skip the gradient all-reduce / reduce-scatter on all but the last micro-batch.
+            with strategy.accumulate(wrapped, sync_now):
                 with amp.autocast():
                     logits = train_model(images)                         # [B, num_classes]
                     loss = criterion(logits, labels) / cfg.accum_steps   # scalar, mean over the batch
@@ -206,10 +206,8 @@ def train(cfg: TrainConfig) -> TrainResult:
             step_loss = torch.zeros((), device=target.device)
             step_in_epoch = micro // cfg.accum_steps
             ui.tick(step_in_epoch)
-            if step_delay:
-                time.sleep(step_delay)
-            if exit_at is not None and exit_at == (rank, step):
-                os._exit(3)          # test hook: this rank dies after this step (the others must not hang)
+            for callback in callbacks:
+                callback(step=step, epoch=epoch, rank=rank)
 
             if step % cfg.log_every == 0 or step == total_steps or step_in_epoch == steps_per_epoch:
                 # Sync point: .item() waits for the device; the mean over ranks is one more all-reduce.
@@ -320,6 +318,7 @@ class _Run:
     log: Any
     ui: Any
     manager: Any
+    strategy: Any
     inputs: Any
     model: Any
     optimizer: Any
@@ -330,23 +329,45 @@ class _Run:
     total_steps: int
 
 
-def _build(cfg: TrainConfig, target: Any, num_classes: int, steps_per_epoch: int, total_steps: int):
-    """``(model, optimizer, scheduler, amp)`` on ``target``: the model in its memory format, the LR schedule
-    in optimizer steps (warmup, then cosine / step / constant), the AMP policy of the backend."""
+def _build_model(cfg: TrainConfig, target: Any, num_classes: int):
+    """The model on ``target``, in its memory format."""
     import torch
 
     from torchport.models import build_model
-    from torchport.runtime.amp import Amp
-    from torchport.train.optim import LrSchedule, build_optimizer
 
     model = build_model(cfg.model, num_classes=num_classes, image_size=cfg.image_size).to(target.device)
-    model = model.to(memory_format=torch.channels_last if cfg.channels_last else torch.contiguous_format)
+    return model.to(memory_format=torch.channels_last if cfg.channels_last else torch.contiguous_format)
+
+
+def _build_optimizer(cfg: TrainConfig, model: Any, steps_per_epoch: int, total_steps: int):
+    """``(optimizer, scheduler)``: the LR schedule in optimizer steps (warmup, then cosine / step / constant)."""
+    import torch
+
+    from torchport.train.optim import LrSchedule, build_optimizer
+
     optimizer = build_optimizer(model, name=cfg.optimizer, lr=cfg.lr, momentum=cfg.momentum,
                                 weight_decay=cfg.weight_decay)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, LrSchedule(
         kind=cfg.schedule, warmup=int(round(cfg.warmup_epochs * steps_per_epoch)), total=total_steps,
         step_size=cfg.lr_step_epochs * steps_per_epoch, gamma=cfg.lr_gamma))
-    return model, optimizer, scheduler, Amp(cfg.precision, target)
+    return optimizer, scheduler
+
+
+def _same_position(saved: dict[str, Any], mine: dict[str, Any]) -> dict[str, Any]:
+    """A mid-epoch loader position saved with another world size, as this run's position -- when it is the same
+    point of the same sample order: same global batch (batch_size x world_size) and the global order (ranks take
+    strided slices, so global batch k holds the same samples for any world size). Otherwise unchanged (the
+    loader then names what differs)."""
+    if (saved.get("world_size") == mine.get("world_size") or saved.get("order", "global") != "global"
+            or mine.get("order", "global") != "global"):
+        return saved
+    if saved.get("batch_size", 0) * saved.get("world_size", 0) != mine["batch_size"] * mine["world_size"]:
+        raise ConfigError(
+            f"the checkpoint stopped mid-epoch with {saved.get('world_size')} process(es) x batch size "
+            f"{saved.get('batch_size')}; to continue that epoch on {mine['world_size']} process(es) keep the global "
+            f"batch: --batch-size {saved.get('batch_size', 0) * saved.get('world_size', 0) // mine['world_size']} "
+            "(when it divides), or resume from an epoch-end checkpoint")
+    return {**saved, "batch_size": mine["batch_size"], "world_size": mine["world_size"]}
 
 
 class _Meter:
@@ -395,28 +416,14 @@ def _scale(amp) -> float | None:
     return float(amp.scaler.get_scale()) if amp.scaler is not None else None
 
 
-def _params_finite(model) -> bool:
-    import torch
-
-    flags = [p.detach().isfinite().all() for p in model.parameters()]
-    return bool(torch.stack(flags).all().item()) if flags else True
-
-
 def _save(run: "_Run", window_loss, *, progress):
-    """Checkpoint on rank 0 -- but never a poisoned state: every rank agrees the weights and the
-    losses since the last log are finite first (a collective decision, so no rank is left waiting)."""
-    from torchport.runtime import distributed as dist
-
-    ok = _params_finite(run.model) and math.isfinite(float(window_loss.item()))
-    if dist.all_reduce_mean(1.0 if ok else 0.0, run.target) < 1.0:
-        raise NonFiniteLossError(f"non-finite weights or loss at step {progress['step']}: refusing to write a "
-                                 f"checkpoint; the last good one is {run.manager.latest()}")
-    if not run.main:
-        return None
-    state = ckpt.capture(model=run.model, optimizer=run.optimizer, amp=run.amp, scheduler=run.scheduler,
-                         progress=progress, config=run.cfg.to_dict())
-    path = run.manager.save(state, step=progress["step"])
-    run.log.write("checkpoint", step=progress["step"], epoch=progress["epoch"], path=str(path))
+    """Checkpoint through the strategy (ddp: rank 0 writes a file; fsdp: every rank its shards) -- never a
+    poisoned state: every rank agrees the weights and the losses since the last log are finite first."""
+    path = run.strategy.save(run.manager, step=progress["step"], model=run.model, optimizer=run.optimizer,
+                             amp=run.amp, scheduler=run.scheduler, progress=progress, config=run.cfg.to_dict(),
+                             window_loss=window_loss.item())
+    if run.main:
+        run.log.write("checkpoint", step=progress["step"], epoch=progress["epoch"], path=str(path))
     return path
 
 

@@ -22,8 +22,8 @@ import time
 from pathlib import Path
 
 from torchport.errors import ExitCode, TorchportError
-from torchport.runtime.checkpoint import CheckpointManager
 from torchport.errors import ConfigError
+from torchport.train.strategy import manager_for
 
 __all__ = ["prepare_run_dir", "checkpoint_dir_for", "RunDirError"]
 
@@ -43,8 +43,8 @@ def _create(run_dir: Path, config_name: str, text: str) -> None:
                           "pass --run-dir (or --runs-root) to a writable directory") from None
 
 
-def _newest_run_with_checkpoint(root: Path) -> Path | None:
-    runs = [p for p in root.iterdir() if p.is_dir() and CheckpointManager(p / "checkpoints").latest()] if root.is_dir() else []
+def _newest_run_with_checkpoint(cfg, root: Path) -> Path | None:
+    runs = [p for p in root.iterdir() if p.is_dir() and manager_for(cfg, p / "checkpoints").latest()] if root.is_dir() else []
     return max(runs, key=lambda p: p.stat().st_mtime) if runs else None
 
 
@@ -80,17 +80,23 @@ def _decide(cfg) -> tuple[Path, Path | str | None]:
     elif cfg.checkpoint_dir or (cfg.resume and _is_url(cfg.resume)):
         run_dir = _fresh(root)  # the checkpoints are found through checkpoint_dir / the URL, not the run dir
     elif cfg.resume == "auto":
-        run_dir = _newest_run_with_checkpoint(root) or _fresh(root)
+        run_dir = _newest_run_with_checkpoint(cfg, root) or _fresh(root)
     elif cfg.resume:
         p = Path(cfg.resume)
         run_dir = p.parent.parent if p.parent.name == "checkpoints" else _fresh(root)
     else:
         run_dir = _fresh(root)
-    manager = CheckpointManager(checkpoint_dir_for(cfg, run_dir))
+    directory = checkpoint_dir_for(cfg, run_dir)
+    manager = manager_for(cfg, directory)
+    where = f"checkpoint dir {cfg.checkpoint_dir}" if cfg.checkpoint_dir else f"run dir {run_dir}"
     if cfg.resume is None and manager.checkpoints():
-        where = f"checkpoint dir {cfg.checkpoint_dir}" if cfg.checkpoint_dir else f"run dir {run_dir}"
         raise ConfigError(f"{where} already has checkpoints; pass --resume auto to continue that run, "
                           "or choose another --run-dir / --checkpoint-dir")
+    other = "fsdp" if cfg.strategy == "ddp" else "ddp"
+    if cfg.resume == "auto" and not manager.checkpoints() and manager_for(cfg.replace(strategy=other), directory).checkpoints():
+        raise ConfigError(f"{where} holds --strategy {other} checkpoints, and this run is --strategy {cfg.strategy}: "
+                          f"pass --strategy {other}, or convert the latest one with `python -m torchport.train.convert "
+                          "SRC DST` and --resume DST")
     return run_dir, manager.resolve(cfg.resume)
 
 

@@ -1,27 +1,245 @@
-// torchport emulated NPU: the C++ pieces a Python-registered PrivateUse1 backend cannot provide.
+// torchport emulated NPU: a real PrivateUse1 device whose memory is host memory (the shape of
+// PyTorch's OpenReg reference backend).
 //
-// * a device guard with real device indices (per-thread current device, like CUDA/torch_npu) and a
-//   device count, so C++ (autograd engine queues, DDP reducer, foreach grouping) sees npu:k;
-// * device generators: torch.Generator(device="npu:k") and default generators, each delegating to a
-//   host (CPU) generator that the Python side uses to draw.
+// * npu tensors are plain torch.Tensor with a PrivateUse1 TensorImpl; their storage comes from
+//   NpuAllocator (host memory, accounted per device: allocated / peak / counts, a per-process limit
+//   whose excess raises torch.OutOfMemoryError);
+// * a zero-copy boxed fallback runs every other operator's CPU kernel: npu arguments are aliased as
+//   CPU tensors over the same bytes, outputs are re-tagged as npu (outputs that alias an input stay
+//   views of that input's npu storage; fresh outputs are adopted without a copy);
+// * explicit kernels for factories, copies, views, resize_/set_, record_stream, _local_scalar_dense,
+//   native_dropout (device RNG), and pinning;
+// * a device guard with real indices (per-thread current device), accelerator hooks, device
+//   generators (each delegating to a host generator on a stream of its own), a pinned host allocator.
 // Streams and events are synchronous no-ops (host memory, synchronous execution).
+//
+// Python hooks (optional, set by torchport.emulate): a per-operator classifier called once per
+// operator (bits: warn as CPU fallback, upcast fp16 matmul/conv to fp32, post-process outputs,
+// allow host tensor arguments), a fallback notifier and a post-processor (fault injection).
 #include <torch/extension.h>
+#include <torch/library.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/EmptyTensor.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
+#include <ATen/native/Resize.h>
+#include <ATen/ops/_local_scalar_dense_native.h>
+#include <ATen/ops/_reshape_alias_native.h>
+#include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/set_native.h>
+#include <ATen/ops/unfold_native.h>
+#include <ATen/ops/view_as_complex_native.h>
+#include <ATen/ops/view_as_real_native.h>
+#include <ATen/ops/view_native.h>
+#include <c10/core/CPUAllocator.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <c10/core/impl/alloc_cpu.h>
 #include <torch/csrc/Generator.h>
 
 #include <atomic>
+#include <cstdio>
+#include <memory>
 #include <mutex>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 namespace {
 
 constexpr c10::DeviceType kNpu = c10::DeviceType::PrivateUse1;
+constexpr c10::DispatchKey kNpuKey = c10::DispatchKey::PrivateUse1;
+constexpr int kMaxDevices = 64;
 std::atomic<int> g_capacity{1};
 std::atomic<c10::DeviceIndex> g_devices{0};
+std::atomic<bool> g_available{false};
 thread_local c10::DeviceIndex t_current = 0;
 
+void check_installed(const char* what) {
+  TORCH_CHECK(g_available.load(), what,
+              ": this tensor lives on the emulated NPU, which was uninstalled (torchport.emulate.uninstall()); "
+              "move tensors to cpu before uninstalling");
+}
+
+c10::DeviceIndex checked_index(c10::DeviceIndex idx) {
+  if (idx < 0) return t_current;
+  TORCH_CHECK(idx < g_devices.load(), "Invalid device ordinal: ", static_cast<int>(idx),
+              ", device count: ", static_cast<int>(g_devices.load()));
+  return idx;
+}
+
+// ------------------------------------------------------------------------------------ memory
+struct DevStats {
+  int64_t cur = 0, peak = 0, total_alloc = 0, total_freed = 0;
+  int64_t n_cur = 0, n_peak = 0, n_alloc = 0, n_free = 0, num_ooms = 0;
+  int64_t limit = -1;  // bytes; -1: no limit
+};
+std::mutex g_stats_mutex;
+DevStats g_stats[kMaxDevices];
+
+std::string mib(double bytes) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.2f", bytes / (1024.0 * 1024.0));
+  return buf;
+}
+
+void stats_alloc(c10::DeviceIndex dev, size_t n) {
+  std::lock_guard<std::mutex> lock(g_stats_mutex);
+  auto& s = g_stats[dev];
+  const auto bytes = static_cast<int64_t>(n);
+  if (s.limit >= 0 && s.cur + bytes > s.limit) {
+    s.num_ooms++;
+    TORCH_CHECK_WITH(OutOfMemoryError, false,
+                     "NPU out of memory. Allocation was preemptively rejected because it would exceed "
+                     "per_process_memory_fraction limit. Requested size: ", mib(n), " MiB. Allowed memory size: ",
+                     mib(s.limit), " MiB, currently allocated: ", mib(s.cur), " MiB.");
+  }
+  s.cur += bytes;
+  s.total_alloc += bytes;
+  s.n_cur++;
+  s.n_alloc++;
+  if (s.cur > s.peak) s.peak = s.cur;
+  if (s.n_cur > s.n_peak) s.n_peak = s.n_cur;
+}
+
+void stats_free(c10::DeviceIndex dev, size_t n) {
+  std::lock_guard<std::mutex> lock(g_stats_mutex);
+  auto& s = g_stats[dev];
+  s.cur -= static_cast<int64_t>(n);
+  s.total_freed += static_cast<int64_t>(n);
+  s.n_cur--;
+  s.n_free++;
+}
+
+struct AllocCtx {
+  void* ptr;
+  size_t n;
+  c10::DeviceIndex dev;
+};
+
+void alloc_deleter(void* p) {
+  auto* c = static_cast<AllocCtx*>(p);
+  if (c->ptr) c10::free_cpu(c->ptr);
+  stats_free(c->dev, c->n);
+  delete c;
+}
+
+struct NpuAllocator final : public c10::Allocator {
+  c10::DataPtr allocate(size_t n) override {
+    check_installed("allocating npu memory");
+    const c10::DeviceIndex dev = t_current;
+    stats_alloc(dev, n);
+    void* p = nullptr;
+    if (n) {
+      try {
+        p = c10::alloc_cpu(n);
+      } catch (...) {
+        stats_free(dev, n);
+        throw;
+      }
+    }
+    return {p, new AllocCtx{p, n, dev}, &alloc_deleter, c10::Device(kNpu, dev)};
+  }
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    default_copy_data(dest, src, count);
+  }
+};
+NpuAllocator g_alloc;
+
+// A host storage's bytes adopted as npu memory (no copy): the npu DataPtr keeps the host storage alive.
+struct AdoptCtx {
+  c10::Storage keep;
+  size_t n;
+  c10::DeviceIndex dev;
+};
+void adopt_deleter(void* p) {
+  auto* c = static_cast<AdoptCtx*>(p);
+  stats_free(c->dev, c->n);
+  delete c;
+}
+
+c10::Storage adopt_storage(const c10::Storage& host, c10::DeviceIndex dev) {
+  const size_t n = host.nbytes();
+  stats_alloc(dev, n);
+  void* data = host.unsafeGetStorageImpl()->mutable_data();
+  c10::DataPtr dp(data, new AdoptCtx{host, n, dev}, &adopt_deleter, c10::Device(kNpu, dev));
+  return c10::Storage(c10::make_intrusive<c10::StorageImpl>(c10::StorageImpl::use_byte_size_t(), n, std::move(dp),
+                                                            &g_alloc, /*resizable=*/true));
+}
+
+// An npu storage's bytes seen as host memory (no copy): the host DataPtr keeps the npu storage alive.
+struct KeepCtx {
+  c10::Storage keep;
+};
+void keep_deleter(void* p) { delete static_cast<KeepCtx*>(p); }
+
+c10::Storage host_view(const c10::Storage& npu) {
+  void* data = npu.unsafeGetStorageImpl()->mutable_data();
+  c10::DataPtr dp(data, new KeepCtx{npu}, &keep_deleter, c10::Device(c10::kCPU));
+  return c10::Storage(c10::make_intrusive<c10::StorageImpl>(c10::StorageImpl::use_byte_size_t(), npu.nbytes(),
+                                                            std::move(dp), c10::GetCPUAllocator(), true));
+}
+
+// A tensor over `storage` with `meta`'s dtype, sizes, strides, offset and conj/neg bits.
+at::Tensor tensor_on(c10::Storage storage, c10::DispatchKey key, const at::Tensor& meta) {
+  auto t = at::detail::make_tensor<c10::TensorImpl>(std::move(storage), c10::DispatchKeySet(key), meta.dtype());
+  t.unsafeGetTensorImpl()->set_sizes_and_strides(meta.sizes(), meta.strides(), meta.storage_offset());
+  if (meta.is_conj()) t._set_conj(true);
+  if (meta.is_neg()) t._set_neg(true);
+  return t;
+}
+
+at::Tensor host_alias(const at::Tensor& t) { return tensor_on(host_view(t.storage()), c10::DispatchKey::CPU, t); }
+
+// For Python (hccl over gloo, multiprocessing): a storage adopted from the host is handed back as
+// that host storage itself (shared memory stays recognisable as shared).
+at::Tensor host_tensor(const at::Tensor& t) {
+  const auto& dp = t.storage().data_ptr();
+  if (dp.get_deleter() == &adopt_deleter) {
+    return tensor_on(static_cast<AdoptCtx*>(dp.get_context())->keep, c10::DispatchKey::CPU, t);
+  }
+  return host_alias(t);
+}
+
+// An npu storage takes over `host`'s bytes (no copy; its old bytes are released).
+void adopt_into(c10::StorageImpl* npu, const c10::Storage& host) {
+  c10::Storage adopted = adopt_storage(host, npu->device().index());
+  auto dp = adopted.unsafeGetStorageImpl()->set_data_ptr(c10::DataPtr());
+  npu->set_data_ptr_noswap(std::move(dp));
+  npu->set_nbytes(host.nbytes());
+}
+
+// ------------------------------------------------------------------------------------ pinned host memory
+std::mutex g_pin_mutex;
+std::unordered_set<const void*> g_pinned;
+void pinned_deleter(void* p) {
+  {
+    std::lock_guard<std::mutex> lock(g_pin_mutex);
+    g_pinned.erase(p);
+  }
+  c10::free_cpu(p);
+}
+struct PinnedAllocator final : public c10::Allocator {
+  c10::DataPtr allocate(size_t n) override {
+    void* p = n ? c10::alloc_cpu(n) : nullptr;
+    if (p) {
+      std::lock_guard<std::mutex> lock(g_pin_mutex);
+      g_pinned.insert(p);
+    }
+    return {p, p, &pinned_deleter, c10::Device(c10::kCPU)};
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return &pinned_deleter; }
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    default_copy_data(dest, src, count);
+  }
+};
+PinnedAllocator g_pinned_alloc;
+
+bool is_pinned_ptr(const void* p) {
+  std::lock_guard<std::mutex> lock(g_pin_mutex);
+  return g_pinned.count(p) > 0;
+}
+
+// ------------------------------------------------------------------------------------ guard
 struct NpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   c10::DeviceType type() const override { return kNpu; }
   c10::Device exchangeDevice(c10::Device d) const override {
@@ -57,6 +275,7 @@ struct NpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
 
 NpuGuardImpl g_guard;
 
+// ------------------------------------------------------------------------------------ generators
 // A device-typed generator whose state is a host generator's (seeded differently: the device
 // stream is not the CPU stream, as on a card).
 struct NpuGeneratorImpl : public c10::GeneratorImpl {
@@ -103,7 +322,6 @@ at::Generator make_generator(c10::DeviceIndex idx) {
   return at::make_generator<NpuGeneratorImpl>(idx);
 }
 
-std::atomic<bool> g_available{false};
 std::mutex g_gen_mutex;
 std::vector<at::Generator> g_default_generators;
 
@@ -116,7 +334,13 @@ const at::Generator& default_generator(c10::DeviceIndex idx) {
   return g_default_generators[idx];
 }
 
-// The accelerator hooks (availability, generators, current device) torch asks PrivateUse1 for.
+at::Generator host_generator_of(const at::Generator& g) {
+  auto* impl = dynamic_cast<NpuGeneratorImpl*>(g.unsafeGetGeneratorImpl());
+  TORCH_CHECK(impl != nullptr, "not an npu generator");
+  return at::Generator(impl->inner);
+}
+
+// ------------------------------------------------------------------------------------ hooks
 struct NpuHooks final : public at::PrivateUse1HooksInterface {
   bool isBuilt() const override { return true; }
   bool isAvailable() const override { return g_available.load(); }
@@ -131,15 +355,474 @@ struct NpuHooks final : public at::PrivateUse1HooksInterface {
     return old;
   }
   c10::DeviceIndex maybeExchangeDevice(c10::DeviceIndex d) const override { return exchangeDevice(d); }
-  bool isPinnedPtr(const void*) const override { return false; }
-  c10::Allocator* getPinnedMemoryAllocator() const override { return at::getCPUAllocator(); }
+  bool isPinnedPtr(const void* p) const override { return is_pinned_ptr(p); }
+  c10::Allocator* getPinnedMemoryAllocator() const override { return &g_pinned_alloc; }
   c10::Device getDeviceFromPtr(void*) const override { return c10::Device(kNpu, t_current); }
   const at::Generator& getDefaultGenerator(c10::DeviceIndex idx) const override { return default_generator(idx); }
   at::Generator getNewGenerator(c10::DeviceIndex idx = -1) const override { return make_generator(idx); }
-  void resizePrivateUse1Bytes(const c10::Storage&, size_t) const override {
-    TORCH_CHECK(false, "resizing npu storage in place is not supported");
+  void resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const override {
+    auto* impl = storage.unsafeGetStorageImpl();
+    TORCH_CHECK(impl->resizable(), "Trying to resize storage that is not resizable");
+    c10::DeviceGuard guard(impl->device());
+    at::DataPtr fresh = g_alloc.allocate(newsize);
+    const size_t keep = std::min(newsize, impl->nbytes());
+    if (keep && impl->data()) std::memcpy(fresh.get(), impl->data(), keep);
+    impl->set_data_ptr_noswap(std::move(fresh));
+    impl->set_nbytes(newsize);
   }
 };
+
+// ------------------------------------------------------------------------------------ python hooks
+enum OpBits : int { kWarnFallback = 1, kUpcast = 2, kPost = 4, kAllowHost = 8 };
+std::mutex g_ops_mutex;
+std::unordered_map<const c10::FunctionSchema*, int> g_op_bits;
+py::object* g_classify = nullptr;  // (name, overload) -> bits
+py::object* g_on_fallback = nullptr;  // (name) -> None: warn + count
+py::object* g_post = nullptr;  // (name, outputs: list[cpu tensor], mutated: list[cpu tensor]) -> None
+
+int op_bits(const c10::OperatorHandle& op) {
+  const c10::FunctionSchema* key = &op.schema();
+  {
+    std::lock_guard<std::mutex> lock(g_ops_mutex);
+    auto it = g_op_bits.find(key);
+    if (it != g_op_bits.end()) return it->second;
+  }
+  int bits = 0;
+  if (g_classify != nullptr) {
+    py::gil_scoped_acquire gil;
+    bits = (*g_classify)(op.schema().name(), op.schema().overload_name()).cast<int>();
+  }
+  std::lock_guard<std::mutex> lock(g_ops_mutex);
+  g_op_bits[key] = bits;
+  return bits;
+}
+
+// ------------------------------------------------------------------------------------ fallback
+struct StorageMap {
+  c10::StorageImpl* npu_impl;
+  c10::Storage npu;
+  c10::Storage host;
+  const void* data;
+  size_t nbytes;
+};
+
+[[noreturn]] void placement_error(const c10::OperatorHandle& op, const std::string& a, const std::string& b) {
+  TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two devices, ", a, " and ", b,
+              "! (when checking arguments for ", op.schema().name(), ")");
+}
+
+bool is_generator_type(const c10::TypePtr& t) {
+  if (t->kind() == c10::TypeKind::GeneratorType) return true;
+  if (t->kind() == c10::TypeKind::OptionalType) {
+    return t->containedType(0)->kind() == c10::TypeKind::GeneratorType;
+  }
+  return false;
+}
+
+// Run `op`'s CPU kernel on the host aliases of the npu arguments on `stack`; results re-tagged as npu.
+void run_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  check_installed(op.schema().name().c_str());
+  const auto& schema = op.schema();
+  const auto& args = schema.arguments();
+  const size_t n_args = args.size();
+  const size_t base = stack->size() - n_args;
+  const int bits = op_bits(op);
+
+  std::vector<StorageMap> maps;
+  maps.reserve(4);
+  struct Mutated {
+    at::Tensor npu;
+    at::Tensor host;
+  };
+  std::vector<Mutated> mutated;
+  c10::DeviceIndex dev = -1, target = -1;
+  bool host_tensor = false;
+  std::string host_device;
+
+  auto alias = [&](const at::Tensor& t) -> at::Tensor {
+    auto* si = t.storage().unsafeGetStorageImpl();
+    for (auto& m : maps) {
+      if (m.npu_impl == si) return tensor_on(m.host, c10::DispatchKey::CPU, t);
+    }
+    c10::Storage host = host_view(t.storage());
+    maps.push_back({si, t.storage(), host, si->mutable_data(), si->nbytes()});
+    return tensor_on(host, c10::DispatchKey::CPU, t);
+  };
+  auto note = [&](const at::Tensor& t) {
+    const auto i = t.device().index();
+    if (dev < 0) {
+      dev = i;
+    } else if (dev != i) {
+      placement_error(op, "npu:" + std::to_string(dev), "npu:" + std::to_string(i));
+    }
+  };
+  auto note_host = [&](const at::Tensor& t) {
+    if (t.dim() > 0 && !host_tensor) {
+      host_tensor = true;
+      host_device = t.device().str();
+    }
+  };
+
+  for (size_t i = 0; i < n_args; ++i) {
+    auto& iv = (*stack)[base + i];
+    if (iv.isTensor()) {
+      const at::Tensor& t = iv.toTensor();
+      if (!t.defined()) continue;
+      if (t.device().type() == kNpu) {
+        note(t);
+        at::Tensor a = alias(t);
+        const auto* ai = args[i].alias_info();
+        if (ai != nullptr && ai->isWrite()) mutated.push_back({t, a});
+        iv = std::move(a);
+      } else {
+        note_host(t);
+      }
+    } else if (iv.isTensorList()) {
+      auto list = iv.toTensorList();
+      bool any = false;
+      for (const at::Tensor& t : list) {
+        if (t.defined() && t.device().type() == kNpu) any = true;
+      }
+      if (!any) continue;
+      c10::List<at::Tensor> out;
+      out.reserve(list.size());
+      for (const at::Tensor& t : list) {
+        if (t.defined() && t.device().type() == kNpu) {
+          note(t);
+          out.push_back(alias(t));
+        } else {
+          if (t.defined()) note_host(t);
+          out.push_back(t);
+        }
+      }
+      iv = out;
+    } else if (iv.isList()) {
+      auto list = iv.toList();
+      bool any = false;
+      for (const c10::IValue& e : list) {
+        if (e.isTensor() && e.toTensor().defined() && e.toTensor().device().type() == kNpu) any = true;
+      }
+      if (!any) continue;
+      c10::impl::GenericList out(list.elementType());
+      out.reserve(list.size());
+      for (const c10::IValue& e : list) {
+        if (e.isTensor() && e.toTensor().defined() && e.toTensor().device().type() == kNpu) {
+          note(e.toTensor());
+          out.push_back(alias(e.toTensor()));
+        } else {
+          if (e.isTensor() && e.toTensor().defined()) note_host(e.toTensor());
+          out.push_back(e);
+        }
+      }
+      iv = out;
+    } else if (iv.isDevice()) {
+      const auto d = iv.toDevice();
+      if (d.type() == kNpu) {
+        target = checked_index(d.has_index() ? d.index() : -1);
+        iv = c10::Device(c10::kCPU);
+      }
+    }
+  }
+  if (host_tensor && dev >= 0 && !(bits & kAllowHost)) {
+    placement_error(op, "npu:" + std::to_string(dev), host_device);
+  }
+  const c10::DeviceIndex out_dev = target >= 0 ? target : (dev >= 0 ? dev : t_current);
+
+  // the device RNG: an npu generator (or none: the device's default) draws through its host generator
+  for (size_t i = 0; i < n_args; ++i) {
+    if (!is_generator_type(args[i].type())) continue;
+    auto& iv = (*stack)[base + i];
+    if (iv.isNone()) {
+      iv = host_generator_of(default_generator(out_dev));
+    } else if (iv.isGenerator() && iv.toGenerator().device().type() == kNpu) {
+      iv = host_generator_of(iv.toGenerator());
+    }
+  }
+
+  // float16/bfloat16 matmuls and convolutions: the host has no fast kernels; the NPU's cube unit
+  // accumulates in fp32 anyway, so run in fp32 and round the results to the low precision
+  c10::optional<at::ScalarType> low;
+  std::vector<std::pair<at::Tensor, at::Tensor>> widened;  // (low-precision out= alias, its fp32 stand-in)
+  if (bits & kUpcast) {
+    bool mixed = false;
+    for (size_t i = 0; i < n_args; ++i) {
+      const auto& iv = (*stack)[base + i];
+      if (!iv.isTensor() || !iv.toTensor().defined() || !iv.toTensor().is_floating_point()) continue;
+      const auto st = iv.toTensor().scalar_type();
+      if ((st != at::kHalf && st != at::kBFloat16) || (low.has_value() && *low != st)) mixed = true;
+      low = st;
+    }
+    if (mixed) low.reset();
+    if (low.has_value()) {
+      for (size_t i = 0; i < n_args; ++i) {
+        auto& iv = (*stack)[base + i];
+        if (iv.isTensor() && iv.toTensor().defined() && iv.toTensor().scalar_type() == *low) {
+          at::Tensor wide = iv.toTensor().to(at::kFloat);
+          const auto* ai = args[i].alias_info();
+          if (ai != nullptr && ai->isWrite()) widened.emplace_back(iv.toTensor(), wide);  // out=: copied back
+          iv = std::move(wide);
+        }
+      }
+    }
+  }
+
+  if (bits & kWarnFallback && g_on_fallback != nullptr) {
+    py::gil_scoped_acquire gil;
+    (*g_on_fallback)(schema.name());
+  }
+
+  op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+
+  const size_t n_rets = schema.returns().size();
+  const size_t rbase = stack->size() - n_rets;
+
+  if (low.has_value()) {
+    for (auto& w : widened) {  // out= arguments: the fp32 result rounded into the caller's tensor
+      if (w.first.sizes() != w.second.sizes()) w.first.resize_(w.second.sizes());
+      w.first.copy_(w.second);
+    }
+    for (size_t i = 0; i < n_rets; ++i) {
+      auto& iv = (*stack)[rbase + i];
+      if (!iv.isTensor() || !iv.toTensor().defined() || !iv.toTensor().is_floating_point()) continue;
+      bool was_out = false;
+      for (auto& w : widened) {
+        if (iv.toTensor().unsafeGetTensorImpl() == w.second.unsafeGetTensorImpl()) {
+          iv = w.first;
+          was_out = true;
+          break;
+        }
+      }
+      if (!was_out) iv = iv.toTensor().to(*low);
+    }
+  }
+
+  if ((bits & kPost) && g_post != nullptr) {
+    py::gil_scoped_acquire gil;
+    py::list outs, muts;
+    for (size_t i = 0; i < n_rets; ++i) {
+      const auto& iv = (*stack)[rbase + i];
+      if (iv.isTensor()) {
+        outs.append(py::cast(iv.toTensor()));
+      } else if (iv.isTensorList()) {
+        for (const at::Tensor& t : iv.toTensorList()) outs.append(py::cast(t));
+      }
+    }
+    for (const auto& m : mutated) muts.append(py::cast(m.host));
+    (*g_post)(schema.name(), outs, muts);
+  }
+
+  // writes that replaced an input's bytes (resize_ to a larger size, out= arguments): adopt them
+  for (auto& m : maps) {
+    auto* hi = m.host.unsafeGetStorageImpl();
+    if (hi->data() != m.data || hi->nbytes() != m.nbytes) {
+      adopt_into(m.npu_impl, m.host);
+      m.data = hi->data();
+    }
+  }
+  // mutated arguments whose sizes/strides/storage changed (resize, out=, set_)
+  std::vector<std::pair<c10::StorageImpl*, c10::Storage>> fresh;
+  auto npu_storage_for = [&](const c10::Storage& host) -> c10::Storage {
+    auto* si = host.unsafeGetStorageImpl();
+    for (auto& m : maps) {
+      if (m.host.unsafeGetStorageImpl() == si) return m.npu;
+    }
+    for (auto& f : fresh) {
+      if (f.first == si) return f.second;
+    }
+    c10::Storage s = adopt_storage(host, out_dev);
+    fresh.emplace_back(si, s);
+    return s;
+  };
+  for (auto& m : mutated) {
+    auto* ni = m.npu.unsafeGetTensorImpl();
+    auto* hi = m.host.unsafeGetTensorImpl();
+    if (m.host.storage().unsafeGetStorageImpl() != m.npu.storage().unsafeGetStorageImpl()) {
+      bool same = false;
+      for (auto& s : maps) {
+        if (s.npu_impl == m.npu.storage().unsafeGetStorageImpl() &&
+            s.host.unsafeGetStorageImpl() == m.host.storage().unsafeGetStorageImpl()) {
+          same = true;
+        }
+      }
+      if (!same) ni->set_storage_keep_dtype(npu_storage_for(m.host.storage()));
+    }
+    if (ni->sizes() != hi->sizes() || ni->strides() != hi->strides() || ni->storage_offset() != hi->storage_offset()) {
+      ni->set_sizes_and_strides(hi->sizes(), hi->strides(), hi->storage_offset());
+    }
+  }
+
+  auto convert = [&](const at::Tensor& r) -> at::Tensor {
+    if (!r.defined() || r.device().type() != c10::kCPU) return r;
+    for (auto& m : mutated) {
+      if (r.unsafeGetTensorImpl() == m.host.unsafeGetTensorImpl()) return m.npu;
+    }
+    return tensor_on(npu_storage_for(r.storage()), kNpuKey, r);
+  };
+  for (size_t i = 0; i < n_rets; ++i) {
+    auto& iv = (*stack)[rbase + i];
+    if (iv.isTensor()) {
+      iv = convert(iv.toTensor());
+    } else if (iv.isTensorList()) {
+      c10::List<at::Tensor> out;
+      for (const at::Tensor& t : iv.toTensorList()) out.push_back(convert(t));
+      iv = out;
+    }
+  }
+}
+
+void npu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) { run_on_host(op, stack); }
+
+// ------------------------------------------------------------------------------------ kernels
+// torch sends convolutions of backends other than CPU/CUDA to convolution_overrideable; run them as
+// the host's aten::convolution (and its backward), through the same host path as every other op.
+at::Tensor npu_convolution(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
+                           at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed,
+                           at::IntArrayRef output_padding, int64_t groups) {
+  static auto op = c10::Dispatcher::singleton().findSchemaOrThrow("aten::convolution", "");
+  torch::jit::Stack stack{input, weight, bias, stride.vec(), padding.vec(), dilation.vec(), transposed,
+                          output_padding.vec(), groups};
+  run_on_host(op, &stack);
+  return stack[0].toTensor();
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> npu_convolution_backward(
+    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight, at::IntArrayRef stride,
+    at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed, at::IntArrayRef output_padding, int64_t groups,
+    std::array<bool, 3> output_mask) {
+  static auto op = c10::Dispatcher::singleton().findSchemaOrThrow("aten::convolution_backward", "");
+  c10::IValue bias_sizes;
+  if (output_mask[2]) bias_sizes = std::vector<int64_t>{grad_output.size(1)};
+  torch::jit::Stack stack{grad_output, input, weight, bias_sizes, stride.vec(), padding.vec(), dilation.vec(),
+                          transposed, output_padding.vec(), groups,
+                          std::vector<bool>{output_mask[0], output_mask[1], output_mask[2]}};
+  run_on_host(op, &stack);
+  return {stack[0].toTensor(), stack[1].toTensor(), stack[2].toTensor()};
+}
+
+at::Tensor npu_empty(at::IntArrayRef size, std::optional<at::ScalarType> dtype, std::optional<at::Layout> layout,
+                     std::optional<at::Device> device, std::optional<bool> pin_memory,
+                     std::optional<at::MemoryFormat> memory_format) {
+  check_installed("aten::empty");
+  const auto idx = checked_index(device.has_value() ? device->index() : -1);
+  c10::DeviceGuard guard(c10::Device(kNpu, idx));
+  return at::detail::empty_generic(size, &g_alloc, c10::DispatchKeySet(kNpuKey), c10::dtype_or_default(dtype),
+                                   memory_format);
+}
+
+at::Tensor npu_empty_strided(at::IntArrayRef size, at::IntArrayRef stride, std::optional<at::ScalarType> dtype,
+                             std::optional<at::Layout> layout, std::optional<at::Device> device,
+                             std::optional<bool> pin_memory) {
+  check_installed("aten::empty_strided");
+  const auto idx = checked_index(device.has_value() ? device->index() : -1);
+  c10::DeviceGuard guard(c10::Device(kNpu, idx));
+  return at::detail::empty_strided_generic(size, stride, &g_alloc, c10::DispatchKeySet(kNpuKey),
+                                           c10::dtype_or_default(dtype));
+}
+
+at::Tensor as_host(const at::Tensor& t) { return t.device().type() == kNpu ? host_alias(t) : t; }
+
+at::Tensor npu_copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
+  check_installed("aten::_copy_from");
+  at::Tensor d = as_host(dst);
+  d.copy_(as_host(self));
+  return dst;
+}
+
+at::Tensor npu_copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
+  dst.resize_(self.sizes());
+  return npu_copy_from(self, dst, false);
+}
+
+const at::Tensor& npu_resize_(const at::Tensor& self, at::IntArrayRef size,
+                              std::optional<at::MemoryFormat> memory_format) {
+  c10::DeviceGuard guard(self.device());
+  return at::native::resize_(self, size, memory_format);
+}
+
+at::Tensor& npu_set_storage(at::Tensor& self, at::Storage source, int64_t offset, at::IntArrayRef size,
+                            at::IntArrayRef stride) {
+  c10::DeviceGuard guard(self.device());
+  return at::native::set_storage_cpu_(self, std::move(source), offset, size, stride);
+}
+
+at::Tensor& npu_set_empty(at::Tensor& self) {
+  c10::DeviceGuard guard(self.device());
+  c10::Storage empty(c10::make_intrusive<c10::StorageImpl>(c10::StorageImpl::use_byte_size_t(), 0,
+                                                           g_alloc.allocate(0), &g_alloc, true));
+  return at::native::set_storage_cpu_(self, std::move(empty), 0, {0}, {});
+}
+
+at::Scalar npu_local_scalar_dense(const at::Tensor& self) {
+  check_installed("aten::_local_scalar_dense");
+  return at::native::_local_scalar_dense_cpu(host_alias(self));
+}
+
+void npu_record_stream(at::Tensor& self, at::Stream s) {}  // synchronous device: nothing to track
+
+bool npu_is_pinned(const at::Tensor& self, std::optional<at::Device> device) { return false; }
+
+at::Tensor npu_pin_memory(const at::Tensor& self, std::optional<at::Device> device) {
+  TORCH_CHECK(false, "cannot pin '", self.device(), "' memory: only dense CPU tensors can be pinned");
+}
+
+std::tuple<at::Tensor, at::Tensor> npu_native_dropout(const at::Tensor& input, double p, std::optional<bool> train) {
+  auto bool_opts = input.options().dtype(at::kBool);
+  if ((train.has_value() && !*train) || p == 0.0) {
+    return {input.clone(), at::ones_like(input, bool_opts)};
+  }
+  if (p >= 1.0) return {at::zeros_like(input), at::zeros_like(input, bool_opts)};
+  at::Tensor mask = at::empty_like(input, bool_opts);
+  mask.bernoulli_(1.0 - p);  // the device generator (see the fallback)
+  return {input * mask * (1.0 / (1.0 - p)), mask};
+}
+
+bool npu_compatible_shallow_copy(const at::Tensor& self, const at::Tensor& from) {
+  // torch keeps a Parameter object across .to(device) when the two tensor types are compatible;
+  // its list of dense backends lacks PrivateUse1, so npu <-> cpu would look incompatible
+  auto dense = [](const at::Tensor& t) {
+    return t.layout() == at::kStrided && (t.device().type() == kNpu || t.device().type() == c10::kCPU) &&
+           !t.is_quantized() && !t.is_mkldnn();
+  };
+  if (dense(self) && dense(from)) return true;
+  return self.unsafeGetTensorImpl()->has_compatible_shallow_copy_type(from.key_set());
+}
+
+// registered once, for the life of the process (like the guard and hooks): after uninstall they refuse
+// to run ("the emulated NPU was uninstalled") instead of vanishing
+std::unique_ptr<torch::Library> g_kernels, g_fallback_lib;
+
+void register_kernels() {
+  if (g_kernels) return;
+  g_kernels = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", std::optional<c10::DispatchKey>(kNpuKey),
+                                               __FILE__, __LINE__);
+  auto& m = *g_kernels;
+  m.impl("empty.memory_format", TORCH_FN(npu_empty));
+  m.impl("empty_strided", TORCH_FN(npu_empty_strided));
+  m.impl("_copy_from", TORCH_FN(npu_copy_from));
+  m.impl("_copy_from_and_resize", TORCH_FN(npu_copy_from_and_resize));
+  m.impl("as_strided", TORCH_FN(at::native::as_strided_tensorimpl));
+  m.impl("view", TORCH_FN(at::native::view));
+  m.impl("_reshape_alias", TORCH_FN(at::native::_reshape_alias));
+  m.impl("unfold", TORCH_FN(at::native::unfold));
+  m.impl("view_as_real", TORCH_FN(at::native::view_as_real));
+  m.impl("view_as_complex", TORCH_FN(at::native::view_as_complex));
+  m.impl("resize_", TORCH_FN(npu_resize_));
+  m.impl("set_.source_Storage_storage_offset", TORCH_FN(npu_set_storage));
+  m.impl("set_.source_Storage", TORCH_FN(at::native::set_));
+  m.impl("set_.source_Tensor", TORCH_FN(at::native::set_tensor_));
+  m.impl("convolution_overrideable", TORCH_FN(npu_convolution));
+  m.impl("convolution_backward_overrideable", TORCH_FN(npu_convolution_backward));
+  m.impl("set_", TORCH_FN(npu_set_empty));
+  m.impl("_local_scalar_dense", TORCH_FN(npu_local_scalar_dense));
+  m.impl("record_stream", TORCH_FN(npu_record_stream));
+  m.impl("is_pinned", TORCH_FN(npu_is_pinned));
+  m.impl("_pin_memory", TORCH_FN(npu_pin_memory));
+  m.impl("native_dropout", TORCH_FN(npu_native_dropout));
+  m.impl("_has_compatible_shallow_copy_type", TORCH_FN(npu_compatible_shallow_copy));
+  g_fallback_lib = std::make_unique<torch::Library>(torch::Library::IMPL, "_", std::optional<c10::DispatchKey>(kNpuKey),
+                                                    __FILE__, __LINE__);
+  g_fallback_lib->fallback(torch::CppFunction::makeFromBoxedFunction<&npu_fallback>());
+}
 
 std::once_flag g_guard_registered;
 std::once_flag g_hooks_registered;
@@ -150,17 +833,38 @@ void register_guard(int capacity) {
 }
 
 void register_hooks() {
-  std::call_once(g_hooks_registered, [] { at::RegisterPrivateUse1HooksInterface(new NpuHooks()); });
+  std::call_once(g_hooks_registered, [] {
+    at::RegisterPrivateUse1HooksInterface(new NpuHooks());
+    c10::SetAllocator(kNpu, &g_alloc);
+  });
+}
+
+void set_py(py::object*& slot, py::object fn) {
+  delete slot;
+  slot = fn.is_none() ? nullptr : new py::object(std::move(fn));
+  std::lock_guard<std::mutex> lock(g_ops_mutex);
+  g_op_bits.clear();
 }
 
 }  // namespace
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("register_guard", &register_guard, "register the npu device guard (sized for `capacity` devices)");
-  m.def("register_hooks", &register_hooks, "register the npu accelerator hooks (generators, availability)");
+  m.def("register_hooks", &register_hooks, "register the npu accelerator hooks and the device allocator");
+  m.def("register_kernels", &register_kernels, "register the npu kernels and the CPU fallback");
   m.def("set_available", [](bool on, int devices) {
-    g_available.store(on);
+    TORCH_CHECK(devices <= kMaxDevices, "at most ", kMaxDevices, " emulated devices");
     g_devices.store(static_cast<c10::DeviceIndex>(on ? devices : 0));
+    g_available.store(on);
+  });
+  m.def("set_hooks", [](py::object classify, py::object on_fallback, py::object post) {
+    set_py(g_classify, std::move(classify));
+    set_py(g_on_fallback, std::move(on_fallback));
+    set_py(g_post, std::move(post));
+  });
+  m.def("reset_op_cache", [] {
+    std::lock_guard<std::mutex> lock(g_ops_mutex);
+    g_op_bits.clear();
   });
   m.def("default_generator", [](int idx) {
     return py::reinterpret_steal<py::object>(THPGenerator_Wrap(default_generator(static_cast<c10::DeviceIndex>(idx))));
@@ -170,11 +874,52 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("set_device", [](int idx) { t_current = static_cast<c10::DeviceIndex>(idx); });
   m.def("host_generator", [](py::object gen) {
     auto g = THPGenerator_Unwrap(gen.ptr());
-    auto* impl = dynamic_cast<NpuGeneratorImpl*>(g.unsafeGetGeneratorImpl());
-    TORCH_CHECK(impl != nullptr, "not an npu generator");
-    return py::reinterpret_steal<py::object>(THPGenerator_Wrap(at::Generator(impl->inner)));
+    return py::reinterpret_steal<py::object>(THPGenerator_Wrap(host_generator_of(g)));
   });
   m.def("new_generator", [](int idx) {
     return py::reinterpret_steal<py::object>(THPGenerator_Wrap(make_generator(static_cast<c10::DeviceIndex>(idx))));
+  });
+  m.def("host_alias", [](const at::Tensor& t) {
+    TORCH_CHECK(t.device().type() == kNpu, "host_alias: expected an npu tensor, got ", t.device());
+    return host_tensor(t);
+  }, "the host (CPU) tensor over an npu tensor's bytes (no copy)");
+  m.def("adopt_into", [](const at::Tensor& npu, const at::Tensor& host) {
+    TORCH_CHECK(npu.device().type() == kNpu && host.device().type() == c10::kCPU, "adopt_into(npu, cpu)");
+    adopt_into(npu.storage().unsafeGetStorageImpl(), host.storage());
+  }, "the npu tensor's storage takes over a host tensor's bytes (no copy)");
+  m.def("adopt", [](const at::Tensor& t, int idx) {
+    TORCH_CHECK(t.device().type() == c10::kCPU, "adopt: expected a CPU tensor, got ", t.device());
+    return tensor_on(adopt_storage(t.storage(), checked_index(static_cast<c10::DeviceIndex>(idx))), kNpuKey, t);
+  }, "an npu tensor over a CPU tensor's bytes (no copy)");
+  m.def("memory_stats", [](int idx) {
+    TORCH_CHECK(idx >= 0 && idx < kMaxDevices, "bad device index ", idx);
+    std::lock_guard<std::mutex> lock(g_stats_mutex);
+    const auto& s = g_stats[idx];
+    py::dict d;
+    d["current"] = s.cur;
+    d["peak"] = s.peak;
+    d["allocated"] = s.total_alloc;
+    d["freed"] = s.total_freed;
+    d["count_current"] = s.n_cur;
+    d["count_peak"] = s.n_peak;
+    d["count_allocated"] = s.n_alloc;
+    d["count_freed"] = s.n_free;
+    d["num_ooms"] = s.num_ooms;
+    d["limit"] = s.limit;
+    return d;
+  });
+  m.def("reset_peak", [](int idx) {
+    std::lock_guard<std::mutex> lock(g_stats_mutex);
+    g_stats[idx].peak = g_stats[idx].cur;
+    g_stats[idx].n_peak = g_stats[idx].n_cur;
+  });
+  m.def("reset_accumulated", [](int idx) {
+    std::lock_guard<std::mutex> lock(g_stats_mutex);
+    auto& s = g_stats[idx];
+    s.total_alloc = s.total_freed = s.n_alloc = s.n_free = s.num_ooms = 0;
+  });
+  m.def("set_limit", [](int idx, int64_t limit) {
+    std::lock_guard<std::mutex> lock(g_stats_mutex);
+    g_stats[idx].limit = limit;
   });
 }

@@ -1,0 +1,380 @@
+"""Sharded, reshardable checkpoints through ``torch.distributed.checkpoint`` (DCP), local or ``s3://``/``obs://``.
+
+Each rank writes its own shards in parallel; a run saved on N ranks loads on M (DCP reshards on load;
+FSDP or not on either side). One checkpoint is a directory ``<dir>/step-<step>/`` holding
+
+* DCP's files -- ``__<rank>_0.distcp`` per rank and ``.metadata`` -- for the model and the optimizer, in
+  torch's fully-qualified-name layout (``get_state_dict``: the same keys for a sharded and a plain model);
+* ``torchport.pt`` -- everything that is not a sharded tensor (progress, LR schedule, loss scaler, RNG,
+  config, versions), a regular :mod:`~torchport.runtime.checkpoint` file with its own checksum;
+* ``manifest.json`` -- sha256 and size of every file above, written by rank 0 after all ranks finished.
+
+The commit is ``<dir>/latest.json``, written last (atomically on disk; in an object store a single PUT
+after every object is complete), as for the single-file checkpoints. :meth:`DcpCheckpointManager.latest`
+returns the newest checkpoint whose files match its manifest and warns about newer damaged ones.
+
+Example (every rank calls every method: they are collective)::
+
+    from torchport.runtime.dcp import DcpCheckpointManager
+
+    manager = DcpCheckpointManager("runs/a/checkpoints", keep_last=2)      # or "s3://bucket/runs/a/ckpt"
+    path = manager.latest()                       # decided on rank 0 in the trainer, then shared
+    if path:
+        progress = manager.load(path, model=model, optimizer=optimizer, scheduler=sched, amp=amp)
+    ...
+    manager.save(step=step, model=model, optimizer=optimizer, scheduler=sched, amp=amp, progress={...})
+
+Converting between a single-file checkpoint (DDP, one process) and a DCP directory (FSDP) is
+:func:`convert`; ``python -m torchport.train.convert SRC DST`` does it for trainer checkpoints.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+from typing import Any, Mapping
+
+from torchport.runtime.checkpoint import (CheckpointError, CheckpointIntegrityError, CheckpointManager,
+                                          CheckpointWriteError, newest_verified)
+
+__all__ = ["DcpCheckpointManager", "is_dcp_checkpoint", "save_state", "load_state", "verify", "convert"]
+
+_POINTER = "latest.json"
+_MANIFEST = "manifest.json"
+_EXTRA = "torchport.pt"
+_DIR = re.compile(r"^step-(\d+)$")
+
+
+# -- where the bytes go: a local directory or an object-store prefix ------------------------------------------
+def _is_url(path: Any) -> bool:
+    from torchport.storage.store import is_url
+
+    return is_url(path)
+
+
+def _join(base: Any, name: str) -> Any:
+    return f"{str(base).rstrip('/')}/{name}" if _is_url(base) else Path(base) / name
+
+
+def _writer(path: Any):
+    import torch.distributed.checkpoint as dcp
+
+    if not _is_url(path):
+        return dcp.FileSystemWriter(str(path), sync_files=True)
+    from torch.distributed.checkpoint._fsspec_filesystem import FsspecWriter
+
+    return _on_store(FsspecWriter, str(path))
+
+
+def _reader(path: Any):
+    import torch.distributed.checkpoint as dcp
+
+    if not _is_url(path):
+        return dcp.FileSystemReader(str(path))
+    from torch.distributed.checkpoint._fsspec_filesystem import FsspecReader
+
+    return _on_store(FsspecReader, str(path))
+
+
+def _on_store(cls, url: str):
+    """DCP's fsspec writer/reader on torchport's configured object-store client (endpoint, credentials and
+    addressing as everywhere else; ``obs://`` speaks S3)."""
+    from torchport.storage import store
+
+    scheme, bucket, key = store.split_url(url)
+    io = cls(f"s3://{bucket}/{key}")                 # builds a client lazily (nothing contacted) ...
+    io.fs.fs = store.filesystem(scheme)              # ... replaced by the configured one
+    io.path = f"{bucket}/{key}"
+    return io
+
+
+def _read_bytes(path: Any) -> bytes | None:
+    from torchport.storage import store
+
+    if _is_url(path):
+        fs, p = store._path(str(path))
+        return store.call(lambda: fs.cat_file(p), str(path), what="read", missing_ok=True)
+    try:
+        return Path(path).read_bytes()
+    except FileNotFoundError:
+        return None
+
+
+def _write_bytes_atomic(path: Any, data: bytes) -> None:
+    """One complete object (S3: a single PUT) or a temp file renamed over the name (disk)."""
+    from torchport.storage import store
+
+    if _is_url(path):
+        store.write_bytes(str(path), data)
+        return
+    p = Path(path)
+    tmp = p.with_name(f".{p.name}.tmp-{os.getpid()}")
+    with open(tmp, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, p)
+
+
+def _list(directory: Any) -> list[str]:
+    """Names in ``directory`` (empty when it does not exist)."""
+    from torchport.storage import store
+
+    if _is_url(directory):
+        return store.listdir(str(directory))
+    d = Path(directory)
+    return sorted(p.name for p in d.iterdir()) if d.is_dir() else []
+
+
+def _files(directory: Any) -> list[str]:
+    """Every file of one checkpoint directory (DCP writes flat: no sub-directories)."""
+    from torchport.storage import store
+
+    if _is_url(directory):
+        fs, p = store._path(str(directory))
+        found = store.call(lambda: fs.find(p), str(directory), what="list", missing_ok=True) or []
+        return sorted(f[len(p):].lstrip("/") for f in found)
+    d = Path(directory)
+    return sorted(f.name for f in d.iterdir() if f.is_file()) if d.is_dir() else []
+
+
+def _remove_tree(path: Any) -> None:
+    from torchport.storage import store
+
+    if _is_url(path):
+        store.remove_prefix(str(path))
+    else:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _digest(path: Any) -> tuple[str, int]:
+    h = hashlib.sha256()
+    if _is_url(path):
+        from torchport.storage import store
+
+        data = store.read_bytes(str(path))
+        h.update(data)
+        return h.hexdigest(), len(data)
+    size = 0
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+            size += len(block)
+    return h.hexdigest(), size
+
+
+# -- the state: model + optimizer through DCP, the rest in one small file ------------------------------------
+def _dist_state(model, optimizer) -> dict[str, Any]:
+    """``{"model": ..., "optim": ...}`` in torch's FQN layout: ``DTensor`` shards for a sharded model, plain
+    tensors otherwise -- the same keys either way, which is what makes DDP <-> FSDP a non-event."""
+    from torch.distributed.checkpoint.state_dict import get_state_dict
+
+    from torchport.runtime.checkpoint import unwrap_model
+
+    module = unwrap_model(model)
+    msd, osd = get_state_dict(module, optimizer if optimizer is not None else [])
+    return {"model": msd, "optim": osd} if optimizer is not None else {"model": msd}
+
+
+def is_dcp_checkpoint(path: Any) -> bool:
+    """True for a directory (or prefix) holding a DCP checkpoint (its ``.metadata``)."""
+    from torchport.storage import store
+
+    meta = _join(path, ".metadata")
+    return store.exists(str(meta)) if _is_url(path) else Path(meta).is_file()
+
+
+def save_state(path: Any, *, model, optimizer=None, extra: Mapping[str, Any] | None = None) -> None:
+    """Write ``model`` (+ ``optimizer``) shards into the DCP directory ``path`` (collective: every rank calls it)
+    and, on rank 0, ``extra`` as ``torchport.pt`` and the ``manifest.json`` of every file. No commit pointer:
+    that is :class:`DcpCheckpointManager`'s."""
+    import torch.distributed.checkpoint as dcp
+
+    from torchport.runtime import checkpoint as ckpt
+    from torchport.runtime import distributed as dist
+
+    dcp.save(_dist_state(model, optimizer), storage_writer=_writer(path))
+    error = None
+    if dist.is_main_process():
+        try:
+            ckpt.save(dict(extra or {}), _join(path, _EXTRA))
+            manifest = {name: dict(zip(("sha256", "bytes"), _digest(_join(path, name))))
+                        for name in _files(path) if name != _MANIFEST}
+            _write_bytes_atomic(_join(path, _MANIFEST), json.dumps({"files": manifest}, indent=1).encode())
+        except Exception as exc:  # noqa: BLE001 - every rank must learn that rank 0 failed
+            error = exc
+    if dist.all_reduce_mean(0.0 if error is None else 1.0) > 0:
+        raise CheckpointWriteError(f"writing checkpoint {path} failed on rank 0 ({error or 'see rank 0'}); "
+                                   "the latest pointer was not moved, earlier checkpoints are intact")
+
+
+def verify(path: Any) -> None:
+    """Check every file of the DCP checkpoint ``path`` against its ``manifest.json``.
+
+    Raises:
+        CheckpointError: no manifest (an interrupted save) or a missing file;
+        CheckpointIntegrityError: a file's size or sha256 differs from what was written.
+    """
+    raw = _read_bytes(_join(path, _MANIFEST))
+    if raw is None:
+        raise CheckpointError(f"checkpoint {path} has no {_MANIFEST}: its save did not finish; "
+                              "use an earlier checkpoint (--resume auto picks the newest complete one)")
+    try:
+        files = json.loads(raw)["files"]
+    except (ValueError, KeyError, TypeError):
+        raise CheckpointIntegrityError(f"{_join(path, _MANIFEST)} is damaged; use an earlier checkpoint") from None
+    present = set(_files(path))
+    for name, want in sorted(files.items()):
+        if name not in present:
+            raise CheckpointError(f"checkpoint {path} lacks {name} (listed in its manifest); use an earlier checkpoint")
+        digest, size = _digest(_join(path, name))
+        if (digest, size) != (want.get("sha256"), want.get("bytes")):
+            raise CheckpointIntegrityError(
+                f"checkpoint {path}: {name} fails its checksum (written {want.get('bytes')} bytes, now {size}): "
+                "its content changed after it was written; use an earlier checkpoint (--resume auto picks the "
+                "newest good one)")
+
+
+def load_state(path: Any, *, model, optimizer=None, strict: bool = True) -> dict[str, Any]:
+    """Load the DCP checkpoint ``path`` into ``model`` (+ ``optimizer``) on any world size, sharded or not
+    (collective); returns its ``torchport.pt`` payload (progress, schedule, scaler, RNG, config).
+
+    Raises:
+        CheckpointError: ``path`` is not a DCP checkpoint, or its tensors do not fit this model.
+    """
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, set_state_dict
+
+    from torchport.runtime import checkpoint as ckpt
+    from torchport.runtime.checkpoint import unwrap_model
+
+    if not is_dcp_checkpoint(path):
+        raise CheckpointError(f"{path} is not a sharded (DCP) checkpoint: it has no .metadata. A single-file "
+                              "checkpoint converts with `python -m torchport.train.convert SRC DST`")
+    state = _dist_state(model, optimizer)
+    try:
+        dcp.load(state, storage_reader=_reader(path))
+        set_state_dict(unwrap_model(model), optimizer if optimizer is not None else [],
+                       model_state_dict=state["model"], optim_state_dict=state.get("optim", {}),
+                       options=StateDictOptions(strict=strict))
+    except (RuntimeError, KeyError, ValueError) as exc:
+        first = next((ln.strip() for ln in str(exc).splitlines() if ln.strip()), type(exc).__name__)
+        raise CheckpointError(f"checkpoint {path} does not fit this model/optimizer: {first[:300]}") from None
+    return ckpt.load(_join(path, _EXTRA))
+
+
+class DcpCheckpointManager(CheckpointManager):
+    """Step-numbered DCP checkpoints ``<directory>/step-<step>/`` with keep-last-K and a ``latest.json`` commit.
+
+    A :class:`~torchport.runtime.checkpoint.CheckpointManager` whose checkpoints are directories: the same
+    surface (``checkpoints``, ``latest``, ``resolve``, ``save``), so the trainer's run-directory logic and
+    ``--resume auto`` do not change; ``save`` and ``load`` are collective.
+    """
+
+    def __init__(self, directory: str | os.PathLike, *, keep_last: int = 3, prefix: str = "step") -> None:
+        super().__init__(directory, keep_last=keep_last, prefix=prefix)
+        self._pattern = re.compile(rf"^{re.escape(prefix)}-(\d+)$")     # a directory, not a .pt file
+
+    def path_for(self, step: int):
+        """The checkpoint directory (or prefix) for ``step``."""
+        return _join(self.directory, f"{self.prefix}-{int(step):09d}")
+
+    def checkpoints(self) -> list:
+        """Checkpoints whose save finished (they have a manifest), oldest first."""
+        steps = sorted(int(m.group(1)) for n in _list(self.directory) if (m := self._pattern.match(n)))
+        paths = [self.path_for(s) for s in steps]
+        return [p for p in paths if _read_bytes(_join(p, _MANIFEST)) is not None]
+
+    def latest(self):
+        """The committed checkpoint that verifies (:func:`verify`): the one ``latest.json`` names, else the
+        newest older one that does (with a warning naming what was skipped and why); None on a fresh run."""
+        raw = _read_bytes(_join(self.directory, _POINTER))
+        committed = None
+        if raw is not None:
+            try:
+                committed = int(json.loads(raw)["step"])
+            except (ValueError, KeyError, TypeError):
+                raise CheckpointError(f"{_join(self.directory, _POINTER)} is not a torchport checkpoint pointer; "
+                                      "delete it to start afresh") from None
+        candidates = [p for p in self.checkpoints() if committed is None or self._step_of(str(p)) <= committed]
+        if committed is None and raw is None:
+            candidates = []          # nothing was ever committed: a leftover half-written dir is not a checkpoint
+        return newest_verified(candidates, check=verify)
+
+    def resolve(self, resume: str | os.PathLike | None):
+        """``None`` -> None; ``"auto"`` -> :meth:`latest`; a checkpoint directory -> it, once verified."""
+        if resume is None:
+            return None
+        if str(resume) == "auto":
+            return self.latest()
+        if not is_dcp_checkpoint(resume):
+            raise CheckpointError(f"resume checkpoint {str(resume)!r} is not a sharded (DCP) checkpoint directory "
+                                  "(use 'auto' for the latest one; a single-file checkpoint converts with "
+                                  "`python -m torchport.train.convert SRC DST`)")
+        verify(resume)
+        return resume if self.remote or _is_url(resume) else Path(resume)
+
+    def save(self, *, step: int, model, optimizer=None, extra: Mapping[str, Any] | None = None):
+        """Write checkpoint ``step`` from every rank, commit it (rank 0 moves ``latest.json``), prune to
+        the last ``keep_last``. Collective. Returns its path."""
+        from torchport.runtime import distributed as dist
+
+        path = self.path_for(step)
+        if dist.is_main_process():
+            _remove_tree(path)         # a half-written attempt at this step (a rank killed mid-save) goes first
+        dist.barrier(timeout=dist.collective_timeout())
+        save_state(path, model=model, optimizer=optimizer, extra=extra)
+        if dist.is_main_process():
+            try:
+                _write_bytes_atomic(_join(self.directory, _POINTER),
+                                    json.dumps({"dir": Path(str(path)).name, "step": int(step)}).encode())
+            except Exception as exc:  # noqa: BLE001
+                raise CheckpointWriteError(f"checkpoint {path} was written but {_POINTER} could not be moved ({exc}); "
+                                           "the previous checkpoint stays the latest") from exc
+            for old in self.checkpoints()[: -self.keep_last]:
+                if self._step_of(str(old)) < int(step):
+                    _remove_tree(old)
+            self._remove_uncommitted(int(step))
+        return path
+
+    def load(self, path, *, model, optimizer=None, amp=None, scheduler=None, rng: bool = True) -> dict[str, Any]:
+        """Load checkpoint ``path`` (any world size) and restore the schedule, scaler and RNG; returns progress."""
+        from torchport.runtime import checkpoint as ckpt
+
+        extra = load_state(path, model=model, optimizer=optimizer)
+        return ckpt.restore(extra, amp=amp, scheduler=scheduler, rng=rng)
+
+    def _remove_uncommitted(self, committed: int) -> None:
+        """Directories without a manifest (saves a crash interrupted) older than the commit are garbage."""
+        for name in _list(self.directory):
+            m = self._pattern.match(name)
+            if m and int(m.group(1)) < committed and _read_bytes(_join(_join(self.directory, name), _MANIFEST)) is None:
+                _remove_tree(_join(self.directory, name))
+
+
+def convert(src: Any, dst: Any, *, model, optimizer=None) -> Any:
+    """Convert a trainer checkpoint between the single-file layout (DDP / one process) and a DCP directory
+    (FSDP), in one process: ``src`` is loaded into ``model`` / ``optimizer`` (freshly built, unsharded, CPU) and
+    written to ``dst`` in the other layout. The direction follows ``src``: a DCP directory becomes a file.
+
+    Returns:
+        ``dst``.
+    """
+    from torchport.runtime import checkpoint as ckpt
+
+    if is_dcp_checkpoint(src):
+        verify(src)
+        extra = load_state(src, model=model, optimizer=optimizer)
+        state = {**{k: v for k, v in extra.items() if k != "integrity"},
+                 **ckpt.capture(model=model, optimizer=optimizer, rng=False)}
+        return ckpt.save(state, dst)
+    state = ckpt.load(src)
+    ckpt.restore(state, model=model, optimizer=optimizer, rng=False)
+    extra = {k: v for k, v in state.items() if k not in ("model", "optimizer", "integrity")}
+    save_state(dst, model=model, optimizer=optimizer, extra=extra)
+    return dst
+

@@ -1,0 +1,135 @@
+"""npu tensors behave like a real device's tensors, not like a costume (issue 21).
+
+Each test is one behaviour that differs between a Python wrapper subclass and a PrivateUse1
+TensorImpl over host memory; all of them failed on the wrapper-subclass emulator.
+"""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+
+def test_npu_tensors_are_plain_tensors(emulated_npu):
+    x = torch.ones(2, device="npu")
+    assert type(x) is torch.Tensor
+    assert type(x + 1) is torch.Tensor and type(x.cpu().npu()) is torch.Tensor
+    assert type(torch.nn.Parameter(x)) is torch.nn.Parameter
+
+
+@pytest.mark.parametrize("move", ["to", "npu"])
+def test_parameter_objects_survive_a_move_and_an_earlier_optimizer_trains(emulated_npu, move):
+    torch.manual_seed(0)
+    m = torch.nn.Linear(4, 1)
+    w, b = m.weight, m.bias
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)  # built before the move (accelerate's prepare order)
+    m = m.to("npu") if move == "to" else m.npu()
+    assert m.weight is w and m.bias is b
+    assert type(m.weight) is torch.nn.Parameter and m.weight.device.type == "npu"
+    before = m.weight.detach().cpu().clone()
+    loss = m(torch.ones(3, 4, device="npu")).square().sum()
+    loss.backward()
+    opt.step()
+    assert not torch.equal(m.weight.detach().cpu(), before), "the optimizer updated orphaned tensors"
+    m.cpu()
+    assert m.weight is w and m.weight.device.type == "cpu"
+
+
+def test_record_stream(emulated_npu):
+    x = torch.ones(3, device="npu")
+    x.record_stream(torch.npu.current_stream())
+    assert x.sum().item() == 3
+
+
+@pytest.mark.parametrize("name,dtype", [("HalfTensor", torch.float16), ("FloatTensor", torch.float32),
+                                        ("LongTensor", torch.int64), ("BFloat16Tensor", torch.bfloat16)])
+def test_legacy_tensor_types(emulated_npu, name, dtype):
+    legacy = getattr(torch.npu, name)
+    y = torch.arange(3.0).type(legacy)
+    assert y.dtype == dtype and y.device.type == "npu"
+    assert isinstance(y, legacy)
+    assert y.type() == f"torch.npu.{name}"
+
+
+def test_data_assignment_moves_a_tensor(emulated_npu):
+    x = torch.ones(2, requires_grad=True)
+    x.data = x.data.npu()
+    assert x.device.type == "npu" and x.requires_grad
+    assert (x * 2).sum().item() == 4
+
+
+def test_untyped_storage_on_the_device_does_not_crash():
+    code = textwrap.dedent("""
+        import torch, torchport.emulate as e
+        e.install()
+        s = torch.UntypedStorage(20, device="npu:0")
+        print("RESULT", s.device, s.nbytes())
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
+    assert "RESULT npu:0 20" in proc.stdout
+
+
+def test_out_of_memory_is_torch_out_of_memory_error(emulated_npu):
+    torch.npu.set_per_process_memory_fraction(1e-6)  # ~68 KiB of the emulated 64 GiB
+    try:
+        with pytest.raises(torch.OutOfMemoryError, match="NPU out of memory"):
+            torch.empty(1 << 20, device="npu")
+        assert torch.npu.memory_stats()["num_ooms"] >= 1
+    finally:
+        torch.npu.set_per_process_memory_fraction(1.0)
+
+
+def test_memory_stats_has_the_caching_allocator_key_set(emulated_npu):
+    torch.npu.reset_peak_memory_stats()
+    base = torch.npu.memory_allocated()
+    x = torch.empty(1024, device="npu")  # 4 KiB
+    stats = torch.npu.memory_stats()
+    for key in ("allocated_bytes.all.current", "allocated_bytes.all.peak", "allocated_bytes.all.allocated",
+                "allocated_bytes.all.freed", "reserved_bytes.all.current", "active_bytes.all.current",
+                "allocation.all.current", "segment.all.current", "num_alloc_retries", "num_ooms",
+                "allocated_bytes.large_pool.current", "allocated_bytes.small_pool.current"):
+        assert key in stats, key
+    assert stats["allocated_bytes.all.current"] == base + 4096
+    assert stats["reserved_bytes.all.current"] >= stats["allocated_bytes.all.current"]
+    del x
+    assert torch.npu.memory_allocated() == base
+    assert torch.npu.max_memory_allocated() >= base + 4096
+
+
+def test_fallback_results_share_memory_like_device_kernels(emulated_npu):
+    a = torch.arange(6.0, device="npu")
+    v = a.view(2, 3)
+    v.add_(1)  # in place through the CPU fallback, on the npu bytes
+    assert a.cpu().tolist() == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+    out = torch.empty(0, device="npu")
+    r = torch.add(a, a, out=out)  # out= resized by the CPU kernel
+    assert r is out and out.shape == (6,) and out.device.type == "npu"
+    assert out.cpu().tolist() == [2.0, 4.0, 6.0, 8.0, 10.0, 12.0]
+    assert a.untyped_storage().data_ptr() == v.untyped_storage().data_ptr()
+
+
+def test_non_blocking_copy_to_host_is_pinned(emulated_npu):
+    x = torch.arange(4.0, device="npu")
+    c = x.to("cpu", non_blocking=True)
+    assert c.is_pinned() and c.tolist() == [0.0, 1.0, 2.0, 3.0]
+    assert torch.ones(2).pin_memory().is_pinned() and not torch.ones(2).is_pinned()
+
+
+@pytest.mark.emulated_npu(devices=2)
+def test_data_parallel_over_two_npus_matches_one_device(emulated_npu):
+    torch.manual_seed(0)
+    ref = torch.nn.Linear(3, 2).npu()
+    dp = torch.nn.DataParallel(torch.nn.Linear(3, 2).npu(), device_ids=[0, 1])
+    dp.module.load_state_dict(ref.state_dict())
+    x = torch.randn(8, 3, device="npu")
+    y_ref, y = ref(x), dp(x)
+    assert y.device == torch.device("npu", 0)
+    torch.testing.assert_close(y.cpu(), y_ref.cpu())
+    y.square().sum().backward()
+    y_ref.square().sum().backward()
+    torch.testing.assert_close(dp.module.weight.grad.cpu(), ref.weight.grad.cpu())
