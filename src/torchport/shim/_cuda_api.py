@@ -275,7 +275,8 @@ def _current_device(api: _Api, produces: dict) -> dict[str, Any]:
         def __init__(self, device: Any) -> None:
             self.idx = dm.index_of(device)
             self.prev = dm.current
-            hit("torch.cuda.device", f"device({_r(device)})", dm.device(self.idx))
+            negative = self.idx is not None and self.idx < 0  # torch.cuda.device(-1) is a no-op
+            hit("torch.cuda.device", f"device({_r(device)})", "(no-op)" if negative else dm.device(self.idx))
 
         def __enter__(self) -> None:
             self.prev = dm.current

@@ -41,7 +41,11 @@ def _named(wrapper: Callable, original: Callable, doc_note: str) -> Callable:
 def factory_patches(shim: Any) -> Patches:
     """``torch.zeros(..., device="cuda")`` and friends, plus ``torch.set_default_device``."""
     import torch
+    from torch.utils import _device
 
+    # `with torch.device(...)` recognises factories by identity in a set torch caches on first use;
+    # fill it with torch's own functions before they are wrapped, or the context is silently ignored
+    _device._device_constructors()
     dm, hit = shim.map, shim.hit
     out: Patches = []
 
@@ -68,6 +72,17 @@ def factory_patches(shim: Any) -> Patches:
         original = vars(torch).get(name)
         if original is not None:
             out.append((torch, name, make(original, f"torch.{name}"), f"torch.{name}"))
+
+    ctx_init = _device.DeviceContext.__init__
+
+    def device_context_init(self: Any, device: Any) -> None:  # `with torch.device("cuda"):`
+        new = dm.map(device, True)
+        if new is not device:
+            hit("torch.device.__enter__", device, new)
+        ctx_init(self, new)
+
+    out.append((_device.DeviceContext, "__init__", _named(device_context_init, ctx_init, "CUDA -> selected device."),
+                "torch.device.__enter__"))
 
     set_default = vars(torch).get("set_default_device")
     if set_default is not None:
