@@ -48,3 +48,17 @@ def fixture_line(snippet: str) -> int:
         if snippet in line:
             return i
     raise AssertionError(f"{snippet!r} not found in {FIXTURE_SCRIPT}")
+
+
+def install_fake_library(tmp_path: Path, monkeypatch, name: str, source: str):
+    """Import ``source`` as package ``name`` from a ``site-packages`` directory, as pip would install it
+    (library code to the shim); it leaves ``sys.modules`` again at teardown."""
+    site = tmp_path / "venv" / "lib" / "site-packages"
+    (site / name).mkdir(parents=True)
+    (site / name / "__init__.py").write_text(source)
+    monkeypatch.syspath_prepend(str(site))
+    sys.modules.pop(name, None)
+    module = importlib.import_module(name)
+    monkeypatch.setitem(sys.modules, name, module)
+    return module
+

@@ -11,14 +11,13 @@ test_emulated_npu.py repeats the idiom on the emulated npu.
 
 from __future__ import annotations
 
-import importlib
-import sys
 import textwrap
 
 import pytest
 import torch
 
 import torchport.shim as shim
+from shim_helpers import install_fake_library
 from torchport.shim._callers import CallerClassifier
 
 LIBRARY = textwrap.dedent('''
@@ -45,14 +44,7 @@ LIBRARY = textwrap.dedent('''
 @pytest.fixture
 def fastkern(tmp_path, monkeypatch):
     """Import a fake library from a ``site-packages`` directory, as pip would install it."""
-    site = tmp_path / "venv" / "lib" / "site-packages"
-    (site / "fastkern").mkdir(parents=True)
-    (site / "fastkern" / "__init__.py").write_text(LIBRARY)
-    monkeypatch.syspath_prepend(str(site))
-    sys.modules.pop("fastkern", None)
-    mod = importlib.import_module("fastkern")
-    yield mod
-    sys.modules.pop("fastkern", None)
+    return install_fake_library(tmp_path, monkeypatch, "fastkern", LIBRARY)
 
 
 def test_idiom_lands_on_the_accelerator(pretend_accelerator):
@@ -138,12 +130,7 @@ IS_CUDA_LIBRARY = textwrap.dedent('''
 
 def test_is_cuda_means_the_selected_device_for_user_code_only(pretend_accelerator, tmp_path, monkeypatch):
     """One meaning for ``is_cuda`` in the shim and the fixer: "on the device CUDA code is redirected to"."""
-    site = tmp_path / "venv" / "lib" / "site-packages"
-    site.mkdir(parents=True)
-    (site / "iscudalib.py").write_text(IS_CUDA_LIBRARY)
-    monkeypatch.syspath_prepend(str(site))
-    sys.modules.pop("iscudalib", None)
-    lib = importlib.import_module("iscudalib")
+    lib = install_fake_library(tmp_path, monkeypatch, "iscudalib", IS_CUDA_LIBRARY)
     assert "is_cuda" not in vars(torch.Tensor)
     s = shim.install(pretend_accelerator)
     x = torch.ones(2).cuda()
@@ -154,4 +141,3 @@ def test_is_cuda_means_the_selected_device_for_user_code_only(pretend_accelerato
     shim.uninstall()
     assert "is_cuda" not in vars(torch.Tensor)  # restored: the inherited descriptor again
     assert torch.ones(2).is_cuda is False
-    sys.modules.pop("iscudalib", None)

@@ -47,7 +47,7 @@ def synchronize(device: Any = None, /) -> None:
 
 
 def get_device_capability(device: Any = None, /) -> dict[str, Any]:
-    return {"supported_dtypes": list(_npu().get_amp_supported_dtype()) + [torch.int8, torch.int32, torch.int64]}
+    return {"supported_dtypes": set(_npu().get_amp_supported_dtype()) | {torch.int8, torch.int32, torch.int64}}
 
 
 class device_index:

@@ -51,6 +51,11 @@ class GradScaler(torch.amp.GradScaler):
     In saturation overflow mode (``torchport.emulate.set_overflow_mode("saturate")``)
     float16 overflows never produce inf; like torch_npu's scaler, a step is then
     skipped when the device's overflow flag is set.
+
+    Like torch_npu's scaler, an overflow found while unscaling any optimizer skips the steps of
+    *every* optimizer until :meth:`update` (torch's own scaler skips only the optimizer whose
+    gradients overflowed): with ``unscale_(opt0); unscale_(opt1)`` and inf in ``opt1``'s
+    gradients, ``step(opt0)`` does nothing either.
     """
 
     def __init__(
@@ -71,8 +76,22 @@ class GradScaler(torch.amp.GradScaler):
             enabled=enabled,
         )
         self._dynamic = dynamic
+        self._has_overflow = False
+
+    def unscale_(self, optimizer: Any) -> None:
+        super().unscale_(optimizer)
+        if self._enabled:
+            found = self._per_optimizer_states[id(optimizer)]["found_inf_per_device"]
+            if sum(v.item() for v in found.values()):
+                self._has_overflow = True
+
+    def _maybe_opt_step(self, optimizer: Any, optimizer_state: dict, *args: Any, **kwargs: Any) -> Any:
+        if self._has_overflow:  # torch_npu: one overflow skips every optimizer's step this iteration
+            return None
+        return super()._maybe_opt_step(optimizer, optimizer_state, *args, **kwargs)
 
     def update(self, new_scale: Any = None) -> None:
+        self._has_overflow = False
         if self._enabled and not self._dynamic and new_scale is None:
             self._per_optimizer_states = defaultdict(_refresh_per_optimizer_state)
             return

@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import os
 import time
+import uuid
 from typing import Any
 
 import torch
@@ -157,6 +159,7 @@ class device_of(device):
 
 def synchronize(device: Any = None) -> None:
     """Wait for all work on the device (the emulator runs synchronously: returns at once)."""
+    _get_device_index(device, optional=True)  # a non-npu device is rejected as on the card
 
 
 def get_device_name(device_name: Any = None) -> str:
@@ -165,6 +168,15 @@ def get_device_name(device_name: Any = None) -> str:
 
 
 class _DeviceProperties(collections.namedtuple("_NPUDeviceProperties", "name total_memory cube_core_num vector_core_num L2_cache_size")):
+    #: CUDA property names torch_npu answers with None (code written for CUDA reads them)
+    _CUDA_ONLY = frozenset({"major", "minor", "is_multi_gpu_board", "is_integrated", "max_threads_per_multi_processor",
+                            "warp_size", "regs_per_multiprocessor", "gcnArchName", "multi_processor_count"})
+
+    def __getattr__(self, name: str) -> Any:
+        if name in self._CUDA_ONLY:
+            return None
+        raise AttributeError(f"'_NPUDeviceProperties' object has no attribute {name!r}")
+
     def __repr__(self) -> str:
         return (f"_NPUDeviceProperties(name='{self.name}', total_memory={self.total_memory // 1024**2}MB, "
                 f"cube_core_num={self.cube_core_num}, vector_core_num={self.vector_core_num}, "
@@ -172,20 +184,32 @@ class _DeviceProperties(collections.namedtuple("_NPUDeviceProperties", "name tot
 
 
 def get_device_properties(device_name: Any = None) -> _DeviceProperties:
-    _checked(device_name)
-    return _DeviceProperties(DEVICE_NAME, TOTAL_MEMORY, 20, 40, 192 * 1024**2)
+    idx = _checked(device_name)
+    props = _DeviceProperties(DEVICE_NAME, TOTAL_MEMORY, 20, 40, 192 * 1024**2)
+    props.uuid = uuid.uuid5(uuid.NAMESPACE_OID, f"torchport-emulated-npu-{idx}")  # stable per card
+    return props
 
 
-def get_device_capability(device: Any = None) -> None:
-    """torch_npu returns None unless TORCH_NPU_DEVICE_CAPABILITY is set; so does the emulator."""
-    _checked(device)
+def get_device_capability(device: Any = None) -> tuple[int, int] | None:
+    """torch_npu returns None unless TORCH_NPU_DEVICE_CAPABILITY="major.minor" is set; so does the emulator.
+
+    ``device`` may also be the card's name (``get_device_properties(0).name``)."""
+    if not (isinstance(device, str) and device == DEVICE_NAME):
+        _checked(device)
+    major, _, minor = os.environ.get("TORCH_NPU_DEVICE_CAPABILITY", "").partition(".")
+    if major.isdigit() and minor.isdigit():
+        return int(major), int(minor)
     return None
 
 
 def can_device_access_peer(device_id: Any, peer_device_id: Any) -> bool:
-    _checked(device_id)
-    _checked(peer_device_id)
-    return True
+    """True between two different emulated cards (same host memory); False for a card and itself."""
+    count = device_count()
+    if not isinstance(device_id, int) or not 0 <= device_id < count:
+        raise AssertionError("Invalid device id")
+    if not isinstance(peer_device_id, int) or not 0 <= peer_device_id < count:
+        raise AssertionError("Invalid peer device id")
+    return device_id != peer_device_id
 
 
 def utilization(device: Any = None) -> int:
@@ -404,13 +428,41 @@ def memory_summary(device: Any = None, abbreviated: bool = False) -> str:
 
 
 # ----------------------------------------------------------------------------- streams and events
+#: PrivateUse1's number in c10::DeviceType (what ``Stream.device_type`` reports on npu)
+_DEVICE_TYPE = 20
+
+
+def _check_stream_ids(stream_id: Any, device_index: Any, device_type: Any) -> None:
+    """The card's checks on ``Stream(stream_id=, device_index=, device_type=)`` (a rebuilt stream)."""
+    for name, value in (("stream_id", stream_id), ("device_index", device_index), ("device_type", device_type)):
+        if not isinstance(value, int):
+            raise RuntimeError(f"Stream(): {name} must be an int, got {value!r}")
+        if value < 0:
+            raise RuntimeError(f"Stream(): {name} must be non-negative, got {value}")
+    if device_type != _DEVICE_TYPE:
+        raise RuntimeError(f"Stream(): device_type {device_type} is not the npu's ({_DEVICE_TYPE})")
+    if device_index >= device_count():
+        raise RuntimeError(f"Stream(): device_index {device_index} is out of range (device_count() is "
+                           f"{device_count()})")
+
+
 class Stream(torch.Stream):
     """A device stream (a ``torch.Stream`` of the npu device, so ``record_stream`` and
-    ``torch.accelerator`` accept it); the emulator executes synchronously, so every stream is idle."""
+    ``torch.accelerator`` accept it); the emulator executes synchronously, so every stream is idle.
+    ``Stream(stream_id=, device_index=, device_type=)`` rebuilds one, with the card's checks."""
 
     def __new__(cls, device: Any = None, priority: int = 0, **kwargs: Any) -> "Stream":
+        ids = [kwargs.get(k) for k in ("stream_id", "device_index", "device_type")]
+        if any(v is not None for v in ids):
+            _check_stream_ids(*ids)
+            return super().__new__(cls, stream_id=ids[0], device_index=ids[1], device_type=ids[2])
         return super().__new__(cls, device=torch.device("npu", _get_device_index(device, optional=True)),
                                priority=priority)
+
+    @property
+    def npu_stream(self) -> int:
+        """A stable handle per stream (no aclrtStream exists on the emulator)."""
+        return ((self.device_index + 1) << 32) | (self.stream_id & 0xFFFFFFFF)
 
     def __init__(self, device: Any = None, priority: int = 0, **kwargs: Any) -> None:
         pass
@@ -433,7 +485,7 @@ class Stream(torch.Stream):
         pass
 
     def __repr__(self) -> str:
-        return f"<torch_npu.npu.Stream device={self.device} npu_stream=emulated>"
+        return f"<torch_npu.npu.Stream device={self.device} npu_stream={self.npu_stream:#x}>"
 
 
 class Event:
@@ -455,6 +507,16 @@ class Event:
     def synchronize(self) -> None:
         pass
 
+    def __repr__(self) -> str:
+        state = "recorded" if self._t is not None else "uninitialized"
+        return f"<torch_npu.npu.Event {state}>"
+
+    def recorded_time(self) -> int:
+        """When the event was recorded (ns, host clock)."""
+        if self._t is None:
+            raise RuntimeError("Event must be recorded before recorded_time()")
+        return int(self._t * 1e9)
+
     def elapsed_time(self, end_event: "Event") -> float:
         if not self.enable_timing or self._t is None or end_event._t is None:
             raise RuntimeError("Both events must be recorded with enable_timing=True before elapsed_time()")
@@ -467,25 +529,40 @@ _streams: dict[int, Stream] = {}
 def default_stream(device: Any = None) -> Stream:
     idx = _get_device_index(device, optional=True)
     if idx not in _streams:
-        _streams[idx] = Stream(idx)
+        _streams[idx] = Stream(stream_id=0, device_index=idx, device_type=_DEVICE_TYPE)
     return _streams[idx]
 
 
+_current_streams: dict[int, Stream] = {}
+
+
 def current_stream(device: Any = None) -> Stream:
-    return default_stream(device)
+    """The stream last made current on ``device`` (``set_stream`` / ``with torch.npu.stream(s)``), else the default."""
+    idx = _get_device_index(device, optional=True)
+    return _current_streams.get(idx) or default_stream(idx)
 
 
 def set_stream(stream: Stream) -> None:
-    pass
+    if stream is not None:
+        _current_streams[stream.device.index] = stream
 
 
 class StreamContext(contextlib.AbstractContextManager):
-    """``with torch.npu.stream(s):`` (work stays synchronous on the emulator)."""
+    """``with torch.npu.stream(s):`` makes ``s`` current on its device (work stays synchronous on the emulator)."""
 
     def __init__(self, stream_ctx: Stream | None) -> None:
         self.stream = stream_ctx
+        self._previous: Stream | None = None
+
+    def __enter__(self) -> "StreamContext":
+        if self.stream is not None:
+            self._previous = current_stream(self.stream.device.index)
+            set_stream(self.stream)
+        return self
 
     def __exit__(self, *exc: Any) -> None:
+        if self.stream is not None:
+            set_stream(self._previous)
         return None
 
 
@@ -507,6 +584,8 @@ def set_sync_debug_mode(debug_mode: Any) -> None:
         if debug_mode not in _SYNC_MODES:
             raise RuntimeError("invalid value of debug_mode, expected one of `default`, `warn`, `error`")
         debug_mode = _SYNC_MODES[debug_mode]
+    if int(debug_mode) not in (0, 1, 2):  # the card's check
+        raise RuntimeError("invalid value of debug_mode, expected one of 0,1,2")
     _settings["sync_debug_mode"] = int(debug_mode)
 
 
@@ -536,7 +615,12 @@ def set_aoe(dump_path: Any) -> None:
 
 
 def set_op_timeout_ms(timeout: int) -> None:
-    _settings["op_timeout_ms"] = int(timeout)
+    timeout = int(timeout)
+    if timeout < 0:  # torch_npu passes it as a C uint32: pybind11's messages
+        raise OverflowError("can't convert negative value to unsigned int")
+    if timeout >= 2**32:
+        raise OverflowError("Overflow when unpacking long")
+    _settings["op_timeout_ms"] = timeout
 
 
 def set_deterministic_level(level: int) -> None:
@@ -651,6 +735,8 @@ class _LegacyTensorMeta(type):
 def _legacy_type(name: str, dtype: torch.dtype) -> type:
     def __new__(cls, *args: Any, device: Any = None, **kwargs: Any):  # noqa: N807
         dev = torch.device("npu", _get_device_index(device, optional=True))
+        if not args:  # torch.npu.FloatTensor(): an empty tensor, as the legacy constructors give
+            return torch.empty(0, dtype=dtype, device=dev)
         if len(args) == 1 and not isinstance(args[0], int) and not isinstance(args[0], torch.Size):
             return torch.tensor(args[0], dtype=dtype, device=dev)
         return torch.empty(*args, dtype=dtype, device=dev)

@@ -5,7 +5,8 @@
 the files under ``_torch_npu/`` (loaded under the ``torch_npu`` name, with a spec and
 ``__path__``), and ``torch_npu.npu`` is ``torch.npu`` itself (so are its submodules
 ``utils``, ``memory``, ``random``, ``streams``, ``amp``: ``torch.npu.utils`` is
-``torch_npu.npu.utils``).
+``torch_npu.npu.utils``; ``torch_npu.npu.amp`` is the package ``torch.npu.amp``, whose
+submodules ``autocast_mode``/``grad_scaler`` live in ``_torch_npu/npu/amp/``).
 
 The hook is on ``sys.meta_path`` only while the emulator is installed, plus -- when
 ``TORCHPORT_EMULATE`` is set -- from interpreter start (``torchport-emulate.pth`` calls
@@ -26,7 +27,7 @@ from typing import Any
 __all__ = ["install_finder", "uninstall_finder", "boot", "PACKAGE_DIR"]
 
 PACKAGE_DIR = Path(__file__).parent / "_torch_npu"
-_NPU_SUBMODULES = ("utils", "memory", "random", "streams", "mstx")
+_NPU_SUBMODULES = ("utils", "memory", "random", "streams", "mstx", "amp")
 
 
 class _ModuleLoader(importlib.abc.Loader):
@@ -42,12 +43,23 @@ class _ModuleLoader(importlib.abc.Loader):
         pass
 
 
+def _amp_spec(fullname: str) -> Any:
+    """``torch_npu.npu.amp`` / ``torch.npu.amp``: the emulator's amp module, as a package."""
+    from torchport.emulate import _npu_amp
+
+    spec = importlib.util.spec_from_loader(fullname, _ModuleLoader(lambda: _npu_amp), is_package=True)
+    spec.submodule_search_locations = [str(PACKAGE_DIR / "npu" / "amp")]
+    return spec
+
+
 class StandinFinder(importlib.abc.MetaPathFinder):
     """Finds ``torch_npu`` / ``torch_npu.*`` (and ``torch.npu.<submodule>``) in the stand-in package."""
 
     __torchport_emulated__ = True
 
     def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        if fullname in ("torch_npu.npu.amp", "torch.npu.amp"):
+            return _amp_spec(fullname)
         if fullname.startswith("torch.npu."):
             sub = fullname[len("torch.npu."):]
             if "." in sub or not (PACKAGE_DIR / "npu" / f"{sub}.py").is_file():

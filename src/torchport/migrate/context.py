@@ -313,6 +313,32 @@ class FileContext:
         return "index"
 
     @functools.cached_property
+    def dispatch_subjects(self) -> frozenset[str]:
+        """Operands the file compares with two or more device types (``device.type == "cuda"`` ...
+        ``elif device.type == "npu"``): such code already branches per backend, so its comparisons stay."""
+        seen: dict[str, set[str]] = {}
+        device_string, code = self.device_string, self.module.code_for_node
+
+        class _Comparisons(cst.CSTVisitor):
+            def visit_Comparison(self, node: cst.Comparison) -> None:
+                operands = [node.left, *(t.comparator for t in node.comparisons)]
+                for i, operand in enumerate(operands):
+                    ds = device_string(operand)
+                    if ds is None or ds.device_type not in ("cuda", "npu", "xpu", "mps"):
+                        continue
+                    other = operands[i + 1] if i + 1 < len(operands) else operands[i - 1]
+                    seen.setdefault(code(other), set()).add(ds.device_type)
+
+        self.module.visit(_Comparisons())
+        return frozenset(subject for subject, types in seen.items() if len(types) >= 2)
+
+    @functools.cached_property
+    def cuda_written(self) -> bool:
+        """True when the file uses CUDA (``torch.cuda``, ``.cuda()``, ``"cuda"``): a comparison with
+        ``"mps"`` / ``"npu"`` there special-cases that backend and must keep meaning it."""
+        return re.search(r"\bcuda\b", self.module.code) is not None
+
+    @functools.cached_property
     def distributed(self) -> bool:
         """True when the file looks multi-process (``init_process_group``, ``LOCAL_RANK``, DDP, spawn)."""
         return _DISTRIBUTED_MARKERS.search(self.module.code) is not None

@@ -267,9 +267,11 @@ class _Scanner(FastVisitor):
         self._value(node.default, Site("default"))
 
     def visit_Comparison(self, node: cst.Comparison) -> None:
-        self._value(node.left, Site("compare"))
-        for target in node.comparisons:
-            self._value(target.comparator, Site("compare"))
+        operands = [node.left, *(t.comparator for t in node.comparisons)]
+        code = self.ctx.module.code_for_node
+        for i, operand in enumerate(operands):
+            other = operands[i + 1] if i + 1 < len(operands) else operands[i - 1]
+            self._value(operand, Site("compare", subject=code(other)))
 
     def visit_Return(self, node: cst.Return) -> None:
         self._value(node.value, Site("return"))

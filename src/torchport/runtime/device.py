@@ -120,7 +120,9 @@ def select_device(
         require_accelerator: raise instead of running on CPU; default
             ``TORCHPORT_REQUIRE_ACCELERATOR``.
         index: device index; default the one in ``name``, else ``LOCAL_RANK`` modulo the
-            device count, else 0.
+            device count, else 0. Given explicitly on an accelerator, it also becomes the
+            backend's current device (what the backend module's ``set_device(i)`` does), so calls that
+            take no device (streams, ``synchronize``, collectives) use it too.
         warn: emit :class:`CPUFallbackWarning` when auto selection lands on CPU.
 
     Returns:
@@ -170,6 +172,7 @@ def select_device(
                 CPUFallbackWarning,
                 stacklevel=2,
             )
+    explicit_index = index is not None
     if index is None:
         index = name_index
     if index is None:
@@ -182,6 +185,8 @@ def select_device(
             + (f" (check {spec.visible_devices_env})" if spec.visible_devices_env else "")
         )
     target = Target(backend=spec, index=0 if not spec.is_accelerator else index, reason=reason)
+    if explicit_index and spec.is_accelerator and target.module is not None:
+        target.module.set_device(index)
     with _lock:
         _current = target
     return target

@@ -20,6 +20,7 @@ Example::
 from __future__ import annotations
 
 import os
+import re
 import site
 import sys
 import sysconfig
@@ -29,10 +30,26 @@ from typing import Iterable
 __all__ = ["CallerClassifier", "installed_roots"]
 
 _PACKAGE_DIR_NAMES = ("site-packages", "dist-packages")
+#: a CUDA device name as user code hands it to a library (``args.device`` = "cuda" / "cuda:0")
+_CUDA_NAME = re.compile(r"^cuda(:\d+)?$")
+#: how many library frames may sit between a torch.cuda call and the user code that handed down the device
+_ACTING_DEPTH = 4
 
 
 def _norm(path: str) -> str:
     return os.path.normcase(os.path.realpath(path))
+
+
+def core_roots() -> tuple[str, ...]:
+    """Directories of torch, torchport and the stdlib: code that never acts on a user's device request."""
+    import torch
+
+    import torchport
+
+    paths = sysconfig.get_paths()
+    roots = {paths.get("stdlib"), paths.get("platstdlib"), os.path.dirname(torch.__file__),
+             os.path.dirname(torchport.__file__)}
+    return tuple(sorted({_norm(r) + os.sep for r in roots if r}))
 
 
 def installed_roots() -> tuple[str, ...]:
@@ -71,6 +88,7 @@ class CallerClassifier:
 
     def __init__(self, user_paths: Iterable[str] = (), library_roots: Iterable[str] | None = None) -> None:
         self._user = tuple(_norm(p) for p in user_paths)
+        self._core = core_roots()
         roots = installed_roots() if library_roots is None else library_roots
         self._roots = tuple(r if r.endswith(os.sep) else r + os.sep for r in (_norm(r) for r in roots))
         self._cache: dict[str, bool] = {}
@@ -103,6 +121,30 @@ class CallerClassifier:
             return False
         parts = path.split(os.sep)
         return not any(name in parts for name in _PACKAGE_DIR_NAMES)
+
+    def acts_for_user(self, frame: FrameType | None) -> bool:
+        """True when ``frame`` is an installed library working on a CUDA device name that user code handed
+        down, with the user's frame at most a few library frames above.
+
+        timm's ``init_distributed_device(args.device)`` asserts ``torch.cuda.is_available()`` when the user
+        asked for ``"cuda"`` and then calls ``torch.cuda.set_device(device)``: it validates and applies the
+        user's choice, so it gets the user's redirect. torch, torchport and the stdlib never act for the user.
+        """
+        handed_down = False
+        f = frame
+        for _ in range(_ACTING_DEPTH + 1):
+            if f is None:
+                return False
+            name = f.f_code.co_filename
+            if self.is_user_file(name):
+                return handed_down
+            path = _norm(name)
+            if name.startswith("<") or any(path.startswith(root) for root in self._core):
+                return False
+            if not handed_down:
+                handed_down = any(isinstance(v, str) and _CUDA_NAME.match(v) for v in f.f_locals.values())
+            f = f.f_back
+        return False
 
     def caller_is_user(self, depth: int = 2) -> bool:
         """True when the frame ``depth`` levels above this call is user code.

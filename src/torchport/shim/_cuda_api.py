@@ -114,9 +114,11 @@ class _ProxyMeta(type):
         return issubclass(subclass, cls._torchport_classes)
 
 
-def _dispatch(name: str, user_fn: Callable, real: Any, is_user: Callable[[str], bool],
-              produces: tuple[type, ...] = ()) -> Any:
-    """A stand-in for ``torch.cuda.<name>``: ``user_fn`` for user code, ``real`` for everyone else.
+def _dispatch(name: str, user_fn: Callable, real: Any, classifier: Any,
+              produces: tuple[type, ...] = (), acting_fn: Callable | None = None) -> Any:
+    """A stand-in for ``torch.cuda.<name>``: ``user_fn`` for user code, ``real`` for everyone else --
+    except a library acting on a CUDA device the user handed down (``CallerClassifier.acts_for_user``),
+    which gets ``acting_fn`` (default ``user_fn``).
 
     Classes (``Stream``, ``Event``, ``device``) get a class stand-in -- not a function -- so
     annotations such as ``Optional[torch.cuda.Stream]`` and ``isinstance`` keep working in
@@ -124,10 +126,15 @@ def _dispatch(name: str, user_fn: Callable, real: Any, is_user: Callable[[str], 
     """
     doc = (f"[torchport shim] ``torch.cuda.{name}`` for user code acts on the selected device; installed "
            f"libraries and torch itself get the original (see docs/shim.md).\n\n{getattr(real, '__doc__', '') or ''}")
+    is_user, acts_for_user = classifier.is_user_file, classifier.acts_for_user
+    acting = acting_fn or user_fn
     if isinstance(real, type):
         def __new__(cls: type, *args: Any, **kwargs: Any) -> Any:
-            if is_user(sys._getframe(1).f_code.co_filename):
+            frame = sys._getframe(1)
+            if is_user(frame.f_code.co_filename):
                 return user_fn(*args, **kwargs)
+            if acts_for_user(frame):
+                return acting(*args, **kwargs)
             return real(*args, **kwargs)
 
         classes = tuple(c for c in (real, *produces) if isinstance(c, type))
@@ -135,8 +142,11 @@ def _dispatch(name: str, user_fn: Callable, real: Any, is_user: Callable[[str], 
                                      "__wrapped__": real, "_torchport_classes": classes})
 
     def stand_in(*args: Any, **kwargs: Any) -> Any:
-        if is_user(sys._getframe(1).f_code.co_filename):
+        frame = sys._getframe(1)
+        if is_user(frame.f_code.co_filename):
             return user_fn(*args, **kwargs)
+        if acts_for_user(frame):
+            return acting(*args, **kwargs)
         return real(*args, **kwargs)
 
     stand_in.__name__ = stand_in.__qualname__ = name
@@ -200,17 +210,24 @@ def build_cuda_api(shim: Any, originals: dict[str, Any]) -> dict[str, Any]:
                mod=shim.target.module if accel else None, hit=shim.hit)
     out: dict[str, Any] = {}
     produces: dict[str, tuple[type, ...]] = {}
-    for section in (_queries, _current_device, _memory, _rng, _streams):
+    for section in (_queries, _current_device, _memory, _rng, _streams, _legacy_types):
         out.update(section(api, produces))
-    is_user = shim.classifier.is_user_file
-    return {name: _dispatch(name, fn, originals[name], is_user, produces.get(name, ()))
+    def validated() -> bool:
+        # a library validating the user's "cuda" request: it is redirected to the selected device, which exists
+        shim.hit("torch.cuda.is_available", "is_available() (library, for your device)", True)
+        return True
+
+    acting = {"is_available": validated}
+    return {name: _dispatch(name, fn, originals[name], shim.classifier, produces.get(name, ()), acting.get(name))
             for name, fn in out.items() if name in originals}
 
 
 def _queries(api: _Api, produces: dict) -> dict[str, Any]:
     """``is_available`` / ``device_count`` / ``is_bf16_supported`` (user code only: libraries get the real answers)."""
     hit, accel, target = api.hit, api.accel, api.target
-    count = max(1, target.backend.device_count()) if accel else 0
+    # 1 on the CPU fallback, as the fixed code's `torchport.current().backend.device_count()`: a DDP
+    # script's `mp.spawn(nprocs=torch.cuda.device_count())` then trains on one rank instead of none.
+    count = max(1, target.backend.device_count())
     bf16 = bool(accel and target.backend.amp.usable("bf16"))
 
     def is_available() -> bool:
@@ -258,7 +275,8 @@ def _current_device(api: _Api, produces: dict) -> dict[str, Any]:
         def __init__(self, device: Any) -> None:
             self.idx = dm.index_of(device)
             self.prev = dm.current
-            hit("torch.cuda.device", f"device({_r(device)})", dm.device(self.idx))
+            negative = self.idx is not None and self.idx < 0  # torch.cuda.device(-1) is a no-op
+            hit("torch.cuda.device", f"device({_r(device)})", "(no-op)" if negative else dm.device(self.idx))
 
         def __enter__(self) -> None:
             self.prev = dm.current
@@ -399,8 +417,9 @@ def _streams(api: _Api, produces: dict) -> dict[str, Any]:
         fn = fn_of("default_stream")
         return fn(dev_arg(device)) if fn is not None else cpu_stream
 
-    def stream(s: Any) -> Any:
+    def stream(stream: Any = None) -> Any:  # torch's signature: stream(stream), also called as stream(stream=s)
         """Under the torchport shim: ``with torch.cuda.stream(s):`` on the selected device."""
+        s = stream
         hit("torch.cuda.stream", "stream(s)", dm.device())
         fn = fn_of("stream")
         return fn(s) if fn is not None and not isinstance(s, CpuStream) else _StreamContext(s)
@@ -408,3 +427,46 @@ def _streams(api: _Api, produces: dict) -> dict[str, Any]:
     produces.update(Stream=(stream_cls,), Event=(event_cls,))
     return dict(Stream=Stream, Event=Event, current_stream=current_stream, default_stream=default_stream,
                 stream=stream)
+
+
+def legacy_cuda_dtype(cls: Any) -> Any:
+    """The dtype of a legacy CUDA tensor type (``torch.cuda.FloatTensor``, its shim stand-in or the string
+    ``"torch.cuda.FloatTensor"``), else None."""
+    import torch
+
+    real = getattr(cls, "__wrapped__", cls)
+    if isinstance(real, str):
+        if not real.startswith("torch.cuda.") or not real.endswith("Tensor"):
+            return None
+        real = getattr(torch.cuda, real[len("torch.cuda."):], None)
+        real = getattr(real, "__wrapped__", real)
+    if isinstance(real, type) and real.__module__ == "torch.cuda" and isinstance(getattr(real, "dtype", None), torch.dtype):
+        return real.dtype
+    return None
+
+
+def _legacy_types(api: _Api, produces: dict) -> dict[str, Any]:
+    """``torch.cuda.FloatTensor(2, 3)`` / ``torch.cuda.FloatTensor(ndarray)`` (the legacy typed constructors,
+    e.g. PyTorch-GAN's ``Tensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor``) on the selected device.
+    ``x.type(torch.cuda.FloatTensor)`` is redirected with the other device arguments (``Tensor.type``)."""
+    import torch
+
+    dm, hit = api.dm, api.hit
+    out: dict[str, Any] = {}
+    for name in ("FloatTensor", "DoubleTensor", "HalfTensor", "BFloat16Tensor", "LongTensor", "IntTensor",
+                 "ShortTensor", "CharTensor", "ByteTensor", "BoolTensor"):
+        dtype = legacy_cuda_dtype(getattr(torch.cuda, name, None))
+        if dtype is None:
+            continue
+
+        def legacy(*args: Any, device: Any = None, _name: str = name, _dtype: Any = dtype) -> Any:
+            dev = dm.device(None if device is None else dm.index_of(device))
+            hit(f"torch.cuda.{_name}", f"{_name}(...)", dev)
+            if len(args) == 1 and not isinstance(args[0], (int, torch.Size)):
+                return torch.as_tensor(args[0], dtype=_dtype, device=dev)
+            return torch.empty(*(args or (0,)), dtype=_dtype, device=dev)
+
+        legacy.__name__ = name
+        out[name] = legacy
+    return out
+

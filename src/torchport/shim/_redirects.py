@@ -41,7 +41,11 @@ def _named(wrapper: Callable, original: Callable, doc_note: str) -> Callable:
 def factory_patches(shim: Any) -> Patches:
     """``torch.zeros(..., device="cuda")`` and friends, plus ``torch.set_default_device``."""
     import torch
+    from torch.utils import _device
 
+    # `with torch.device(...)` recognises factories by identity in a set torch caches on first use;
+    # fill it with torch's own functions before they are wrapped, or the context is silently ignored
+    _device._device_constructors()
     dm, hit = shim.map, shim.hit
     out: Patches = []
 
@@ -68,6 +72,17 @@ def factory_patches(shim: Any) -> Patches:
         original = vars(torch).get(name)
         if original is not None:
             out.append((torch, name, make(original, f"torch.{name}"), f"torch.{name}"))
+
+    ctx_init = _device.DeviceContext.__init__
+
+    def device_context_init(self: Any, device: Any) -> None:  # `with torch.device("cuda"):`
+        new = dm.map(device, True)
+        if new is not device:
+            hit("torch.device.__enter__", device, new)
+        ctx_init(self, new)
+
+    out.append((_device.DeviceContext, "__init__", _named(device_context_init, ctx_init, "CUDA -> selected device."),
+                "torch.device.__enter__"))
 
     set_default = vars(torch).get("set_default_device")
     if set_default is not None:
@@ -182,6 +197,21 @@ def tensor_patches(shim: Any) -> Patches:
             out.append((sub, "to", make_to(own), api_to))
 
     out.append((T, "is_cuda", is_cuda_property(shim, T.is_cuda), "torch.Tensor.is_cuda"))
+
+    from torchport.shim._cuda_api import legacy_cuda_dtype
+
+    orig_type = T.type
+
+    def type_(self: Any, dtype: Any = None, non_blocking: bool = False, **kwargs: Any) -> Any:
+        legacy = legacy_cuda_dtype(dtype) if dtype is not None else None
+        if legacy is None:
+            return orig_type(self, dtype, non_blocking, **kwargs) if dtype is not None else orig_type(self)
+        new = dm.device()
+        hit("torch.Tensor.type", f"type({getattr(dtype, '__name__', dtype)})", new)
+        return orig_to(self, device=new, dtype=legacy, non_blocking=non_blocking)
+
+    out.append((T, "type", _named(type_, orig_type, "legacy CUDA types (torch.cuda.FloatTensor) convert on the "
+                                                    "selected device."), "torch.Tensor.type"))
 
     def make_new(original: Callable, api: str) -> Callable:
         def new_method(self: Any, *args: Any, **kwargs: Any) -> Any:

@@ -51,6 +51,13 @@ def _npu_getCheckNpuOverflow() -> bool:  # noqa: N802
     return bool(STATE.overflow_flag)
 
 
+def _npu_getCurrentRawStream(device_index: int) -> int:  # noqa: N802
+    return torch.npu.current_stream(device_index).npu_stream
+
+
+_npu_getCurrentRawStreamNoWait = _npu_getCurrentRawStream
+
+
 def _get_device_index_of_current_thread() -> int:
     return torch.npu.current_device()
 

@@ -15,7 +15,9 @@ from torchport.emulate import _formats
 
 __torchport_emulated__ = True
 __version__ = "2.14.0+torchport.emulated"
-__all__ = ["npu", "npu_format_cast", "npu_format_cast_", "get_npu_format", "profiler", "optim", "contrib"]
+__all__ = ["npu", "npu_format_cast", "npu_format_cast_", "get_npu_format", "npu_fusion_attention",
+           "npu_prompt_flash_attention", "empty_with_format", "get_storage_size", "profiler", "optim", "contrib",
+           "utils"]
 
 npu = torch.npu
 npu_format_cast = _formats.npu_format_cast
@@ -25,4 +27,7 @@ for _name in ("npu_format_cast", "npu_format_cast_", "get_npu_format"):
     setattr(torch, _name, getattr(_formats, _name))  # torch_npu registers them as torch.<op> too
 del _name
 
-from . import _C, contrib, optim, profiler  # noqa: E402,F401  (as torch_npu's own __init__ imports them)
+from ._fusion_attention import npu_fusion_attention  # noqa: E402  (transformers imports it at load time)
+from ._custom_ops import empty_with_format, get_storage_size, npu_prompt_flash_attention  # noqa: E402
+
+from . import _C, contrib, optim, profiler, utils  # noqa: E402,F401  (as torch_npu's own __init__ imports them)

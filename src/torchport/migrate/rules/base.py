@@ -64,12 +64,14 @@ class Site:
         index: the positional index, for positional arguments.
         callee: the called function's qualified name, ``".name"`` for a method on a
             non-import receiver, or None.
+        subject: for ``role == "compare"``, the source of the other operand (``"device.type"``).
     """
 
     role: str
     keyword: str | None = None
     index: int | None = None
     callee: str | None = None
+    subject: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)

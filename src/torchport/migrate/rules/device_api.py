@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from torchport.migrate.rules.base import Rule, call_args_plain, report_tune_assign
+from torchport.migrate.rules.base import EQ, Rule, call_args_plain, keyword, positional, report_tune_assign
 
 __all__ = ["CudaIsAvailable", "CudaDeviceQuery", "CudaSetDevice", "CudaSynchronize", "CudaMemoryApi", "CudaRngApi",
            "CudaStreamEvent", "CudaNvtx", "CudnnKnob", "CudaVisibleDevices", "CudaApiOther"]
@@ -116,14 +116,36 @@ class CudaSetDevice(_Mapped):
     severity = "error"
     fix = "safe"
     names = ("torch.cuda.set_device", "torch.cuda.device")
-    replacements = {"set_device": ("{tp}.current().module.set_device(", "safe")}
     advice = {"device": "select the device once with `torchport.select_device(...)` (or `TORCHPORT_DEVICE`)"}
     summary = "Finds `torch.cuda.set_device(i)` and the `torch.cuda.device(i)` context manager."
     why = "Selecting a CUDA device raises on a host without CUDA; the NPU has its own `torch.npu.set_device`."
-    example = "import torch\n\ntorch.cuda.set_device(local_rank)\n"
-    use_instead = "import torchport\n\ntorchport.current().module.set_device(local_rank)\n"
-    fix_notes = ("Safe: calls the selected backend's device module (a no-op on CPU). "
-                 "`torchport.init_distributed()` already does this for torchrun jobs.")
+    example = "import torch\n\n\ndef worker(gpu):\n    torch.cuda.set_device(gpu)\n"
+    use_instead = "import torchport\n\n\ndef worker(gpu):\n    torchport.select_device(index=gpu)\n"
+    fix_notes = ("Safe: becomes `torchport.select_device(index=i)`: device `i` of the selected backend becomes "
+                 "the current device of its module (as `set_device` did) *and* what `torchport.device()` and "
+                 "`torchport.wrap_ddp(model)` use afterwards -- so an `mp.spawn` worker's `.cuda()` and "
+                 "`DistributedDataParallel(model, device_ids=[gpu])` stay on device `i` once fixed. On the CPU the "
+                 "index is ignored. A device that is not an integer index known from the file (see TP109) goes to "
+                 "`torchport.current().module.set_device(...)`. `torchport.init_distributed()` already does this "
+                 "for torchrun jobs.")
+
+    replacements = {"set_device": ("{tp}.current().module.set_device(", "safe")}
+
+    def on_call(self, ctx, node: cst.Call, qualname: str) -> None:
+        arg = positional(node, 0) or keyword(node, "device")
+        if qualname != "torch.cuda.set_device" or arg is None or len(node.args) != 1 or not call_args_plain(node):
+            super().on_call(ctx, node, qualname)
+            return
+
+        def later() -> None:
+            if ctx.int_device(arg.value) is None:  # a device object or string: the backend module's own call
+                super(CudaSetDevice, self).on_call(ctx, node, qualname)
+                return
+            ctx.report(self, node, "`torch.cuda.set_device` is CUDA-only; use `torchport.select_device(index=i)`",
+                       fix=lambda n: cst.Call(func=ctx.expr(f"{ctx.tp}.select_device"), args=[cst.Arg(
+                           n.args[0].value, keyword=cst.Name("index"), equal=EQ)]))
+
+        ctx.defer(later)
 
 
 class CudaSynchronize(_Mapped):

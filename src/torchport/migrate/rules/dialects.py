@@ -76,7 +76,11 @@ class BackendDeviceString(Rule):
     fix_notes = ('Safe: device objects and `device=` arguments become `torchport.device()` (with an index '
                  'expression `torch.device(torchport.current().type, i)`; a literal index is kept as in TP102); '
                  'other strings become `torchport.current().type` (or `f"{torchport.current().type}:{i}"`); in '
-                 "comparisons the selected accelerator's type (false on a CPU run, as TP104). "
+                 "comparisons the selected accelerator's type (false on a CPU run, as TP104); `map_location` "
+                 'of `torch.load` becomes `torchport.device()` (`"npu:0"` is not a location on a CPU host). '
+                 "Comparisons are left alone where the code already branches per backend: in a file that "
+                 "also uses CUDA (`d.type if d.type != \"mps\" else \"cpu\"` special-cases MPS), or when the "
+                 "same operand is compared with two device types (`if` / `elif`). "
                  "Unsafe: parameter defaults (as TP104).")
 
     def on_call(self, ctx, node: cst.Call, qualname: str) -> None:
@@ -101,8 +105,15 @@ class BackendDeviceString(Rule):
     def on_value(self, ctx, node, value: DeviceString, site: Site) -> None:
         if value.device_type not in DIALECTS:
             return
+        if site.role == "compare" and (ctx.cuda_written or site.subject in ctx.dispatch_subjects):
+            return  # a CUDA script's `d.type != "mps"` special-cases MPS; rewriting it would flip the test on CUDA
         msg = f'a device string for {value.device_type} only; use `torchport.device()` / `torchport.current().type`'
-        if site.role == "arg" and (site.keyword == "device" or (site.callee == ".to" and site.index == 0)):
+        if site.role == "arg" and (site.keyword == "device" or (site.callee == ".to" and site.index == 0)
+                                   or (site.callee == "torch.load" and (site.keyword == "map_location"
+                                                                        or site.index == 1))):
+            if site.callee == "torch.load":
+                ctx.report(self, node, msg, fix=lambda n: ctx.device_expr())
+                return
             if value.index_expr is not None:
                 ctx.report(self, node, msg, fix=lambda n: device_with_index(ctx, _index(n)))
             elif value.index is None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 
 from torchport.migrate.rules.base import DeviceString, Rule, Site, call_args_plain, keyword, positional, with_args
@@ -57,6 +59,8 @@ class DdpDeviceIds(Rule):
                  "device's index (or None on CPU) and returns the model unwrapped when the process group is "
                  "not initialised (single-process runs). Safe when the ids are the local rank "
                  "(`device_ids=[local_rank]` with `local_rank` from `LOCAL_RANK`: the device torchport selects); "
+                 "also safe when the file calls `torch.cuda.set_device(<the same index>)` (an `mp.spawn` worker: "
+                 "TP112 turns it into `torchport.select_device(index=gpu)`, whose index `wrap_ddp` passes); "
                  "unsafe otherwise (a `rank` from `mp.spawn` is not known to torchport: set `LOCAL_RANK` or "
                  "call `torchport.select_device(index=rank)` first).")
 
@@ -80,10 +84,18 @@ class DdpDeviceIds(Rule):
             return with_args(n.with_changes(func=ctx.expr(f"{ctx.tp}.wrap_ddp")), [first, *rest])
 
         def later() -> None:
-            safe = all(ctx.int_device(v) == "local" for v in _id_values(ids, out))
+            safe = all(ctx.int_device(v) == "local" or _selected(ctx, v) for v in _id_values(ids, out))
             ctx.report(self, node, msg, fix=fix, safety="safe" if safe else "unsafe")
 
         ctx.defer(later)
+
+
+def _selected(ctx, index: cst.BaseExpression) -> bool:
+    """True when the file made ``index`` the current device (``torch.cuda.set_device(gpu)``, which the fix
+    turns into ``torchport.select_device(index=gpu)``, the index ``wrap_ddp`` then passes)."""
+    code = re.escape(ctx.module.code_for_node(index))
+    return re.search(rf"\bset_device\(\s*{code}\s*\)|\bselect_device\(\s*index\s*=\s*{code}\s*\)",
+                     ctx.module.code) is not None
 
 
 def _id_values(ids: cst.Arg | None, out: cst.Arg | None) -> list[cst.BaseExpression]:

@@ -232,14 +232,17 @@ class CudaDeviceString(Rule):
                  '`f"{torchport.current().type}:{i}"`; in comparisons (`==`, `!=`, `in`) `"cuda"` becomes '
                  '`(torchport.current().type if torchport.current().is_accelerator else "no accelerator")`: the '
                  "same test on a CUDA machine, the selected accelerator elsewhere, and -- as on a CPU-only CUDA "
-                 "install -- false on a CPU run, so guards around pinning or synchronising stay closed. Unsafe: parameter defaults (evaluated once, when the function is defined, which selects the "
+                 "install -- false on a CPU run, so guards around pinning or synchronising stay closed. A "
+                 'comparison is left alone when the same operand is also compared with another device type '
+                 '(`if d.type == "cuda": ... elif d.type == "npu": ...` already branches per backend). '
+                 "Unsafe: parameter defaults (evaluated once, when the function is defined, which selects the "
                  'device at import time, before the script can choose one). Literal indices: `"cuda:1"` becomes '
                  '`f"{torchport.current().type}:1"`, `"cuda:0"` in a single-process script `str(torchport.device())` '
                  "(both the same string on a CUDA machine).")
 
     def on_value(self, ctx, node, value: DeviceString, site: Site) -> None:
-        if value.device_type != "cuda":
-            return
+        if value.device_type != "cuda" or (site.role == "compare" and site.subject in ctx.dispatch_subjects):
+            return  # `if d.type == "cuda": ... elif d.type == "npu": ...` already branches per backend
         # comparisons change meaning on CPU-only hosts; defaults are evaluated once, at definition time
         unsafe = site.role == "default"
         if value.index_expr is not None:
@@ -322,9 +325,32 @@ class CudaTensorType(Rule):
     example = "import torch\n\nx = x.type(torch.cuda.FloatTensor)\n"
     use_instead = "import torch\nimport torchport\n\nx = x.to(device=torchport.device(), dtype=torch.float32)\n"
     fix_notes = ("Safe: `x.type(torch.cuda.XTensor)` (or the string form) becomes "
-                 "`x.to(device=torchport.device(), dtype=torch.<dtype>)`. Constructors and `isinstance` checks are "
+                 "`x.to(device=torchport.device(), dtype=torch.<dtype>)`; the alias idiom "
+                 "`Tensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor` (every script of some GAN "
+                 "collections) becomes `Tensor = torchport.current().module.FloatTensor if cuda else "
+                 "torch.FloatTensor`: the same class on a CUDA machine, `torch.npu.FloatTensor` on Ascend "
+                 "(torch has no legacy types for XPU or MPS: there the line raises `AttributeError`). "
+                 "Other constructors and `isinstance` checks are "
                  "reported without a fix: write `torch.tensor(data, dtype=..., device=torchport.device())` or "
                  "`torch.empty(shape, ...)`.")
+    if_exps = True
+
+    def on_if_exp(self, ctx, node: cst.IfExp) -> None:
+        """``torch.cuda.XTensor if cond else torch.XTensor`` (either order): the CUDA half becomes the
+        selected backend's own legacy type."""
+        names = [ctx.qualname(b) if isinstance(b, (cst.Name, cst.Attribute)) else None
+                 for b in (node.body, node.orelse)]
+        for i, q in enumerate(names):
+            other = names[1 - i]
+            if (q is not None and q.startswith("torch.cuda.") and q[len("torch.cuda."):] in _TENSOR_TYPES
+                    and other == "torch." + q[len("torch.cuda."):]):
+                cuda_half = (node.body, node.orelse)[i]
+                short = q[len("torch.cuda."):]
+                ctx.claim(cuda_half)
+                ctx.report(self, cuda_half, f"legacy CUDA tensor type `{q}`; use the selected backend's "
+                                            f"`torchport.current().module.{short}`",
+                           fix=lambda n, s=short: ctx.expr(f"{ctx.tp}.current().module.{s}"))
+                return
 
     def on_call(self, ctx, node, qualname: str) -> None:
         dtype = _TENSOR_TYPES[qualname.rsplit(".", 1)[1]]

@@ -6,7 +6,8 @@ from torch_npu import _C
 
 __torchport_emulated__ = True
 __all__ = ["get_soc_version", "get_device_name", "get_device_properties", "device_count", "current_device",
-           "set_device", "synchronize", "is_available", "is_bf16_supported", "get_device_capability"]
+           "set_device", "synchronize", "is_available", "is_bf16_supported", "get_device_capability", "StreamContext",
+           "stream"]
 
 
 def get_soc_version() -> int:
@@ -23,3 +24,5 @@ set_device = torch.npu.set_device
 synchronize = torch.npu.synchronize
 is_available = torch.npu.is_available
 is_bf16_supported = torch.npu.is_bf16_supported
+StreamContext = torch.npu.StreamContext
+stream = torch.npu.stream

@@ -9,7 +9,8 @@ import torch
 from torch.optim.optimizer import required
 
 __torchport_emulated__ = True
-__all__ = ["NpuFusedSGD", "NpuFusedAdam", "NpuFusedAdamW", "NpuFusedRMSprop", "NpuFusedAdadelta"]
+__all__ = ["NpuFusedSGD", "NpuFusedAdam", "NpuFusedAdamW", "NpuFusedRMSprop", "NpuFusedAdadelta", "NpuFusedAdamP",
+           "NpuFusedLamb", "NpuFusedBertAdam", "NpuFusedRMSpropTF"]
 
 
 class _FusedMixin:
@@ -50,3 +51,19 @@ class NpuFusedRMSprop(_FusedMixin, torch.optim.RMSprop):
 class NpuFusedAdadelta(_FusedMixin, torch.optim.Adadelta):
     def __init__(self, params, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0):
         super().__init__(params, lr=lr, rho=rho, eps=eps, weight_decay=weight_decay)
+
+
+class _NotEmulated:
+    """torch_npu's fused forms of third-party optimizers (AdamP, LAMB, BERT Adam, TF-style RMSprop): their
+    update rules are torch_npu's own, with no torch counterpart to run; constructing one says so."""
+
+    def __init__(self, *args, **kwargs):
+        raise NotImplementedError(
+            f"torch_npu.optim.{type(self).__name__} is not provided by the emulated NPU (its update rule has no "
+            "torch counterpart); use NpuFusedSGD/Adam/AdamW/RMSprop/Adadelta or the torch optimizer")
+
+
+NpuFusedAdamP = type("NpuFusedAdamP", (_NotEmulated,), {"__module__": __name__})
+NpuFusedLamb = type("NpuFusedLamb", (_NotEmulated,), {"__module__": __name__})
+NpuFusedBertAdam = type("NpuFusedBertAdam", (_NotEmulated,), {"__module__": __name__})
+NpuFusedRMSpropTF = type("NpuFusedRMSpropTF", (_NotEmulated,), {"__module__": __name__})

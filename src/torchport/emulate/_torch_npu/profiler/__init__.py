@@ -8,13 +8,15 @@ metrics, L2 cache, msprof_tx) is accepted and not collected.
 """
 
 import enum
+import json
 import os
 import socket
-import time
 import warnings
 from typing import Any, Callable, Iterable, Optional
 
 import torch.profiler as _tp
+
+from . import _ascend_output
 
 __torchport_emulated__ = True
 __all__ = ["profile", "ProfilerActivity", "supported_activities", "tensorboard_trace_handler", "schedule",
@@ -90,9 +92,9 @@ class _ExperimentalConfig:
                  host_sys: Optional[list] = None, mstx_domain_include: Optional[list] = None,
                  mstx_domain_exclude: Optional[list] = None, sys_io: bool = False,
                  sys_interconnection: bool = False):
-        if profiler_level not in supported_profiler_level():
-            raise ValueError(f"Invalid profiler_level {profiler_level!r}; expected one of "
-                             f"{sorted(supported_profiler_level())}")
+        if profiler_level not in supported_profiler_level():  # torch_npu warns and falls back, it does not raise
+            warnings.warn("Invalid parameter profiler_level, reset it to ProfilerLevel.Level0.")
+            profiler_level = ProfilerLevel.Level0
         self._profiler_level = profiler_level
         self._aic_metrics = aic_metrics
         self._l2_cache = l2_cache
@@ -138,14 +140,11 @@ class schedule:  # noqa: N801 - torch_npu's name
 def tensorboard_trace_handler(dir_name: Optional[str] = None, worker_name: Optional[str] = None,
                               analyse_flag: bool = True, async_mode: bool = False) -> Callable:
     """Write each trace into ``dir_name/<worker>_<time>_ascend_pt/<worker>.pt.trace.json`` (torch_npu's layout)."""
-    dir_name = dir_name or os.environ.get("ASCEND_WORK_PATH") or "./"
+    dir_name = dir_name or _ascend_output.default_dir()
     worker = worker_name or f"{socket.gethostname()}_{os.getpid()}"
 
     def handler_fn(prof) -> None:
-        stamp = time.strftime("%Y%m%d%H%M%S") + f"{int(time.time() * 1000) % 1000:03d}"
-        folder = os.path.join(dir_name, f"{worker}_{stamp}_ascend_pt")
-        os.makedirs(folder, exist_ok=True)
-        prof.export_chrome_trace(os.path.join(folder, f"{worker}.pt.trace.json"))
+        _ascend_output.write_folder(prof, dir_name, worker)
 
     return handler_fn
 
@@ -162,7 +161,42 @@ def _torch_activities(activities: Optional[Iterable]) -> list:
     return out
 
 
-class _KinetoProfile(_tp._KinetoProfile):
+class _NpuProfileMixin:
+    """What torch_npu's profilers add to torch's: the NPU activity flag, metadata, ``ASCEND_WORK_PATH``."""
+
+    def _npu_setup(self, activities: Optional[Iterable]) -> None:
+        self.npu_activity = activities is None or ProfilerActivity.NPU in set(activities)
+        self.npu_metadata: dict = {}
+        if os.environ.get("ASCEND_WORK_PATH"):
+            os.makedirs(_ascend_output.default_dir(), exist_ok=True)
+
+    def export_stacks(self, path: str, metric: str = "self_cpu_time_total") -> None:
+        """torch's stacks file with device metrics read as host ones (device work is host work here);
+        frames that took no time are left out, as in torch_npu's file."""
+        if metric in ("self_npu_time_total", "self_cuda_time_total", "self_device_time_total"):
+            metric = "self_cpu_time_total"
+        super().export_stacks(path, metric)
+        with open(path, encoding="utf-8") as fh:
+            lines = [ln for ln in fh if ln.rsplit(" ", 1)[-1].strip().isdigit() and int(ln.rsplit(" ", 1)[-1]) > 0]
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.writelines(lines)
+
+    def add_metadata(self, key: str, value: str) -> None:
+        """Recorded into ``profiler_metadata.json`` of the output folder."""
+        if not isinstance(key, str) or not isinstance(value, str):
+            warnings.warn("The key and value of metadata must be str, skip it.")
+            return
+        self.npu_metadata[key] = value
+
+    def add_metadata_json(self, key: str, value: str) -> None:
+        """``value`` is a JSON string; recorded parsed, as torch_npu does."""
+        try:
+            self.npu_metadata[key] = json.loads(value)
+        except (TypeError, ValueError):
+            warnings.warn(f"The metadata value of key {key!r} is not valid JSON, skip it.")
+
+
+class _KinetoProfile(_NpuProfileMixin, _tp._KinetoProfile):
     def __init__(self, *, activities=None, record_shapes: bool = False, profile_memory: bool = False,
                  with_stack: bool = False, with_flops: bool = False, with_modules: bool = False,
                  experimental_config: Optional[_ExperimentalConfig] = None, custom_trace_id_callback=None):
@@ -170,9 +204,26 @@ class _KinetoProfile(_tp._KinetoProfile):
                          profile_memory=profile_memory, with_stack=with_stack, with_flops=with_flops,
                          with_modules=with_modules)
         self.npu_experimental_config = experimental_config  # torch_npu settings (torch keeps its own attribute)
+        self._npu_setup(activities)
+
+    def stop(self) -> None:
+        super().stop()
+        self._raw_trace = None
+        if os.environ.get("ASCEND_WORK_PATH"):  # torch_npu leaves the raw data there for offline analyse()
+            folder = _ascend_output.folder_for(None, None)
+            self._raw_trace = os.path.join(folder, _ascend_output.RAW_TRACE)
+            super().export_chrome_trace(self._raw_trace)
+
+    def export_chrome_trace(self, path: str) -> None:
+        raw = getattr(self, "_raw_trace", None)
+        if raw is None:
+            return super().export_chrome_trace(path)
+        import shutil
+
+        shutil.copyfile(raw, path)  # torch saves a trace once; the raw copy is already on disk
 
 
-class profile(_tp.profile):  # noqa: N801 - torch_npu's name
+class profile(_NpuProfileMixin, _tp.profile):  # noqa: N801 - torch_npu's name
     """``torch_npu.profiler.profile``: torch's profiler with torch_npu's arguments (NPU work is host work)."""
 
     def __init__(self, *, activities: Optional[Iterable] = None, schedule: Optional[Callable[[int], Any]] = None,
@@ -186,3 +237,7 @@ class profile(_tp.profile):  # noqa: N801 - torch_npu's name
                          record_shapes=record_shapes, profile_memory=profile_memory, with_stack=with_stack,
                          with_flops=with_flops, with_modules=with_modules)
         self.npu_experimental_config = experimental_config  # torch_npu settings (torch keeps its own attribute)
+        self._npu_setup(activities)
+
+
+from . import profiler  # noqa: E402,F401  (torch_npu.profiler.profiler.analyse)

@@ -1,0 +1,2 @@
+__torchport_emulated__ = True
+__all__ = []

@@ -1,0 +1,64 @@
+"""The equivalence harness (tools/migrate_corpus.py) over our own corpus (tests/migrate/equivalence/).
+
+Each script re-creates a third-party pattern; the original under `torchport run` and the output of
+`torchport fix` must give the same loss trajectory (bitwise on CPU), forward dtypes, parameter devices
+and a weight update. CI has no network, so the pinned third-party corpus runs outside the test suite.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+_spec = importlib.util.spec_from_file_location("migrate_corpus", ROOT / "tools" / "migrate_corpus.py")
+corpus = importlib.util.module_from_spec(_spec)
+sys.modules["migrate_corpus"] = corpus
+_spec.loader.exec_module(corpus)
+
+SCRIPTS = {s.name: s for s in corpus.own_corpus()}
+
+
+def _rank(losses, dtypes=("float32",), devices=("cpu",), changed=True, steps=2):
+    return [{"step": i + 1, "losses": list(losses), "dtypes": list(dtypes), "devices": list(devices),
+             "changed": changed} for i in range(steps)]
+
+
+def test_a_divergence_is_a_failing_row():
+    base = corpus.ModeResult(0, {0: _rank([0.5, 0.25])})
+    assert corpus.compare(base, corpus.ModeResult(0, {0: _rank([0.5, 0.25])}), 5e-3) == "yes"
+    cases = {
+        "losses": corpus.ModeResult(0, {0: _rank([0.5, 0.2500001])}),            # bitwise on CPU
+        "forward dtypes": corpus.ModeResult(0, {0: _rank([0.5, 0.25], dtypes=("bfloat16",))}),  # AMP off/on
+        "parameters on": corpus.ModeResult(0, {0: _rank([0.5, 0.25], devices=("npu:0",))}),
+        "weights changed": corpus.ModeResult(0, {0: _rank([0.5, 0.25], changed=False)}),
+        "ranks differ": corpus.ModeResult(0, {0: _rank([0.5]), 1: _rank([0.5])}),
+        "not compared": corpus.ModeResult(1, {}),
+    }
+    for needle, other in cases.items():
+        verdict = corpus.compare(base, other, 5e-3)
+        assert needle in verdict, (needle, verdict)
+    amp = corpus.ModeResult(0, {0: _rank([0.5, 0.25], dtypes=("float16",))})
+    near = corpus.ModeResult(0, {0: _rank([0.5, 0.2501], dtypes=("float16",))})
+    assert corpus.compare(amp, near, 5e-3) == "yes"  # fp16 tolerance only where a forward ran in fp16
+    row = corpus.Row(corpus.Script("x", Path("x.py")), {}, {"cpu": "yes", "npu": "losses ..."})
+    assert not row.passed
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(SCRIPTS))
+def test_fixed_script_is_equivalent_on_cpu(name):
+    row = corpus.check(SCRIPTS[name], devices=("cpu",), steps=2, timeout=240)
+    assert row.equivalent == {"cpu": "yes"}, (row.equivalent, {m: r.error for m, r in row.modes.items()})
+    assert row.fixed_imports_torchport
+
+
+@pytest.mark.slow
+def test_amp_guard_is_equivalent_on_the_emulated_npu():
+    """On an accelerator the AMP guard matters: the old fix ran this forward in float32 instead of float16."""
+    row = corpus.check(SCRIPTS["unet_amp_guard"], devices=("npu",), steps=2, timeout=300)
+    assert row.equivalent == {"npu": "yes"}, (row.equivalent, {m: r.error for m, r in row.modes.items()})
+    assert "float16" in {d for rec in row.modes["fix npu"].ranks[0] for d in rec["dtypes"]}

@@ -1,0 +1,128 @@
+"""Fixes that used to run without error but change what the script does (issue 22).
+
+Each test re-creates one idiom from third-party training code, fixes it, and checks the
+fixed code keeps the original's behaviour -- by running the relevant line where that is
+cheap on the CPU, else by the exact rewrite.
+"""
+
+from __future__ import annotations
+
+import textwrap
+import types
+
+import pytest
+import torch
+
+from torchport.migrate import fix_source, scan_source
+
+
+def _fix(src: str, unsafe: bool = False) -> str:
+    return fix_source(textwrap.dedent(src), unsafe=unsafe)
+
+
+def test_autocast_mps_guard_keeps_the_device_type():
+    """`device.type if device.type != 'mps' else 'cpu'` (pytorch/examples style) must still name the
+    device: rewriting 'mps' to the selected type made the guard pick 'cpu' on every accelerator."""
+    src = """\
+    import torch
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    with torch.autocast(device.type if device.type != 'mps' else 'cpu'):
+        pass
+    """
+    out = _fix(src)
+    assert "device.type if device.type != 'mps' else 'cpu'" in out, out
+    # run the guard as fixed with a CUDA-like device: AMP stays on that device type
+    guard = next(line for line in out.splitlines() if "autocast(" in line).strip()
+    expr = guard[len("with torch.autocast("):-len("):")]
+    for device_type in ("cuda", "npu", "cpu"):
+        assert eval(expr, {"device": types.SimpleNamespace(type=device_type)}) == device_type
+
+
+def test_if_elif_on_device_types_is_left_as_is():
+    """`== 'cuda'` ... `elif == 'npu'` already dispatches per backend: both tests used to become the
+    same comparison, leaving the npu branch dead."""
+    src = """\
+    import torch
+    def step(device):
+        if device.type == 'cuda':
+            return 1
+        elif device.type == 'npu':
+            return 2
+        return 3
+    """
+    out = _fix(src)
+    assert "device.type == 'cuda'" in out and "device.type == 'npu'" in out, out
+    namespace: dict = {}
+    exec(compile(out, "fixed.py", "exec"), namespace)
+    assert [namespace["step"](types.SimpleNamespace(type=t)) for t in ("cuda", "npu", "cpu")] == [1, 2, 3]
+
+
+def test_single_cuda_guard_is_still_rewritten():
+    """The dispatch exemption is narrow: a lone `x.device.type == "cuda"` guard is still ported."""
+    out = _fix('import torch\nif x.device.type == "cuda":\n    torch.cuda.synchronize()\n')
+    assert '"cuda"' not in out and "torchport.current().type" in out, out
+
+
+def test_spawn_worker_keeps_its_device_index():
+    """An mp.spawn worker: set_device(gpu) + .cuda() + DDP(device_ids=[gpu]). The fix used to drop the
+    index (wrap_ddp picked device 0) and ignore set_device; now the index is selected once and the
+    DDP rewrite is safe because it passes exactly that index."""
+    src = """\
+    import torch
+    from torch.nn.parallel import DistributedDataParallel
+
+    def worker(gpu, args):
+        torch.cuda.set_device(gpu)
+        model = torch.nn.Linear(2, 2).cuda()
+        model = DistributedDataParallel(model, device_ids=[gpu])
+    """
+    findings = {f.code: f for f in scan_source(textwrap.dedent(src)).findings}
+    assert findings["TP302"].fix_safety == "safe" and findings["TP112"].fix_safety == "safe"
+    out = _fix(src)
+    assert "torchport.select_device(index=gpu)" in out, out
+    assert out.index("select_device(index=gpu)") < out.index("torchport.wrap_ddp(model)")
+
+
+@pytest.mark.emulated_npu(devices=2)
+def test_select_device_index_is_the_current_device(emulated_npu):
+    """What the fixed worker relies on: select_device(index=i) makes device i the one torchport hands out
+    (to .to(), wrap_ddp) and the backend module's current device (streams, collectives)."""
+    import torchport
+    from torchport.runtime.device import reset_selection
+
+    try:
+        t = torchport.select_device("npu", index=1, warn=False)
+        assert str(torchport.device()) == "npu:1" and t.index == 1
+        assert t.module.current_device() == 1
+    finally:
+        torchport.current().module.set_device(0)
+        reset_selection()
+
+
+def test_map_location_npu_becomes_the_selected_device(tmp_path):
+    """`torch.load(path, map_location="npu:0")` was fixed to f"{type}:0", which is "cpu:0" on a CPU host
+    (torch cannot restore storages tagged cpu:0); it must become the device object."""
+    out = _fix('import torch\nstate = torch.load(path, map_location="npu:0")\n')
+    assert "map_location=torchport.device()" in out, out
+    ckpt = tmp_path / "ckpt.pt"
+    torch.save({"w": torch.ones(2)}, ckpt)
+    import torchport
+
+    namespace = {"path": str(ckpt)}
+    torchport.select_device("cpu", warn=False)
+    try:
+        exec(compile(out, "fixed.py", "exec"), namespace)
+    finally:
+        from torchport.runtime.device import reset_selection
+
+        reset_selection()
+    assert torch.equal(namespace["state"]["w"], torch.ones(2))
+
+
+def test_legacy_tensor_alias_is_fixed():
+    """`Tensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor` (PyTorch-GAN) was report-only."""
+    out = _fix("import torch\ncuda = torch.cuda.is_available()\n"
+               "Tensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor\n")
+    assert "Tensor = torchport.current().module.FloatTensor if cuda else torch.FloatTensor" in out, out
+    left = [f.code for f in scan_source(out).findings]
+    assert "TP106" not in left, left

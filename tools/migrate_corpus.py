@@ -1,0 +1,358 @@
+"""Equivalence harness for migration: does `torchport fix` output behave like the original under `torchport run`?
+
+For each corpus script, four modes run in fresh interpreters on the same seed:
+
+* ``run cpu``  -- the original under ``torchport run --device cpu``
+* ``run npu``  -- the original under ``torchport run`` with the emulated npu (``TORCHPORT_EMULATE=npu``)
+* ``fix cpu``  -- ``torchport fix --write`` applied to a copy, run with ``TORCHPORT_DEVICE=cpu``
+* ``fix npu``  -- the fixed copy on the emulated npu
+
+A probe (``tools/equivalence_probe/sitecustomize.py``) records per optimizer step the back-propagated losses,
+the forward dtypes (autocast), the parameters' devices and whether the step changed the weights, and stops the
+script after ``--steps`` steps. A row is **equivalent** when, on each device, ``run`` and ``fix`` give the
+same number of ranks and, per rank, the same devices and forward dtypes, weights that changed, and the same
+losses: bitwise without low precision, within ``--amp-rtol`` when a forward ran in float16/bfloat16.
+
+Corpora:
+
+* ``own`` (default): the small scripts under ``tests/migrate/equivalence/`` that re-create each third-party
+  pattern (CI runs these; it has no network).
+* ``pinned``: third-party scripts, fetched at the pinned commit from a local mirror (``--mirrors``: bare git
+  repositories ``owner+name/repo``, as the session's fetch tool leaves them) -- never committed here. Each entry of ``PINNED`` is a recipe:
+  repository, commit, path, arguments, and text patches that make it tiny-runnable on generated data.
+
+Usage::
+
+    python tools/migrate_corpus.py                         # own corpus, table on stdout
+    python tools/migrate_corpus.py --markdown docs/migrate-corpus.md --json corpus.json
+    python tools/migrate_corpus.py --corpus pinned --mirrors /work/.mirror
+
+Exit code: 0 when every row is equivalent in every mode that ran on both sides, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PROBE = ROOT / "tools" / "equivalence_probe"
+OWN = ROOT / "tests" / "migrate" / "equivalence"
+MODES = ("run cpu", "run npu", "fix cpu", "fix npu")
+NPU_DEVICES = 2
+_LOW = {"float16", "bfloat16"}
+_CLEAR = ("TORCHPORT_DEVICE", "TORCHPORT_EMULATE", "TORCHPORT_REQUIRE_ACCELERATOR", "RANK", "WORLD_SIZE",
+          "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "TORCHPORT_EQUIV_OUT")
+
+
+@dataclasses.dataclass
+class Script:
+    """One corpus entry: a script file (already on disk) and the arguments that make it tiny."""
+
+    name: str
+    path: Path
+    args: list[str] = dataclasses.field(default_factory=list)
+    source: str = "own"
+    maintainer_lines: int | None = None  # lines the maintainers changed in their own hand-port, where one exists
+    root: Path | None = None  # the script's folder (its local modules) when it is more than one file
+
+
+@dataclasses.dataclass
+class ModeResult:
+    """What one mode produced: exit status, the probe's records per rank, and the tail of stderr."""
+
+    rc: int
+    ranks: dict[int, list[dict]]
+    error: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.rc == 0 and bool(self.ranks) and all(self.ranks.values())
+
+
+@dataclasses.dataclass
+class Row:
+    """One script: the four modes and the equivalence verdict per device."""
+
+    script: Script
+    modes: dict[str, ModeResult]
+    equivalent: dict[str, str]  # device -> "yes" or the first divergence
+    fixed_imports_torchport: bool = False
+    lines_changed: int = 0
+
+    @property
+    def passed(self) -> bool:
+        return all(v == "yes" for v in self.equivalent.values())
+
+
+def _env(out: Path, steps: int, device: str, seed: int, fake_data: bool = False) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in _CLEAR}
+    env.update(TORCHPORT_EQUIV_OUT=str(out), TORCHPORT_EQUIV_STEPS=str(steps), TORCHPORT_EQUIV_SEED=str(seed),
+               PYTHONPATH=os.pathsep.join([str(PROBE), env.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+               PYTHONHASHSEED="0")
+    if fake_data:
+        env["TORCHPORT_EQUIV_FAKE_DATA"] = "1"
+    if device == "npu":
+        env["TORCHPORT_EMULATE"] = f"npu:{NPU_DEVICES}"  # two cards: a spawn/DDP script runs two ranks
+    else:
+        env["TORCHPORT_DEVICE"] = "cpu"
+    return env
+
+
+def _read(out: Path) -> dict[int, list[dict]]:
+    ranks: dict[int, list[dict]] = {}
+    for f in sorted(out.glob("*.jsonl")):
+        records = [json.loads(line) for line in f.read_text(encoding="utf-8").splitlines() if line.strip()]
+        if records:
+            ranks.setdefault(records[-1]["rank"], []).extend(records)
+    return ranks
+
+
+def run_mode(script: Script, mode: str, work: Path, steps: int, seed: int, timeout: float) -> ModeResult:
+    """Run one mode of ``script`` in a fresh interpreter; ``work`` holds the original and ``fixed/``."""
+    kind, device = mode.split()
+    out = work / f"probe-{kind}-{device}"
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    env = _env(out, steps, device, seed, fake_data=script.source != "own")
+    if kind == "run":
+        cmd = [sys.executable, "-m", "torchport", "run", *(["--device", "cpu"] if device == "cpu" else []),
+               str(work / "orig" / script.path.name), *script.args]
+    else:
+        cmd = [sys.executable, str(work / "fixed" / script.path.name), *script.args]
+    try:
+        proc = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True, timeout=timeout)
+        rc, err = proc.returncode, proc.stderr
+    except subprocess.TimeoutExpired:
+        rc, err = 124, f"timed out after {timeout:.0f} s"
+    last = [ln for ln in err.strip().splitlines() if ln.strip() and not ln.startswith(" ")]
+    errors = [ln for ln in last if "Error" in ln.split(":", 1)[0] or "Exception" in ln.split(":", 1)[0]]
+    error = (errors or last or [""])[-1][:200] if rc != 0 else ""
+    return ModeResult(rc=rc, ranks=_read(out), error=error)
+
+
+def fix_copy(script: Script, work: Path, unsafe: bool) -> tuple[bool, int]:
+    """Copy ``script`` to ``work/orig`` and ``work/fixed``; run ``torchport fix --write`` on the latter.
+
+    Returns (the fixed file imports torchport, lines changed)."""
+    for sub in ("orig", "fixed"):
+        if script.root is not None:  # the script with its local modules; the whole folder is fixed
+            shutil.copytree(script.root, work / sub, dirs_exist_ok=True)
+        else:
+            (work / sub).mkdir(parents=True, exist_ok=True)
+            shutil.copy2(script.path, work / sub / script.path.name)
+    target = work / "fixed" / script.path.name
+    cmd = [sys.executable, "-m", "torchport", "fix", "--write", *(["--unsafe-fixes"] if unsafe else []),
+           str(work / "fixed" if script.root is not None else target)]
+    subprocess.run(cmd, cwd=work, capture_output=True, text=True, timeout=300)
+    before = script.path.read_text(encoding="utf-8").splitlines()
+    after = target.read_text(encoding="utf-8").splitlines()
+    import difflib
+
+    changed = sum(1 for ln in difflib.unified_diff(before, after, lineterm="", n=0)
+                  if ln.startswith(("+", "-")) and not ln.startswith(("+++", "---")))
+    fixed_text = "\n".join(after)
+    return ("import torchport" in fixed_text or "from torchport" in fixed_text), changed
+
+
+def _close(a: float, b: float, rtol: float) -> bool:
+    if rtol == 0:
+        return a == b or (math.isnan(a) and math.isnan(b))
+    return math.isclose(a, b, rel_tol=rtol, abs_tol=rtol)
+
+
+def compare(run: ModeResult, fix: ModeResult, amp_rtol: float) -> str:
+    """'yes', or the first divergence between the original under run and the fixed script."""
+    if not run.ok or not fix.ok:
+        return "not compared (" + ", ".join(n for n, r in (("run", run), ("fix", fix)) if not r.ok) + " failed)"
+    if sorted(run.ranks) != sorted(fix.ranks):
+        return f"ranks differ: run {sorted(run.ranks)} vs fix {sorted(fix.ranks)}"
+    for rank in sorted(run.ranks):
+        a, b = run.ranks[rank], fix.ranks[rank]
+        if len(a) != len(b):
+            return f"rank {rank}: {len(a)} vs {len(b)} steps"
+        for ra, rb in zip(a, b):
+            step = ra["step"]
+            if ra["devices"] != rb["devices"]:
+                return f"rank {rank} step {step}: parameters on {ra['devices']} vs {rb['devices']}"
+            if ra["dtypes"] != rb["dtypes"]:
+                return f"rank {rank} step {step}: forward dtypes {ra['dtypes']} vs {rb['dtypes']}"
+            if ra["changed"] != rb["changed"] or not ra["changed"]:
+                return f"rank {rank} step {step}: weights changed run={ra['changed']} fix={rb['changed']}"
+            rtol = amp_rtol if _LOW & set(ra["dtypes"]) else 0.0
+            if len(ra["losses"]) != len(rb["losses"]) or not all(
+                    _close(x, y, rtol) for x, y in zip(ra["losses"], rb["losses"])):
+                return f"rank {rank} step {step}: losses {ra['losses']} vs {rb['losses']}"
+    return "yes"
+
+
+def check(script: Script, *, steps: int = 3, seed: int = 0, devices: tuple[str, ...] = ("cpu", "npu"),
+          unsafe: bool = False, amp_rtol: float = 5e-3, timeout: float = 300, keep: Path | None = None) -> Row:
+    """Run the modes of ``script`` on ``devices`` and compare run with fix on each."""
+    work = Path(tempfile.mkdtemp(prefix=f"equiv-{script.name}-", dir=keep))
+    try:
+        imports, changed = fix_copy(script, work, unsafe)
+        modes = {f"{kind} {dev}": run_mode(script, f"{kind} {dev}", work, steps, seed, timeout)
+                 for dev in devices for kind in ("run", "fix")}
+        equivalent = {dev: compare(modes[f"run {dev}"], modes[f"fix {dev}"], amp_rtol) for dev in devices}
+        return Row(script, modes, equivalent, imports, changed)
+    finally:
+        if keep is None:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def own_corpus() -> list[Script]:
+    """The scripts under tests/migrate/equivalence/ (arguments from their ``# corpus-args:`` line)."""
+    scripts = []
+    for path in sorted(OWN.glob("*.py")):
+        args: list[str] = []
+        for line in path.read_text(encoding="utf-8").splitlines()[:10]:
+            if line.startswith("# corpus-args:"):
+                args = line.split(":", 1)[1].split()
+        scripts.append(Script(path.stem, path, args))
+    return scripts
+
+
+#: Third-party recipes: (name, repository, commit, path, arguments, [(old, new) text patches]). Fetched from a
+#: local mirror at the pinned commit by ``pinned_corpus``; never committed. torchvision datasets are replaced
+#: by generated ones (the probe's TORCHPORT_EQUIV_FAKE_DATA), so most recipes need only small arguments.
+_GAN = ("eriklindernoren/PyTorch-GAN", "36d3c77e5ff20ebe0aeefd322326a134a279b93e")
+_GAN_SMALL = ["--batch_size", "8", "--n_cpu", "0"]
+PINNED: list[tuple[str, str, str, str, list[str], list[tuple[str, str]]]] = [
+    *((f"gan-{n}", *_GAN, f"implementations/{n}/{f}.py", _GAN_SMALL, []) for n, f in (
+        ("gan", "gan"), ("dcgan", "dcgan"), ("wgan", "wgan"), ("wgan_gp", "wgan_gp"), ("lsgan", "lsgan"),
+        ("acgan", "acgan"), ("cgan", "cgan"), ("infogan", "infogan"), ("bgan", "bgan"), ("began", "began"),
+        ("ebgan", "ebgan"), ("softmax_gan", "softmax_gan"), ("relativistic_gan", "relativistic_gan"),
+        ("aae", "aae"), ("sgan", "sgan"), ("dragan", "dragan"), ("wgan_div", "wgan_div"))),
+    ("gan-cluster_gan", *_GAN, "implementations/cluster_gan/clustergan.py", ["-b", "8", "-n", "1"], []),
+]
+#: pytorch/examples at the parent of the commit where the maintainers moved each script to torch.accelerator
+#: by hand (the 7th field): the harness reports their lines changed next to ours.
+_EX = "pytorch/examples"
+MAINTAINER_PORTS: list[tuple[str, str, str, str, list[str], list[tuple[str, str]], str]] = [
+    ("examples-mnist", _EX, "65722fe3ce14447420cf922fdd713bfe900b410f^", "mnist/main.py",
+     ["--epochs", "1", "--batch-size", "8", "--test-batch-size", "8"], [], "65722fe3ce14447420cf922fdd713bfe900b410f"),
+    ("examples-mnist_rnn", _EX, "65722fe3ce14447420cf922fdd713bfe900b410f^", "mnist_rnn/main.py",
+     ["--cuda", "--epochs", "1", "--batch-size", "8", "--test-batch-size", "8"], [],
+     "65722fe3ce14447420cf922fdd713bfe900b410f"),
+    ("examples-mnist_forward_forward", _EX, "65722fe3ce14447420cf922fdd713bfe900b410f^",
+     "mnist_forward_forward/main.py", ["--epochs", "1", "--train_size", "64", "--test_size", "64"], [],
+     "65722fe3ce14447420cf922fdd713bfe900b410f"),
+    ("examples-vae", _EX, "54e132ece5558f2b54f3f57f323bcdd71525436d^", "vae/main.py",
+     ["--epochs", "1", "--batch-size", "8"], [], "54e132ece5558f2b54f3f57f323bcdd71525436d"),
+    ("examples-siamese", _EX, "12dc18e872419aba06daa1c0f7e7b05df43644c7^", "siamese_network/main.py",
+     ["--epochs", "1", "--batch-size", "8", "--test-batch-size", "8"], [], "12dc18e872419aba06daa1c0f7e7b05df43644c7"),
+    ("examples-dcgan", _EX, "cc8e404cbcbf3a3c326789260deed89ee04b3408^", "dcgan/main.py",
+     ["--cuda", "--dataset", "fake", "--batchSize", "4", "--imageSize", "64", "--niter", "1", "--workers", "0"], [],
+     "cc8e404cbcbf3a3c326789260deed89ee04b3408"),
+]
+PINNED = PINNED + [r[:6] for r in MAINTAINER_PORTS]
+#: self-supervised DDP with mp.spawn (one process per device, set_device(gpu), SyncBatchNorm)
+_SIMSIAM = ("facebookresearch/simsiam", "a7bc1772896d0dad0806c51f0bb6f3b16d290468")
+_SPAWN = ["--dist-url", "tcp://127.0.0.1:29517", "--multiprocessing-distributed", "--world-size", "1", "--rank", "0",
+          "-b", "8", "--workers", "0", "--epochs", "1", "--seed", "0"]
+PINNED += [
+    ("simsiam-pretrain", *_SIMSIAM, "main_simsiam.py", ["-a", "resnet18", "--dim", "64", "--pred-dim", "16",
+                                                         *_SPAWN, "data"], []),
+    ("simsiam-lincls", *_SIMSIAM, "main_lincls.py", ["-a", "resnet18", *_SPAWN, "data"], []),
+]
+
+
+def pinned_corpus(mirrors: Path, dest: Path) -> list[Script]:
+    """Check out each PINNED recipe from ``mirrors/<owner>+<name>`` (bare repositories) into ``dest``."""
+    scripts = []
+    for name, repo, commit, path, args, patches in PINNED:
+        base = mirrors / repo.replace("/", "+")
+        git_dir = base / "repo" if (base / "repo").exists() else base
+        folder = str(Path(path).parent)
+        root = dest / name
+        root.mkdir(parents=True, exist_ok=True)
+        archive = subprocess.run(["git", "--git-dir", str(git_dir), "archive", commit, *([folder] if folder != "." else [])],
+                                 capture_output=True, check=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(root), *(["--strip-components", str(len(Path(folder).parts))]
+                                                      if folder != "." else [])], input=archive, check=True)
+        target = root / Path(path).name
+        text = target.read_text(encoding="utf-8")
+        for old, new in patches:
+            if old not in text:
+                raise SystemExit(f"recipe {name}: patch anchor {old!r} not found at {repo}@{commit[:8]}:{path}")
+            text = text.replace(old, new)
+        target.write_text(text, encoding="utf-8")
+        script = Script(name, target, args, source=f"{repo}@{commit[:8]}{'^' if commit.endswith('^') else ''}:{path}",
+                        root=root)
+        port = next((r[6] for r in MAINTAINER_PORTS if r[0] == name), None)
+        if port is not None:
+            diff = subprocess.run(["git", "--git-dir", str(git_dir), "diff", "-U0", f"{port}^", port, "--", path],
+                                  capture_output=True, text=True, check=True).stdout.splitlines()
+            script.maintainer_lines = sum(1 for ln in diff if ln.startswith(("+", "-"))
+                                          and not ln.startswith(("+++", "---")))
+        scripts.append(script)
+    return scripts
+
+
+def _cell(m: ModeResult | None) -> str:
+    if m is None:
+        return "-"
+    if m.ok:
+        return f"ok ({len(m.ranks)} rank{'s' if len(m.ranks) != 1 else ''})"
+    return f"FAIL: {m.error or ('rc ' + str(m.rc) + ', no steps' if m.rc == 0 else 'rc ' + str(m.rc))}"
+
+
+def markdown(rows: list[Row]) -> str:
+    """The corpus table (one row per script)."""
+    lines = ["| script | source | " + " | ".join(MODES) + " | equivalent cpu | equivalent npu | fix: imports torchport "
+             "| fix: lines changed | maintainers: lines changed |", "|" + "---|" * (len(MODES) + 7)]
+    for r in rows:
+        cells = [_cell(r.modes.get(m)) for m in MODES]
+        eq = [r.equivalent.get(d, "-") for d in ("cpu", "npu")]
+        lines.append(f"| {r.script.name} | {r.script.source} | " + " | ".join(cells) + f" | {eq[0]} | {eq[1]} | "
+                     f"{'yes' if r.fixed_imports_torchport else 'no'} | {r.lines_changed} | "
+                     f"{'-' if r.script.maintainer_lines is None else r.script.maintainer_lines} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--corpus", choices=("own", "pinned"), default="own")
+    ap.add_argument("--mirrors", type=Path, default=Path("/work/.mirror"))
+    ap.add_argument("--only", nargs="*", help="script names to run")
+    ap.add_argument("--devices", default="cpu,npu")
+    ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--unsafe-fixes", action="store_true")
+    ap.add_argument("--markdown", type=Path)
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        scripts = own_corpus() if args.corpus == "own" else pinned_corpus(args.mirrors, Path(tmp))
+        if args.only:
+            scripts = [s for s in scripts if s.name in args.only]
+        rows = []
+        for s in scripts:
+            row = check(s, steps=args.steps, devices=tuple(args.devices.split(",")), unsafe=args.unsafe_fixes)
+            rows.append(row)
+            print(f"{s.name}: " + ", ".join(f"{m}={_cell(row.modes.get(m))}" for m in MODES)
+                  + f"; equivalent {row.equivalent}", file=sys.stderr)
+    table = markdown(rows)
+    sys.stdout.write(table)
+    if args.markdown:
+        args.markdown.write_text(table, encoding="utf-8")
+    if args.json:
+        args.json.write_text(json.dumps([{
+            "script": r.script.name, "source": r.script.source, "equivalent": r.equivalent,
+            "modes": {m: {"rc": v.rc, "ranks": len(v.ranks), "error": v.error} for m, v in r.modes.items()},
+            "imports_torchport": r.fixed_imports_torchport, "lines_changed": r.lines_changed,
+            "maintainer_lines": r.script.maintainer_lines} for r in rows],
+            indent=2), encoding="utf-8")
+    return 0 if all(r.passed for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
