@@ -328,17 +328,9 @@ class Loader:
         return self._dl
 
     def __iter__(self):
-        import torch
-
-        # torch's pin-memory thread starts with torch.set_num_threads(1), meant for itself but process-wide on
-        # this build: the training step (and everything after the run) would drop to one intra-op thread. It
-        # has run by the time the first pinned batch arrives; the caller's setting is put back then.
-        threads = torch.get_num_threads()
         it = iter(self._dataloader())
         staged = None
         for raw in it:
-            if torch.get_num_threads() != threads:
-                torch.set_num_threads(threads)
             ready = self._stage(raw)
             if not self.target.is_accelerator:  # CPU: nothing to overlap, hand it out now
                 yield self._deliver(ready)
