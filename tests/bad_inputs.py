@@ -59,3 +59,16 @@ def bad_input(row_id: str, what: str, command: str, exit_code: int, output: str,
                                   f"  documented: {by_id[row_id]}\n  observed:   {row}\n"
                                   "(pytest --update-golden rewrites the row; then run tools/render_bad_inputs.py)")
     return row
+
+
+def probe_helpers():
+    """``tools/probes.py`` as a module: the probe battery's ways of damaging data, reused by the tests."""
+    import importlib.util
+    import sys
+
+    if "torchport_probes" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("torchport_probes", Path(__file__).resolve().parents[1] / "tools" / "probes.py")
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules["torchport_probes"] = mod
+        spec.loader.exec_module(mod)
+    return sys.modules["torchport_probes"]

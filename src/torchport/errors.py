@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import enum
 
-__all__ = ["ExitCode", "TorchportError", "ConfigError", "StorageError", "exit_code_for"]
+__all__ = ["ExitCode", "TorchportError", "ConfigError", "StorageError", "WriteError", "exit_code_for"]
 
 
 class ExitCode(enum.IntEnum):
@@ -62,6 +62,13 @@ class StorageError(TorchportError, RuntimeError):
     Deliberately not an ``OSError``: a storage failure must never be mistaken for one undecodable
     sample (which the data pipeline may skip); it stops the job instead.
     """
+
+    exit_code = ExitCode.IO
+
+
+class WriteError(TorchportError, OSError):
+    """An output file (report, ``--json``, summary, metrics) cannot be written: its folder is a file, it is
+    read-only, or the disk is full. The message names the file, the OS reason and what to do."""
 
     exit_code = ExitCode.IO
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import functools
+import os
 from typing import Iterator, NoReturn
 
 import typer
@@ -89,6 +90,16 @@ def guard(verb: str) -> Iterator[None]:
         raise typer.Exit(int(code)) from None
 
 
+def _check_environment() -> None:
+    """A malformed ``TORCHPORT_EMULATE`` is a usage error (exit 2), found before the verb imports torch --
+    whose device-backend autoload would otherwise turn it into a traceback, or a crash later on."""
+    value = os.environ.get("TORCHPORT_EMULATE")
+    if value and value.strip():
+        from torchport.emulate import parse_env
+
+        parse_env(value)
+
+
 def guarded(name: str, callback):
     """``callback`` (a verb) run inside :func:`guard`, with warnings printed as one plain line
     (:mod:`torchport.cli._warnings`) -- under ``run`` only torchport's own: the script's other warnings
@@ -101,6 +112,7 @@ def guarded(name: str, callback):
         token = _VERB.set(name)
         try:
             with plain_warnings(only_torchport=name == "run"), guard(name):
+                _check_environment()
                 return callback(*args, **kwargs)
         finally:
             _VERB.reset(token)

@@ -67,6 +67,9 @@ def run_train(config: Optional[str], json_out: Optional[str], print_config: bool
     if print_config:
         sys.stdout.write(cfg.to_yaml())
         return 0
+    from torchport._json import check_writable
+
+    check_writable(json_out, what="--json file")   # before training, not after it
     try:
         # Known errors (bad config, unavailable/unknown device, no accelerator, checkpoint, divergence,
         # a dead rank) carry their exit code and become one line in the guard around every verb.

@@ -27,7 +27,7 @@ import numpy as np
 
 from torchport.data.augment import CropParams, center_params, resize_into, rrc_params
 from torchport.data.decode import decode_any, decode_crop, is_jpeg, jpeg_size
-from torchport.data.errors import CorruptSampleError
+from torchport.data.errors import CorruptSampleError, SampleChecksumError
 from torchport.data.format import ShardSet
 from torchport.data.pack import scan_image_folder
 
@@ -201,7 +201,7 @@ class BatchDataset:
                 try:
                     img, box = self._image_for(int(i), k, p, int(H[k]), int(W[k]))
                     resize_into(out[len(keep)], img, box, bool(p.flip[k]), norm=self.slot_norm if slot is not None else None)
-                except (ValueError, OSError) as e:
+                except (ValueError, OSError, SampleChecksumError) as e:
                     self._on_corrupt(int(i), e, skipped)
                     continue
                 keep.append(k)
@@ -212,7 +212,7 @@ class BatchDataset:
             for k, i in enumerate(indices):
                 try:
                     img, box = self._image_for(int(i), k, p, int(H[k]), int(W[k]))
-                except (ValueError, OSError) as e:
+                except (ValueError, OSError, SampleChecksumError) as e:
                     self._on_corrupt(int(i), e, skipped)
                     continue
                 imgs.append(img)
@@ -242,11 +242,13 @@ class BatchDataset:
         )
 
     def _on_corrupt(self, i: int, e: Exception, skipped: list) -> None:
-        """Apply the corrupt-sample policy. Damaged *shards* (ShardCorruptError) always raise."""
-        msg = f"{self.describe(i)}: {e}"
+        """Apply the corrupt-sample policy to an undecodable sample or one whose bytes fail their crc32.
+        A truncated or missing *shard* (ShardCorruptError) always raises."""
+        where = self.describe(i)
+        msg = str(e) if str(e).startswith(where) else f"{where}: {e}"
         if self.aug.corrupt == "error":
             raise CorruptSampleError(
-                f"cannot decode {msg}. Run `torchport data verify`, re-pack, or pass corrupt='skip' to drop and count such samples"
+                f"{'bad sample' if isinstance(e, SampleChecksumError) else 'cannot decode'} {msg}. Run `torchport data verify`, re-pack, or pass corrupt='skip' to drop and count such samples"
             ) from e
         skipped.append((i, msg))
 

@@ -49,6 +49,8 @@ __all__ = [
     "decode_any",
     "jpeg_size",
     "is_jpeg",
+    "MAX_PIXELS",
+    "check_pixels",
     "native_status",
     "scale_box",
 ]
@@ -69,6 +71,37 @@ def jpeg_size(data) -> tuple[int, int]:
 
     h, w, _, _ = simplejpeg.decode_jpeg_header(data)
     return int(h), int(w)
+
+
+#: Largest image decoded (height x width), Pillow's own decompression-bomb threshold: a 214-byte JPEG can
+#: claim 16000x16000 (768 MB of pixels) or 65500x65500 (12 GiB). ``TORCHPORT_MAX_IMAGE_PIXELS`` overrides.
+MAX_PIXELS = 89_478_485
+
+
+def check_pixels(data) -> tuple[int, int] | None:
+    """Read the image header only and raise ValueError when it claims more than the pixel limit.
+
+    Returns the header's (height, width), or None when the header cannot be read (the decoder then
+    reports the damage). Called before every full decode, so a decompression bomb costs a header parse.
+    """
+    from torchport.env import env_int
+
+    limit = env_int("TORCHPORT_MAX_IMAGE_PIXELS", MAX_PIXELS)
+    hw = None
+    try:
+        if is_jpeg(data):
+            hw = jpeg_size(data)
+        else:
+            from PIL import Image
+
+            with Image.open(io.BytesIO(bytes(data))) as im:   # lazy: parses the header, decodes nothing
+                hw = (int(im.size[1]), int(im.size[0]))
+    except Exception:  # noqa: BLE001 - an unreadable header is the decoder's to report
+        return None
+    if hw[0] * hw[1] > limit:
+        raise ValueError(f"header claims {hw[1]}x{hw[0]} = {hw[0] * hw[1]:,} pixels, over the {limit:,}-pixel limit "
+                         "(a decompression bomb, or raise TORCHPORT_MAX_IMAGE_PIXELS); not decoded")
+    return hw
 
 
 def dct_factor(box_hw: tuple[int, int], out_hw: tuple[int, int]) -> float:
@@ -361,8 +394,10 @@ def decode_any(data) -> np.ndarray:
     """Decode any image file's bytes to HWC uint8 RGB (JPEG via libjpeg-turbo, others via Pillow).
 
     Raises:
-        ValueError: the bytes are not a decodable image.
+        ValueError: the bytes are not a decodable image, or the header claims more than
+            :data:`MAX_PIXELS` pixels (checked before decoding).
     """
+    check_pixels(data)
     if is_jpeg(data):
         import simplejpeg
 

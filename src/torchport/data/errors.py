@@ -10,6 +10,7 @@ __all__ = [
     "ShardFormatError",
     "ShardCorruptError",
     "ChecksumMismatchError",
+    "SampleChecksumError",
     "CorruptSampleError",
 ]
 
@@ -34,6 +35,13 @@ class ShardCorruptError(DataError):
 
 class ChecksumMismatchError(ShardCorruptError):
     """A shard or the index no longer matches the checksum recorded when it was packed."""
+
+
+class SampleChecksumError(ChecksumMismatchError):
+    """One sample's bytes no longer match the crc32 recorded when it was packed (checked on every read).
+
+    The data pipeline treats it like an undecodable sample: skipped and counted under ``corrupt="skip"``,
+    the run stops under ``"error"`` -- the damaged bytes are never trained on."""
 
 
 class CorruptSampleError(DataError):

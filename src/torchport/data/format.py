@@ -13,6 +13,11 @@ Layout of a packed directory (see docs/data.md for why not MDS / LitData / WebDa
 A sample is either raw HWC uint8 RGB pixels (mode ``predecoded``; ``height * width * 3`` bytes,
 read as a zero-copy ``numpy.memmap`` view) or the bytes of one JPEG file (mode ``jpeg``).
 Random access is one index lookup plus one slice of a memory map; nothing is parsed per sample.
+A sample's crc32 is checked against the index on its first read in each process (zlib, ~7 GB/s:
+~20-30 us for a 224x224 predecoded sample, ~3 us for a 20 KB JPEG; later epochs reuse the verdict), so
+damaged bytes are reported, never returned.
+Opening checks the manifest's keys and every index row (shard id, byte range, label, pixel count)
+before any sample is read.
 
 Example::
 
@@ -33,7 +38,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from torchport.data.errors import ChecksumMismatchError, ShardCorruptError, ShardFormatError
+from torchport.data.errors import ChecksumMismatchError, SampleChecksumError, ShardCorruptError, ShardFormatError
 
 __all__ = [
     "FORMAT_NAME",
@@ -233,6 +238,8 @@ class ShardSet:
         self._nbytes_col = index["nbytes"].astype(np.int64)
         self._maps: dict[int, np.ndarray] = {}
         self._pid = os.getpid()
+        #: samples whose crc32 this process has verified (each is checked on its first read here)
+        self._checked = np.zeros(len(index), dtype=bool)
         #: block-cached reader for a shard set in an object store (None: local files, memory-mapped)
         self.remote = None
 
@@ -264,15 +271,7 @@ class ShardSet:
             manifest = json.loads(mpath.read_text())
         except (OSError, ValueError) as e:
             raise ShardFormatError(f"{mpath}: cannot parse the manifest ({e}); re-run `torchport data pack`") from None
-        if manifest.get("format") != FORMAT_NAME:
-            raise ShardFormatError(f"{mpath}: format {manifest.get('format')!r} is not {FORMAT_NAME!r}")
-        if manifest.get("version") != FORMAT_VERSION:
-            raise ShardFormatError(
-                f"{mpath}: shard format version {manifest.get('version')!r} is not supported "
-                f"(this torchport reads version {FORMAT_VERSION}); re-pack with this torchport"
-            )
-        if manifest.get("mode") not in MODES:
-            raise ShardFormatError(f"{mpath}: unknown mode {manifest.get('mode')!r}")
+        cls._check_manifest(manifest, str(mpath))
         ipath = root / manifest["index"]["file"]
         if verify != "none":
             if not ipath.is_file():
@@ -324,9 +323,38 @@ class ShardSet:
 
     @staticmethod
     def _check_index(index: np.ndarray, manifest: dict[str, Any], where: Any) -> None:
-        """Raise ShardFormatError unless the index has the expected dtype and the manifest's sample count."""
+        """Raise ShardFormatError unless every index row is usable: the expected dtype and sample count,
+        shard ids of existing shards, byte ranges inside their shard, labels inside the class list and,
+        for predecoded pixels, ``height * width * 3`` bytes -- checked vectorised, before any sample is read."""
+        fix = "the index does not match its manifest; re-run `torchport data pack`"
         if index.dtype != INDEX_DTYPE or len(index) != manifest["num_samples"]:
-            raise ShardFormatError(f"{where}: index has dtype/length {index.dtype}/{len(index)}, manifest says {manifest['num_samples']} samples")
+            raise ShardFormatError(f"{where}: index has dtype/length {index.dtype}/{len(index)}, manifest says "
+                                   f"{manifest['num_samples']} samples; {fix}")
+        if not len(index):
+            return
+        nshards, nclasses = len(manifest["shards"]), len(manifest["classes"])
+        sizes = np.array([int(s.get("bytes", 0)) for s in manifest["shards"]] or [0], dtype=np.int64)
+        shard = index["shard"].astype(np.int64)
+        end = index["offset"].astype(np.int64) + index["nbytes"].astype(np.int64)
+        label = index["label"].astype(np.int64)
+        checks = [
+            (shard >= nshards, lambda i: f"shard id {int(shard[i])} but the manifest lists {nshards} shard(s)"),
+            (end > sizes[np.minimum(shard, len(sizes) - 1)],
+             lambda i: f"bytes {int(index['offset'][i])}..{int(end[i])} lie past the end of its shard "
+                       f"({int(sizes[min(int(shard[i]), len(sizes) - 1)])} bytes)"),
+            ((label < 0) | (label >= nclasses), lambda i: f"label {int(label[i])} is outside the {nclasses} class(es) "
+                                                          f"0..{nclasses - 1}"),
+        ]
+        if manifest["mode"] == "predecoded":
+            px = index["height"].astype(np.int64) * index["width"].astype(np.int64) * 3
+            checks.append((px != index["nbytes"].astype(np.int64),
+                           lambda i: f"{int(index['height'][i])}x{int(index['width'][i])} pixels need {int(px[i])} "
+                                     f"bytes but the row says {int(index['nbytes'][i])}"))
+        for bad, say in checks:
+            rows = np.flatnonzero(bad)
+            if len(rows):
+                more = f" (and {len(rows) - 1} more row(s))" if len(rows) > 1 else ""
+                raise ShardFormatError(f"{where}: index row {int(rows[0])}: {say(int(rows[0]))}{more}; {fix}")
 
     def _verify_open(self, verify: str) -> None:
         """Run the ``verify`` level chosen at open time and raise on the first failed check."""
@@ -338,6 +366,10 @@ class ShardSet:
 
     @staticmethod
     def _check_manifest(manifest: dict[str, Any], where: str) -> None:
+        """Raise ShardFormatError unless ``manifest`` is a readable torchport manifest with every key the
+        reader uses, of the right type (a hand-edited or truncated manifest must not end in a KeyError)."""
+        if not isinstance(manifest, dict):
+            raise ShardFormatError(f"{where}: the manifest is not a JSON object; re-run `torchport data pack`")
         if manifest.get("format") != FORMAT_NAME:
             raise ShardFormatError(f"{where}: format {manifest.get('format')!r} is not {FORMAT_NAME!r}")
         if manifest.get("version") != FORMAT_VERSION:
@@ -345,6 +377,21 @@ class ShardSet:
                                    f"(this torchport reads version {FORMAT_VERSION}); re-pack with this torchport")
         if manifest.get("mode") not in MODES:
             raise ShardFormatError(f"{where}: unknown mode {manifest.get('mode')!r}")
+        shards, index = manifest.get("shards"), manifest.get("index")
+        problems = [f"{key!r} ({kind})" for key, kind, ok in (
+            ("num_samples", "an integer", isinstance(manifest.get("num_samples"), int)),
+            ("classes", "a list of class names", isinstance(manifest.get("classes"), list)),
+            ("index", "{file, sha256}", isinstance(index, dict) and isinstance(index.get("file"), str)
+             and isinstance(index.get("sha256"), str)),
+            ("shards", "a list of {file, samples, bytes, sha256}", isinstance(shards, list) and all(
+                isinstance(s, dict) and isinstance(s.get("file"), str) and isinstance(s.get("bytes"), int)
+                and isinstance(s.get("samples"), int) and isinstance(s.get("sha256"), str) for s in shards)),
+        ) if not ok]
+        if problems:
+            raise ShardFormatError(f"{where}: manifest key {', '.join(problems)} is missing or malformed; "
+                                   "re-run `torchport data pack`")
+        if any(os.sep in s["file"] or "/" in s["file"] or s["file"] in ("", ".", "..") for s in shards):
+            raise ShardFormatError(f"{where}: a shard file name leaves the shard directory; re-run `torchport data pack`")
 
     def prefetch(self, indices: Iterable[int]) -> int:
         """Fetch (concurrently) whatever the samples ``indices`` need from the store; no-op for local shards."""
@@ -412,7 +459,7 @@ class ShardSet:
             checked.append("sample crc32")
             for i in range(len(self)):
                 try:
-                    buf = self.raw(i)
+                    buf = self.raw(i, check=False)
                 except ShardCorruptError as e:
                     problems.append(str(e))
                     continue
@@ -454,23 +501,37 @@ class ShardSet:
             self._maps[sid] = mm
         return mm
 
-    def raw(self, i: int) -> np.ndarray:
-        """The stored bytes of sample ``i`` as a zero-copy uint8 view.
+    def raw(self, i: int, *, check: bool = True) -> np.ndarray:
+        """The stored bytes of sample ``i`` as a zero-copy uint8 view, checked against its crc32.
+
+        Args:
+            check: compare the bytes with the crc32 recorded at packing time (default; ~7 GB/s) on the
+                sample's first read in this process; later reads here return the verified bytes.
 
         Raises:
             ShardCorruptError: the sample runs past the end of its shard (truncated file);
                 the message names the shard and the byte offset.
+            SampleChecksumError: the bytes differ from what was packed (damaged shard or object).
         """
+        import zlib
+
         sid, off, n = int(self._shard_col[i]), int(self._offset_col[i]), int(self._nbytes_col[i])
         if self.remote is not None:  # streamed through the node's block cache
-            return np.frombuffer(self.remote.read(sid, off, off + n), dtype=np.uint8)
-        mm = self._map(sid)
-        if off + n > mm.shape[0]:
-            raise ShardCorruptError(
-                f"{self.describe(i)}: needs bytes {off}..{off + n} but the shard has {mm.shape[0]} bytes "
-                "(truncated); run `torchport data verify` and re-pack or restore the shard"
-            )
-        return mm[off : off + n]
+            buf = np.frombuffer(self.remote.read(sid, off, off + n), dtype=np.uint8)
+        else:
+            mm = self._map(sid)
+            if off + n > mm.shape[0]:
+                raise ShardCorruptError(
+                    f"{self.describe(i)}: needs bytes {off}..{off + n} but the shard has {mm.shape[0]} bytes "
+                    "(truncated); run `torchport data verify` and re-pack or restore the shard"
+                )
+            buf = mm[off : off + n]
+        if check and not self._checked[i]:
+            if zlib.crc32(buf) & 0xFFFFFFFF != int(self.index["crc32"][i]):
+                raise SampleChecksumError(f"{self.describe(i)}: crc32 mismatch, the sample's bytes were damaged after "
+                                          "packing; run `torchport data verify` and re-pack or restore the shard")
+            self._checked[i] = True   # later epochs in this process read the same verified bytes
+        return buf
 
     def pixels(self, i: int) -> np.ndarray:
         """Sample ``i`` as an ``(H, W, 3)`` uint8 view (predecoded mode only)."""

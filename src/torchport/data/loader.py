@@ -308,6 +308,8 @@ class Loader:
     def _dataloader(self):
         import torch
 
+        from torchport.runtime.loader import quiet_worker
+
         persistent = self.cfg.persistent_workers and self.num_workers > 0
         if self._dl is None or not persistent:
             # fresh workers (first use, or non-persistent ones forked anew for every iteration) get
@@ -324,6 +326,7 @@ class Loader:
                 prefetch_factor=self.cfg.prefetch_factor if nw > 0 else None,
                 persistent_workers=self.cfg.persistent_workers and nw > 0,
                 collate_fn=_identity,
+                worker_init_fn=quiet_worker if nw > 0 else None,   # Ctrl-C: one line from the main process
             )
         return self._dl
 

@@ -35,9 +35,9 @@ from typing import Any, Callable
 
 import numpy as np
 
-from torchport.data.decode import add_restart_markers, decode_any, is_jpeg
+from torchport.data.decode import add_restart_markers, check_pixels, decode_any, is_jpeg
 from torchport.data.errors import SourceError
-from torchport.data.folder import IMAGE_EXTENSIONS, list_class_files, list_classes
+from torchport.data.folder import IMAGE_EXTENSIONS, broken_links, list_class_files, list_classes
 from torchport.data.format import MODES, ShardWriter
 
 __all__ = ["PackConfig", "pack", "pack_splits", "scan_image_folder", "resize_shorter", "IMG_EXTENSIONS", "split_dirs"]
@@ -176,6 +176,7 @@ def _convert_one(path: str, mode: str, size: int, max_size: int | None, quality:
     except OSError as e:
         return None, 0, 0, f"unreadable: {e}", None, None
     try:
+        check_pixels(data)   # header only: a decompression bomb is skipped before any pixel is allocated
         if mode == "jpeg" and is_jpeg(data):
             try:
                 img = simplejpeg.decode_jpeg(data, colorspace="RGB")  # strict: also catches truncation
@@ -302,6 +303,9 @@ def pack(
         shutil.rmtree(tmp, ignore_errors=True)
         raise SourceError(f"every file under {src} failed to decode (first: {skipped[0]['path']}: {skipped[0]['reason']})")
     manifest = writer.close()
+    # broken links where class folders are expected: reported, never silently dropped
+    links = [{"path": p, "reason": "broken symbolic link (missing target or a loop): not a class folder"}
+             for p in broken_links(src)]
     report = {
         "source": str(src),
         "destination": str(dst),
@@ -309,8 +313,8 @@ def pack(
         "config": dataclasses.asdict(cfg),
         "files_seen": len(items),
         "written": manifest["num_samples"],
-        "skipped": len(skipped),
-        "skipped_files": skipped,
+        "skipped": len(skipped) + len(links),
+        "skipped_files": links + skipped,
         "reencoded": len(reencoded),
         "reencoded_files": reencoded,
         "restart_markers": restarts,

@@ -394,7 +394,8 @@ def parse_env(value: str | None) -> int | None:
     except ValueError:
         raise ConfigError(f"environment variable {ENV_VAR}={value!r}: device count {count!r} is not an integer (e.g. {ENV_VAR}=npu:2)") from None
     if n < 1:
-        raise ConfigError(f"environment variable {ENV_VAR}={value!r}: the device count must be at least 1")
+        raise ConfigError(f"environment variable {ENV_VAR}={value!r}: the device count must be at least 1 "
+                          f"(e.g. {ENV_VAR}=npu:2, or unset it to run without the emulator)")
     return n
 
 

@@ -224,5 +224,16 @@ def _walk(shown: Path, full: Path, stack: list[IgnoreRules], excl: IgnoreRules |
             continue
         if is_dir:
             yield from _walk(shown / entry.name, child, stack, excl, respect_gitignore)
-        elif entry.is_file():
+        elif _file_or_broken(entry):
             yield shown / entry.name
+
+
+def _file_or_broken(entry: os.DirEntry) -> bool:
+    """A regular file (or a link to one) -- or a broken link (loop, missing target), which is yielded so
+    that reading it fails and is reported for that one file instead of ending the walk with a traceback."""
+    try:
+        if entry.is_file():
+            return True
+    except OSError:        # ELOOP: a link to itself
+        pass
+    return entry.is_symlink() and not os.path.exists(entry.path)

@@ -85,15 +85,42 @@ def _init_worker(options: Options) -> None:
     _worker_options = options
 
 
-def _read(path: str) -> tuple[str, str]:
-    """Text and encoding of a Python file (PEP 263 cookie or BOM, else UTF-8)."""
+def _read(path: str) -> tuple[str, str, bytes]:
+    """Text, encoding and raw bytes of a Python file (PEP 263 cookie or BOM, else UTF-8)."""
     with open(path, "rb") as fh:
         data = fh.read()
     encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
     text = data.decode(encoding)
     if encoding == "utf-8-sig":
         text = text.lstrip("\ufeff")
-    return text, encoding
+    return text, encoding, data
+
+
+#: CPython refuses more than 200 nested brackets ("too many nested parentheses"); LibCST's native
+#: parser has no such limit and overflows its stack (SIGSEGV) on a few thousand.
+MAX_BRACKET_DEPTH = 200
+_BRACKETS = re.compile(r"[][(){}]")
+#: a line this long (generated code) is parsed in a process of its own, whose crash costs only that file
+_LONG_LINE = re.compile(r"[^\n]{10000}")
+
+
+def nesting_problem(text: str) -> str | None:
+    """A one-line reason when ``text`` is nested deeper than Python itself accepts, else None.
+
+    Cheap (one regex pass over the brackets); a count inflated by brackets inside strings or comments
+    is confirmed by CPython's own parser before the file is refused.
+    """
+    depth = deepest = 0
+    for m in _BRACKETS.finditer(text):
+        depth += 1 if m.group() in "([{" else -1
+        deepest = max(deepest, depth)
+    if deepest <= MAX_BRACKET_DEPTH:
+        return None
+    try:
+        compile(text, "<scan>", "exec", flags=0x400, dont_inherit=True)   # ast.PyCF_ONLY_AST
+    except (SyntaxError, RecursionError, MemoryError, ValueError) as exc:
+        return f"too deeply nested to analyse ({deepest} levels of brackets; Python refuses it too: {exc.msg if isinstance(exc, SyntaxError) else type(exc).__name__})"
+    return None
 
 
 def unified_diff(path: str, before: str, after: str) -> str:
@@ -153,10 +180,14 @@ def run_source(text: str, path: str = "-", options: Options | None = None) -> Re
     """Scan (and with ``options.fix`` fix) one in-memory source, e.g. stdin; nothing is written."""
     t0 = time.perf_counter()
     options = dataclasses.replace(options or Options(), write=False)
-    try:
-        result = analyze_text(text, path, options)
-    except RecursionError:
-        result = FileResult(path=path, error=FileError(path=path, message="too deeply nested to analyse"))
+    problem = nesting_problem(text)     # LibCST would crash this process (SIGSEGV)
+    if problem is None:
+        try:
+            result = analyze_text(text, path, options)
+        except RecursionError:
+            problem = "too deeply nested to analyse"
+    if problem is not None:
+        result = FileResult(path=path, error=FileError(path=path, message=problem))
     return Report.from_results([result], seconds=time.perf_counter() - t0)
 
 
@@ -164,9 +195,15 @@ def process_file(path: str, options: Options | None = None) -> FileResult:
     """Analyse one file per ``options`` (and write it back when ``options.write``)."""
     options = options or _worker_options or Options()
     try:
-        text, encoding = _read(path)
+        text, encoding, data = _read(path)
     except (OSError, SyntaxError, UnicodeDecodeError, LookupError) as exc:
         return FileResult(path=path, error=FileError(path=path, message=f"could not read: {exc}"))
+    deep = nesting_problem(text)
+    if deep is not None:   # LibCST would crash the process (SIGSEGV): one line for this file instead
+        return FileResult(path=path, error=FileError(path=path, message=deep))
+    if _worker_options is None and _LONG_LINE.search(text):
+        # generated code with huge expressions can still crash the native parser: not in this process
+        return _isolated(path, options)
     try:
         result = analyze_text(text, path, options)
     except RecursionError:
@@ -174,7 +211,7 @@ def process_file(path: str, options: Options | None = None) -> FileResult:
     except Exception as exc:  # a scanner bug must not stop the other files; it is reported
         return FileResult(path=path, error=FileError(path=path, message=f"internal error: {type(exc).__name__}: {exc}"))
     if result.fixed_source is not None and options.write:
-        problem = write_back(path, result.fixed_source, encoding)
+        problem = write_back(path, result.fixed_source, encoding, expected=data)
         if problem is not None:
             # nothing was written: report the findings as they stand in the file, plus the error
             result = analyze_text(text, path, dataclasses.replace(options, fix=False, write=False))
@@ -182,28 +219,57 @@ def process_file(path: str, options: Options | None = None) -> FileResult:
     return result
 
 
-def write_back(path: str, text: str, encoding: str) -> str | None:
+def write_back(path: str, text: str, encoding: str, *, expected: bytes | None = None) -> str | None:
     """Atomically replace the file at ``path`` (its symlink target, when it is a link) with ``text``.
 
-    Returns None on success, or a one-line reason (``could not write: ...``) when the file could
-    not be replaced -- then the file is untouched and no temporary file is left behind.
+    With ``expected`` (the bytes the fix was computed from), the file is replaced only if it still
+    holds exactly those bytes: compare-and-swap under a per-file lock, so an edit made while the fix
+    ran, or a concurrent ``torchport fix``, is never overwritten.
+
+    Returns None on success, or a one-line reason (``could not write: ...``, ``changed since it was
+    read ...``) -- then the file is untouched and no temporary file is left behind.
     """
+    import tempfile
+
     real = os.path.realpath(path)      # fix the target; the link stays a link
-    tmp = f"{real}.torchport-tmp"
+    where = f" (link target {real})" if real != os.path.abspath(path) else ""
+    tmp = None
     try:
-        if not os.access(real, os.W_OK):
-            raise PermissionError(13, "Permission denied (the file is read-only)", real)
-        with open(tmp, "w", encoding=encoding, newline="") as fh:
-            fh.write(text)
-        shutil.copymode(real, tmp)  # an executable script stays executable
-        os.replace(tmp, real)
+        with _file_lock(real):
+            if not os.access(real, os.W_OK):
+                raise PermissionError(13, "Permission denied (the file is read-only)", real)
+            if expected is not None:
+                with open(real, "rb") as fh:
+                    if fh.read() != expected:
+                        return (f"changed since it was read{where} (edited meanwhile, or another `torchport fix` "
+                                "wrote it); nothing was written to this file -- run fix again")
+            fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(real)}.", suffix=".torchport-tmp",
+                                       dir=os.path.dirname(real))
+            with os.fdopen(fd, "w", encoding=encoding, newline="") as fh:
+                fh.write(text)
+            shutil.copymode(real, tmp)  # an executable script stays executable
+            os.replace(tmp, real)
+            tmp = None
     except OSError as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
         reason = exc.strerror or type(exc).__name__
-        where = f" (link target {real})" if real != os.path.abspath(path) else ""
         return f"could not write: {reason}{where}; nothing was changed in this file"
+    finally:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
     return None
+
+
+def _file_lock(real: str):
+    """An inter-process lock for one file, kept outside the user's tree (no lock file left in it)."""
+    import hashlib
+    import tempfile
+
+    from filelock import FileLock
+
+    folder = os.path.join(tempfile.gettempdir(), "torchport-fix-locks")
+    os.makedirs(folder, exist_ok=True)
+    return FileLock(os.path.join(folder, hashlib.sha256(real.encode()).hexdigest()[:32] + ".lock"), timeout=60)
 
 
 def _mp_context():
@@ -229,12 +295,44 @@ def run(paths: Sequence[str | os.PathLike], options: Options | None = None) -> R
     if jobs == 1 or len(files) < _PARALLEL_MIN_FILES:
         results = [process_file(f, options) for f in files]
     else:
-        # biggest files first, so no worker is left with a huge file at the end
-        order = sorted(files, key=lambda f: -_size(f))
+        results = _run_pool(files, options, jobs)
+    return Report.from_results(results, seconds=time.perf_counter() - t0)
+
+
+def _run_pool(files: list[str], options: Options, jobs: int) -> list[FileResult]:
+    """``process_file`` over ``files`` in worker processes. A worker killed by a file (a native parser
+    crash, the OOM killer) must not cost the other files their results: whatever the broken pool did
+    not return is processed again, one file per fresh process, and a file that kills its own process
+    is reported as such -- one line for that file, every other file scanned (and written) as usual."""
+    # biggest files first, so no worker is left with a huge file at the end
+    order = sorted(files, key=lambda f: -_size(f))
+    done: dict[str, FileResult] = {}
+    try:
         with concurrent.futures.ProcessPoolExecutor(max_workers=jobs, mp_context=_mp_context(),
                                                     initializer=_init_worker, initargs=(options,)) as pool:
-            results = list(pool.map(process_file, order, chunksize=max(1, min(16, len(order) // (jobs * 8)))))
-    return Report.from_results(results, seconds=time.perf_counter() - t0)
+            futures = {pool.submit(process_file, f): f for f in order}
+            for fut in concurrent.futures.as_completed(futures):
+                try:
+                    done[futures[fut]] = fut.result()
+                except concurrent.futures.process.BrokenProcessPool:
+                    pass
+    except concurrent.futures.process.BrokenProcessPool:
+        pass
+    for f in order:
+        if f not in done:
+            done[f] = _isolated(f, options)
+    return [done[f] for f in order]
+
+
+def _isolated(path: str, options: Options) -> FileResult:
+    """``process_file(path)`` in a process of its own; its death becomes this file's error."""
+    with concurrent.futures.ProcessPoolExecutor(max_workers=1, mp_context=_mp_context(),
+                                                initializer=_init_worker, initargs=(options,)) as pool:
+        try:
+            return pool.submit(process_file, path).result()
+        except concurrent.futures.process.BrokenProcessPool:
+            return FileResult(path=path, error=FileError(
+                path=path, message="the parser crashed on this file (its process died); nothing was changed in it"))
 
 
 def _size(path: str) -> int:

@@ -180,6 +180,7 @@ def capture(
         state["model"] = unwrap_model(model).state_dict()
     if optimizer is not None:
         state["optimizer"] = optimizer.state_dict()
+        state["optimizer_type"] = type(optimizer).__name__   # so a resume with another optimizer is refused
     if amp is not None:
         state["scaler"] = amp.state_dict()
     elif scaler is not None:
@@ -209,6 +210,7 @@ def restore(
     scheduler: Any = None,
     rng: bool = True,
     strict: bool = True,
+    source: str | os.PathLike | None = None,
 ) -> dict[str, Any]:
     """Load a :func:`capture` dict into live objects on the current device.
 
@@ -219,23 +221,33 @@ def restore(
     Returns:
         The ``progress`` dict (empty when the checkpoint has none).
 
+    Args:
+        source: where ``state`` was read from; named in every error message.
+
     Raises:
-        CheckpointError: an object was passed but the checkpoint has no state for it, or the
-            model keys do not match (``strict``).
+        CheckpointError: an object was passed but the checkpoint has no state for it, the model
+            keys or shapes do not match (``strict``; the message lists them), or the optimizer is
+            of another kind than the one that wrote the checkpoint.
     """
+    name = f"checkpoint {source}" if source is not None else "checkpoint"
+    fix = "resume with the settings the checkpoint was written with (model, classes, optimizer), or start a new run"
 
     def part(key: str) -> Any:
         if key not in state:
-            raise CheckpointError(f"checkpoint has no {key!r} state (it has: {', '.join(sorted(state))})")
+            raise CheckpointError(f"{name} has no {key!r} state (it has: {', '.join(sorted(state))})")
         return state[key]
 
     if model is not None:
+        target = unwrap_model(model)
+        if strict:
+            _check_model_fits(target, part("model"), name, fix)
         try:
-            unwrap_model(model).load_state_dict(part("model"), strict=strict)
+            target.load_state_dict(part("model"), strict=strict)
         except RuntimeError as exc:
-            raise CheckpointError(f"checkpoint model weights do not fit this model: {exc}") from None
+            first = " ".join(str(exc).split())
+            raise CheckpointError(f"{name}: model weights do not fit {type(target).__name__}: {first[:300]}; {fix}") from None
     if optimizer is not None:
-        optimizer.load_state_dict(part("optimizer"))
+        _load_optimizer(optimizer, part("optimizer"), state.get("optimizer_type"), name, fix)
     if amp is not None:
         amp.load_state_dict(state.get("scaler") or {})
     elif scaler is not None and state.get("scaler"):
@@ -249,6 +261,42 @@ def restore(
 
         set_rng_state(state["rng"])
     return dict(state.get("progress") or {})
+
+
+def _check_model_fits(model: Any, saved: Mapping[str, Any], name: str, fix: str) -> None:
+    """Raise CheckpointError listing missing / unexpected keys and shape mismatches (a few of each)."""
+    mine = model.state_dict()
+    missing = [k for k in mine if k not in saved]
+    unexpected = [k for k in saved if k not in mine]
+    shapes = [f"{k} {tuple(saved[k].shape)} in the checkpoint vs {tuple(v.shape)} here" for k, v in mine.items()
+              if k in saved and hasattr(saved[k], "shape") and hasattr(v, "shape") and tuple(saved[k].shape) != tuple(v.shape)]
+    parts = [f"{len(keys)} {what} ({', '.join(keys[:3])}{', ...' if len(keys) > 3 else ''})"
+             for what, keys in (("shape mismatch(es)", shapes), ("key(s) missing from the checkpoint", missing),
+                                ("unexpected key(s)", unexpected)) if keys]
+    if parts:
+        raise CheckpointError(f"{name}: model weights do not fit this {type(model).__name__}: {'; '.join(parts)}; {fix}")
+
+
+def _load_optimizer(optimizer: Any, saved: Mapping[str, Any], saved_type: str | None, name: str, fix: str) -> None:
+    """``optimizer.load_state_dict(saved)``, refusing a state written by another kind of optimizer (which
+    would load silently and fail at the first step with a KeyError such as ``'momentum'``)."""
+    mine = type(optimizer).__name__
+    if saved_type is not None and saved_type != mine:
+        raise CheckpointError(f"{name} holds {saved_type} optimizer state but this run uses {mine}; {fix}")
+    groups = saved.get("param_groups") if isinstance(saved, Mapping) else None
+    if not isinstance(groups, list) or len(groups) != len(optimizer.param_groups):
+        raise CheckpointError(f"{name}: its optimizer state has {len(groups) if isinstance(groups, list) else 'no'} "
+                              f"parameter group(s), this {mine} has {len(optimizer.param_groups)}; {fix}")
+    try:
+        optimizer.load_state_dict(saved)
+    except (ValueError, KeyError, RuntimeError) as exc:
+        raise CheckpointError(f"{name}: optimizer state does not fit this {mine}: {exc}; {fix}") from None
+    # A state from another optimizer kind (older checkpoints do not record it) lacks this one's hyperparameters;
+    # version-added keys were filled in by the optimizer's __setstate__ during the load.
+    absent = sorted({k for g in optimizer.param_groups for k in optimizer.defaults if k not in g})
+    if absent:
+        raise CheckpointError(f"{name}: optimizer state lacks {mine}'s setting(s) {', '.join(absent)} "
+                              f"(written by another optimizer?); {fix}")
 
 
 def _normalise_scaler_state(s: Mapping[str, Any], *, dynamic: bool) -> dict[str, Any]:
@@ -353,11 +401,11 @@ def _is_url(path: Any) -> bool:
 
 
 def _staging_file(name: str) -> Path:
-    import tempfile
+    """A local temp file for one object-store transfer, ``.torchport-staging-<pid>-<random>-<name>``; staging
+    files of processes killed mid-upload are removed first (:mod:`torchport._tmpfiles`)."""
+    from torchport._tmpfiles import mkstemp_owned
 
-    fd, tmp = tempfile.mkstemp(prefix=f".{name}{_TMP_MARK}", dir=os.environ.get("TORCHPORT_STORAGE_STAGING"))
-    os.close(fd)
-    return Path(tmp)
+    return mkstemp_owned(".torchport-staging-", os.environ.get("TORCHPORT_STORAGE_STAGING"), suffix=f"-{name}")
 
 
 def _save_remote(state: Mapping[str, Any], url: str) -> str:

@@ -80,7 +80,19 @@ def loader_kwargs(
     return kw
 
 
+def quiet_worker(worker_id: int = 0) -> None:
+    """``worker_init_fn`` part every torchport DataLoader runs: ignore SIGINT in the worker.
+
+    Ctrl-C reaches every process of the terminal's group: the main process stops the run (one line) and
+    shuts its workers down; a worker must not print its own KeyboardInterrupt traceback on the way out.
+    """
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def _seed_worker(worker_id: int, *, base_seed: int, rank: int) -> None:
     from torchport.runtime.seed import seed_worker
 
+    quiet_worker(worker_id)
     seed_worker(worker_id, base_seed=base_seed, rank=rank)

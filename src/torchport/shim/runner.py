@@ -165,10 +165,42 @@ def _run(config: RunConfig, user_paths: list) -> int:
     from torchport.shim import child
 
     # interpreters the script starts (mp.spawn ...) install the same shim at start-up and leave their reports here
-    children = tempfile.mkdtemp(prefix="torchport-run-")
+    from torchport._tmpfiles import mkdtemp_owned
+
+    children = mkdtemp_owned("torchport-run-")   # a run killed outright leaves it; the next run removes it
     saved_env = os.environ.get(child.ENV)
     os.environ[child.ENV] = child.settings(device=config.device, require_accelerator=config.require_accelerator,
                                            user_paths=user_paths, report_dir=children)
+    finished = []
+
+    def finish() -> None:
+        """Restore the environment, gather the children's reports, remove the temp dir, emit -- once."""
+        if finished:
+            return
+        finished.append(True)
+        if saved_env is None:
+            os.environ.pop(child.ENV, None)
+        else:
+            os.environ[child.ENV] = saved_env
+        child.collect(shim.report, children)
+        shutil.rmtree(children, ignore_errors=True)
+        _emit(shim.report, config)
+
+    # A script may leave through os._exit(N), which skips every `finally` and atexit handler: the report
+    # would silently be missing and the temp dir left behind. Finish first -- in this process only, never
+    # in a forked child (a DataLoader worker, an mp.Process) that inherits the wrapper.
+    real_exit, parent = os._exit, os.getpid()
+
+    def _exit(status: int) -> None:
+        if os.getpid() == parent:
+            try:
+                finish()
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
+        real_exit(status)
+
+    os._exit = _exit
     try:
         if config.module:
             runpy.run_module(config.target, run_name="__main__", alter_sys=True)
@@ -182,13 +214,9 @@ def _run(config: RunConfig, user_paths: list) -> int:
         traceback.print_exc()
         code = 1
     finally:
-        if saved_env is None:
-            os.environ.pop(child.ENV, None)
-        else:
-            os.environ[child.ENV] = saved_env
-        child.collect(shim.report, children)
-        shutil.rmtree(children, ignore_errors=True)
-        _emit(shim.report, config)
+        if os._exit is _exit:
+            os._exit = real_exit
+        finish()
     return code
 
 

@@ -171,6 +171,7 @@ def train(cfg: TrainConfig, *, callbacks: Sequence[Callable[..., None]] = ()) ->
         micro = train_loader.state_dict()["batches_done"]      # micro-batches consumed in this epoch
         resume_loader = None
         skipped_before = len(train_loader.stats.skipped) + len(val_loader.stats.skipped)
+        step_before = step
         model.train()
         ui.start_epoch(epoch, cfg.epochs, steps_per_epoch, done=micro // cfg.accum_steps)
         meter.start_epoch()
@@ -229,6 +230,8 @@ def train(cfg: TrainConfig, *, callbacks: Sequence[Callable[..., None]] = ()) ->
             if step_in_epoch >= steps_per_epoch or step >= total_steps:
                 break   # trailing micro-batches that cannot fill an accumulation group are dropped
         ui.end_epoch()
+        if step == step_before:
+            _stop_no_steps(epoch, train_loader.stats.skipped[skipped_before:], inputs.root)
         epoch_time = time.perf_counter() - meter.t_epoch
 
         # ---- 7. Evaluate ------------------------------------------------------------------------------
@@ -447,17 +450,31 @@ def _epoch_line(epoch, epochs, last, ips, secs) -> str:
 def _report_run(run: _Run, result: TrainResult) -> None:
     """Rank 0's wrap-up: best val top-1 over every epoch of the run dir (resumed runs included),
     ``curves.png``, ``summary.json``, the ``run`` record and one closing line."""
-    import json
-
+    from torchport._json import write_json
+    from torchport.errors import WriteError
     from torchport.train.metrics import epoch_records, summary_line, write_curves
 
     records = epoch_records(run.run_dir)        # metrics.jsonl is line-buffered: this run's epochs are in
     tops = [r["val_top1"] for r in records if isinstance(r.get("val_top1"), (int, float))]
     result.best_val_top1 = max(tops) if tops else None
-    write_curves(run.run_dir, records)
-    (run.run_dir / "summary.json").write_text(json.dumps(dataclasses.asdict(result), indent=2) + "\n")
-    run.log.write("run", **dataclasses.asdict(result))
+    try:
+        write_json(run.run_dir / "summary.json", dataclasses.asdict(result))
+        write_curves(run.run_dir, records)
+        run.log.write("run", **dataclasses.asdict(result))
+    except (WriteError, OSError) as exc:  # disk full after training: the checkpoint is safe, say so
+        raise WriteError(f"training finished (last checkpoint {result.last_checkpoint or '-'}) but the run summary "
+                         f"could not be written: {exc}") from None
     run.ui.print(summary_line(result, result.best_val_top1))
+
+
+def _stop_no_steps(epoch: int, skipped: list, data: str) -> None:
+    """An epoch that took no optimizer step trained on nothing: that is an error, never a success."""
+    from torchport.train.data import DataError
+
+    why = (f"all {len(skipped)} sample(s) read were skipped as unreadable (first: {skipped[0][1]})" if skipped
+           else "the training loader yielded no full batch")
+    raise DataError(f"epoch {epoch + 1} took no optimizer step: {why}; run `torchport data verify {data}`, "
+                    "then re-pack or restore the data")
 
 
 def _report_bad(ui, log, epoch, paths, count, skipped) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import os
 import sys
 import time
 from pathlib import Path
@@ -41,13 +42,30 @@ def topk_correct(logits, labels, ks: tuple[int, ...] = (1, 5)) -> list[Any]:
 
 
 def read_jsonl(path: str | Path, kind: str | None = None) -> list[dict[str, Any]]:
-    """Records of a ``metrics.jsonl`` (optionally only one ``kind``)."""
-    out = []
-    for line in Path(path).read_text().splitlines():
-        if line.strip():
+    """Records of a ``metrics.jsonl`` (optionally only one ``kind``).
+
+    A line that is not a JSON object -- the torn last record of a run killed mid-write -- is skipped
+    with one warning naming the file and the line; the records around it are kept.
+    """
+    out, torn = [], []
+    for no, line in enumerate(Path(path).read_text(errors="replace").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
             rec = json.loads(line)
-            if kind is None or rec.get("kind") == kind:
-                out.append(rec)
+        except ValueError:
+            rec = None
+        if not isinstance(rec, dict):
+            torn.append(no)
+            continue
+        if kind is None or rec.get("kind") == kind:
+            out.append(rec)
+    if torn:
+        import logging
+
+        logging.getLogger("torchport.train").warning(
+            "%s: skipped %d unreadable line(s) (line %s; a run killed mid-write leaves one)", path, len(torn),
+            ", ".join(map(str, torn[:5])))
     return out
 
 
@@ -124,7 +142,7 @@ class MetricsLogger:
         if not enabled:
             return
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        self._jsonl = open(self.run_dir / "metrics.jsonl", "a", buffering=1)
+        self._jsonl = self._guarded(lambda: _open_append(self.run_dir / "metrics.jsonl"), "metrics.jsonl")
         self._csv: dict[str, tuple[Any, Any]] = {}
         if tensorboard is not False:
             try:
@@ -136,10 +154,27 @@ class MetricsLogger:
                 if tensorboard:
                     raise
 
+    def _guarded(self, fn, name: str):
+        """``fn()``, with an OS error (disk full, read-only) turned into one WriteError naming the file."""
+        from torchport.errors import WriteError
+
+        try:
+            return fn()
+        except OSError as exc:
+            raise WriteError(f"cannot write {self.run_dir / name}: {exc.strerror or exc}; free space or pass "
+                             "--run-dir on another file system (checkpoints written so far are kept)") from None
+
     def write(self, kind: str, **values: Any) -> None:
-        """Record one row: JSONL always, CSV for known kinds, TensorBoard scalars for numbers."""
+        """Record one row: JSONL always, CSV for known kinds, TensorBoard scalars for numbers.
+
+        Raises:
+            WriteError: the disk is full or the run directory turned read-only (names the file).
+        """
         if not self.enabled:
             return
+        self._guarded(lambda: self._write(kind, values), "metrics.jsonl" if kind not in CSV_COLUMNS else f"{kind}s.csv")
+
+    def _write(self, kind: str, values: dict[str, Any]) -> None:
         values.setdefault("time_s", round(time.time() - self.t0, 3))
         rec = {"kind": kind, **{k: _plain(v) for k, v in values.items()}}
         self._jsonl.write(json.dumps(rec) + "\n")
@@ -169,6 +204,18 @@ class MetricsLogger:
         self._csv.clear()
         if self.tb is not None:
             self.tb.close()
+
+
+def _open_append(path: Path):
+    """Open a JSONL file for appending, first ending a torn last line (a run killed mid-write) so the
+    next record starts on a line of its own instead of being glued to the fragment."""
+    fh = open(path, "a+b", buffering=0)
+    if fh.tell() > 0:
+        fh.seek(-1, os.SEEK_END)
+        if fh.read(1) != b"\n":
+            fh.write(b"\n")
+    fh.close()
+    return open(path, "a", buffering=1)
 
 
 def _plain(v: Any) -> Any:

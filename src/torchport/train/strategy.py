@@ -93,7 +93,8 @@ class DdpStrategy(Strategy):
     def load(self, manager, path, *, model, optimizer, amp, scheduler):
         from torchport.runtime import checkpoint as ckpt
 
-        return ckpt.restore(ckpt.load(path), model=model, optimizer=optimizer, amp=amp, scheduler=scheduler)
+        return ckpt.restore(ckpt.load(path), model=model, optimizer=optimizer, amp=amp, scheduler=scheduler,
+                            source=path)   # mismatch messages name the checkpoint
 
 
 class FsdpStrategy(Strategy):

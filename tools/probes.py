@@ -1,0 +1,721 @@
+#!/usr/bin/env python3
+"""The probe battery (issue 24): try what a new user, a kill or an outage does to torchport, and print
+``probe -> verdict -> what the user saw``.
+
+Each probe runs the real ``torchport`` command (``python -m torchport``) in a fresh temp directory and
+judges the outcome by the project's rules: no traceback, no crash (signal exit), a documented exit code,
+one line naming the problem -- and above all no silent success (exit 0 with something lost or never
+done). Verdicts: ``ok``; ``FAIL: why``; ``skip: why`` (a prerequisite is missing here, e.g. moto's S3
+server for the object-store probes, or root for the tmpfs probes).
+
+Usage::
+
+    .venv/bin/python tools/probes.py                 # all probes, table on stdout
+    .venv/bin/python tools/probes.py -k fix -k scan  # probes whose name contains fix or scan
+    .venv/bin/python tools/probes.py --json out.json # also the rows as JSON
+
+Exit status: 0 when no probe failed, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import hashlib
+import json
+import os
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+from typing import Callable
+
+PY = sys.executable
+TINY = ["--model", "tinycnn", "--image-size", "32", "--batch-size", "8", "--epochs", "1", "--workers", "0",
+        "--progress", "plain", "--no-tensorboard", "--log-every", "1"]
+CUDA = 'import torch\nx = torch.randn(3).cuda()\ny = torch.device("cuda")\n'
+CRASH_EXITS = {139, 134, -11, -6, -9, 137}
+
+
+@dataclasses.dataclass
+class Res:
+    code: int
+    out: str
+    err: str
+
+    @property
+    def text(self) -> str:
+        return self.out + self.err
+
+
+def tp(*args, cwd, env=None, timeout=300, extra_env=None) -> Res:
+    e = dict(env or ENV)
+    e.update(extra_env or {})
+    try:
+        p = subprocess.run([PY, "-m", "torchport", *map(str, args)], cwd=cwd, env=e, capture_output=True, text=True,
+                           timeout=timeout)
+    except subprocess.TimeoutExpired as exc:
+        return Res(124, (exc.stdout or b"").decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or ""),
+                   f"(timed out after {timeout}s)")
+    return Res(p.returncode, p.stdout, p.stderr)
+
+
+def seen(res: Res, prefer: str | None = None) -> str:
+    """The line a user reads: an ``error:`` line, else one containing ``prefer``, else the last line."""
+    lines = [ln.strip() for ln in res.text.splitlines() if ln.strip()]
+    pick = ([ln for ln in lines if "error:" in ln] or [ln for ln in lines if prefer and prefer in ln] or lines[-1:]
+            or ["(no output)"])[0]
+    return pick[:150]
+
+
+def clean(res: Res) -> str | None:
+    """The generic rules: no traceback, no crash; None when both hold, else why not."""
+    if "Traceback (most recent call last)" in res.text:
+        return "traceback"
+    if res.code in CRASH_EXITS or res.code < 0:
+        return f"crashed (exit {res.code})"
+    if res.code == 124:
+        return "timed out"
+    return None
+
+
+def judge(res: Res, ok_codes, *, prefer=None, also: Callable[[], str | None] | None = None) -> tuple[str, str]:
+    why = clean(res)
+    if why is None and res.code not in ok_codes:
+        why = f"exit {res.code}, expected {'/'.join(map(str, ok_codes))}"
+    if why is None and also is not None:
+        why = also()
+    return ("ok" if why is None else f"FAIL: {why}"), f"[exit {res.code}] {seen(res, prefer)}"
+
+
+# ---------------------------------------------------------------------------------------------- fixtures
+ENV = {k: v for k, v in os.environ.items() if not k.startswith("TORCHPORT_")}
+ENV.update(PYTHONWARNINGS="ignore", OMP_NUM_THREADS="1", COLUMNS="400")
+
+
+def folder(root: Path, classes=3, per_class=16) -> Path:
+    from torchport.data.synth import make_dataset
+
+    make_dataset(root, classes=classes, train_per_class=per_class, val_per_class=4, size=32)
+    return root
+
+
+def packed(tmp: Path, mode="predecoded") -> Path:
+    from torchport.data.pack import pack_splits
+
+    src = folder(tmp / "src")
+    pack_splits(src, tmp / "shards", mode=mode, workers=1, size=32)
+    return tmp / "shards"
+
+
+def reseal(root: Path, edit_index=None, edit_manifest=None) -> None:
+    import numpy as np
+
+    idx = np.load(root / "index.npy")
+    manifest = json.loads((root / "index.json").read_text())
+    if edit_index:
+        edit_index(idx)
+    np.save(root / "index.npy", idx, allow_pickle=False)
+    manifest["index"]["sha256"] = hashlib.sha256((root / "index.npy").read_bytes()).hexdigest()
+    if edit_manifest:
+        edit_manifest(manifest)
+    (root / "index.json").write_text(json.dumps(manifest))
+
+
+def garble(shard_dir: Path, sample=5) -> None:
+    import numpy as np
+
+    row = np.load(shard_dir / "index.npy")[sample]
+    with open(shard_dir / f"shard-{int(row['shard']):05d}.tps", "r+b") as f:
+        f.seek(int(row["offset"]) + int(row["nbytes"]) // 2)
+        f.write(b"\x5a" * 16)
+
+
+def bomb_jpeg(h=16000, w=16000) -> bytes:
+    import numpy as np
+    import simplejpeg
+
+    data = bytearray(simplejpeg.encode_jpeg(np.zeros((8, 8, 3), np.uint8), quality=50))
+    i = data.index(b"\xff\xc0")
+    data[i + 5:i + 9] = struct.pack(">HH", h, w)
+    return bytes(data)
+
+
+@contextlib.contextmanager
+def tmpfs(path: Path, size: str, ro: bool = False):
+    """A small tmpfs at ``path`` (root only); yields False when it cannot be mounted here."""
+    path.mkdir(parents=True, exist_ok=True)
+    opts = f"size={size}" + (",ro" if ro else "")
+    ok = os.geteuid() == 0 and subprocess.run(["mount", "-t", "tmpfs", "-o", opts, "tmpfs", str(path)],
+                                              capture_output=True).returncode == 0
+    try:
+        yield ok
+    finally:
+        if ok:
+            subprocess.run(["umount", "-l", str(path)], capture_output=True)
+
+
+class S3:
+    """moto's standalone S3 server on 127.0.0.1 (as s3fs's own tests use), started on first use."""
+
+    proc = None
+    url = None
+
+    @classmethod
+    def env(cls) -> dict[str, str] | None:
+        if cls.url is None:
+            try:
+                import boto3  # noqa: F401
+                import moto  # noqa: F401
+            except ImportError:
+                return None
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                port = s.getsockname()[1]
+            cls.proc = subprocess.Popen([PY, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            cls.url = f"http://127.0.0.1:{port}"
+            for _ in range(150):
+                try:
+                    urllib.request.urlopen(cls.url + "/moto-api/", timeout=1).read()
+                    break
+                except Exception:
+                    time.sleep(0.2)
+        return {**ENV, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "us-east-1",
+                "AWS_ENDPOINT_URL": cls.url, "TORCHPORT_STORAGE_BACKOFF_S": "0.01", "TORCHPORT_STORAGE_TIMEOUT_S": "5",
+                "TORCHPORT_STORAGE_RETRIES": "2"}
+
+    @classmethod
+    def bucket(cls) -> str:
+        import boto3
+
+        name = "probe-" + uuid.uuid4().hex[:10]
+        boto3.client("s3", endpoint_url=cls.url, region_name="us-east-1", aws_access_key_id="testing",
+                     aws_secret_access_key="testing").create_bucket(Bucket=name)
+        return name
+
+    @classmethod
+    def stop(cls) -> None:
+        if cls.proc is not None:
+            cls.proc.terminate()
+            cls.proc.wait(10)
+
+
+# ------------------------------------------------------------------------------------------------ probes
+PROBES: list[tuple[str, str, Callable[[Path], tuple[str, str]]]] = []
+
+
+def probe(name: str, what: str, *, s3: bool = False):
+    """Register a probe; with ``s3``, it gets the environment of a running S3 server (or is skipped)."""
+    def deco(fn):
+        def run(t):
+            if not s3:
+                return fn(t)
+            env = S3.env()
+            return ("skip: moto (S3 server) not installed", "") if env is None else fn(t, env)
+        PROBES.append((name, what, run))
+        return fn
+    return deco
+
+
+# -- data: read is checked ----------------------------------------------------------------------------
+@probe("shard-garbled-sample-local", "predecoded shard with damaged sample bytes (same size), then train")
+def _(t):
+    root = packed(t)
+    garble(root / "train")
+    r = tp("train", "--data", root, *TINY, "--run-dir", t / "run", cwd=t)
+
+    def trained_on_garbage():
+        if r.code == 0:
+            s = json.loads((t / "run" / "summary.json").read_text())
+            return None if s.get("bad_files") else "exit 0 and no damaged sample counted"
+        return None
+    return judge(r, {0, 3}, also=trained_on_garbage)
+
+
+def _packed_in_store(t: Path, env: dict, mode: str, damage: Callable[[bytearray, Path], None]) -> str:
+    """Pack a small ImageFolder to a fresh bucket, then rewrite each shard object with ``damage`` applied."""
+    import boto3
+
+    from torchport.data.pack import pack_splits
+
+    src = folder(t / "src")
+    url = f"s3://{S3.bucket()}/data"
+    old = dict(os.environ)
+    os.environ.update(env)
+    try:
+        from torchport.storage import store
+
+        store._CLIENTS.clear()
+        pack_splits(src, url, mode=mode, workers=1, size=32)
+    finally:
+        os.environ.clear()
+        os.environ.update(old)
+    s3 = boto3.client("s3", endpoint_url=S3.url, region_name="us-east-1", aws_access_key_id="testing",
+                      aws_secret_access_key="testing")
+    bucket = url.split("/")[2]
+    for obj in s3.list_objects_v2(Bucket=bucket)["Contents"]:
+        if obj["Key"].endswith(".tps"):
+            body = bytearray(s3.get_object(Bucket=bucket, Key=obj["Key"])["Body"].read())
+            damage(body, Path(obj["Key"]))
+            s3.put_object(Bucket=bucket, Key=obj["Key"], Body=bytes(body))
+    return url
+
+
+@probe("shard-garbled-jpeg-object-s3", "every sample of the JPEG shard objects in the store garbled, then train", s3=True)
+def _(t, env):
+    def zero(body, _key):
+        body[64:] = bytes(len(body) - 64)          # header intact, every sample zeroed
+    url = _packed_in_store(t, env, "jpeg", zero)
+    r = tp("train", "--data", url, *TINY, "--run-dir", t / "run", cwd=t, env={**env, "TORCHPORT_STORAGE_CACHE": str(t / "c")})
+    return judge(r, {3})
+
+
+@probe("shard-garbled-predecoded-object-s3", "a few pixels of predecoded shard objects in the store flipped, then train",
+       s3=True)
+def _(t, env):
+    def flip(body, _key):                          # same size, header intact: only the sample crc32s can tell
+        for off in range(4096, len(body), 40000):
+            body[off] ^= 0xFF
+    url = _packed_in_store(t, env, "predecoded", flip)
+    r = tp("train", "--data", url, *TINY, "--run-dir", t / "run", cwd=t, env={**env, "TORCHPORT_STORAGE_CACHE": str(t / "c")})
+
+    def counted():
+        if r.code != 0:
+            return None
+        s = json.loads((t / "run" / "summary.json").read_text())
+        return None if s.get("bad_files") else "exit 0 and no damaged sample counted (trained on garbage)"
+    return judge(r, {0, 3}, prefer="crc32", also=counted)
+
+
+@probe("shard-label-out-of-range", "index row with label 99 (3 classes), sha resealed; data verify + train")
+def _(t):
+    root = packed(t)
+    reseal(root / "train", edit_index=lambda i: i["label"].__setitem__(3, 99))
+    v = tp("data", "verify", root / "train", cwd=t)
+    if v.code == 0:
+        return "FAIL: data verify exits 0", seen(v)
+    return judge(tp("train", "--data", root, *TINY, "--run-dir", t / "run", cwd=t), {3})
+
+
+@probe("shard-id-out-of-range", "index row pointing at shard 7 of 1, sha resealed; data verify")
+def _(t):
+    root = packed(t)
+    reseal(root / "train", edit_index=lambda i: i["shard"].__setitem__(3, 7))
+    return judge(tp("data", "verify", root / "train", cwd=t), {1, 3})
+
+
+@probe("manifest-missing-key", "index.json without its 'shards' key; data inspect")
+def _(t):
+    root = packed(t)
+    reseal(root / "train", edit_manifest=lambda m: m.pop("shards"))
+    return judge(tp("data", "inspect", root / "train", cwd=t), {1, 3})
+
+
+@probe("shard-truncated", "last shard cut short by 1000 bytes; train")
+def _(t):
+    root = packed(t)
+    shard = sorted((root / "train").glob("*.tps"))[-1]
+    with open(shard, "r+b") as f:
+        f.truncate(shard.stat().st_size - 1000)
+    return judge(tp("train", "--data", root, *TINY, "--run-dir", t / "run", cwd=t), {3})
+
+
+@probe("folder-all-unreadable", "ImageFolder whose every .jpg is garbage (--bad-files skip); train")
+def _(t):
+    for c in ("a", "b"):
+        (t / "junk" / c).mkdir(parents=True)
+        for i in range(12):
+            (t / "junk" / c / f"{i}.jpg").write_bytes(os.urandom(400))
+    return judge(tp("train", "--data", t / "junk", *TINY, "--run-dir", t / "run", cwd=t), {3})
+
+
+@probe("pack-decompression-bomb", "628-byte JPEG claiming 16000x16000 in the source; data pack")
+def _(t):
+    src = folder(t / "src")
+    (src / "train" / "circle" / "bomb.jpg").write_bytes(bomb_jpeg())
+    r = tp("data", "pack", src / "train", t / "out", "--workers", "1", cwd=t)
+
+    def reported():
+        rep = json.loads((t / "out" / "pack_report.json").read_text())
+        bad = [s for s in rep["skipped_files"] if s["path"].endswith("bomb.jpg")]
+        return None if bad and "pixel limit" in bad[0]["reason"] else "bomb not refused from its header"
+    return judge(r, {0}, prefer="bomb", also=reported)
+
+
+@probe("pack-self-symlink", "a symlink to itself where a class folder would be; data pack")
+def _(t):
+    src = folder(t / "src") / "train"
+    os.symlink("loop", src / "loop")
+    r = tp("data", "pack", src, t / "out", "--workers", "1", cwd=t)
+    return judge(r, {0}, also=lambda: None if "loop" in (t / "out" / "pack_report.json").read_text() else "not reported")
+
+
+@probe("pack-dangling-symlink", "an image symlink whose target is gone; data pack")
+def _(t):
+    src = folder(t / "src") / "train"
+    os.symlink(t / "gone.jpg", src / "circle" / "gone.jpg")
+    r = tp("data", "pack", src, t / "out", "--workers", "1", cwd=t)
+    return judge(r, {0}, prefer="gone.jpg",
+                 also=lambda: None if "gone.jpg" in (t / "out" / "pack_report.json").read_text() else "dropped silently")
+
+
+# -- train: outputs, resume, writers, stops -------------------------------------------------------------
+@probe("train-json-under-file", "--json afile/s.json where afile is a file")
+def _(t):
+    src = folder(t / "src")
+    (t / "afile").write_text("x")
+    r = tp("train", "--data", src, *TINY, "--run-dir", t / "run", "--json", t / "afile" / "s.json", cwd=t)
+    return judge(r, {6}, also=lambda: "trained first" if (t / "run" / "checkpoints").exists() else None)
+
+
+@probe("train-torn-metrics-resume", "torn last line in metrics.jsonl, then --resume auto")
+def _(t):
+    src = folder(t / "src")
+    tp("train", "--data", src, *TINY, "--run-dir", t / "run", "--max-steps", "2", cwd=t)
+    with open(t / "run" / "metrics.jsonl", "a") as f:
+        f.write('{"kind": "step", "st')
+    r = tp("train", "--data", src, *TINY, "--run-dir", t / "run", "--resume", "auto", "--max-steps", "4", cwd=t)
+    return judge(r, {0}, also=lambda: None if (t / "run" / "summary.json").exists() else "no summary.json")
+
+
+@probe("train-resume-other-optimizer", "--resume auto with --optimizer adamw over an sgd checkpoint")
+def _(t):
+    src = folder(t / "src")
+    tp("train", "--data", src, *TINY, "--run-dir", t / "run", "--max-steps", "2", "--optimizer", "sgd", cwd=t)
+    return judge(tp("train", "--data", src, *TINY, "--run-dir", t / "run", "--resume", "auto", "--optimizer", "adamw",
+                    "--max-steps", "4", cwd=t), {5})
+
+
+@probe("train-resume-other-classes", "--resume auto with --num-classes 7 over a 3-class checkpoint")
+def _(t):
+    src = folder(t / "src")
+    tp("train", "--data", src, *TINY, "--run-dir", t / "run", "--max-steps", "2", cwd=t)
+    r = tp("train", "--data", src, *TINY, "--run-dir", t / "run", "--resume", "auto", "--num-classes", "7",
+           "--max-steps", "4", cwd=t)
+    return judge(r, {5}, also=lambda: None if "ckpt-" in seen(r) and "weight" in seen(r) else "does not name checkpoint/keys")
+
+
+@probe("train-disk-full-tmpfs", "--run-dir on a 512 KiB tmpfs (fills up during the run)")
+def _(t):
+    src = folder(t / "src")
+    with tmpfs(t / "small", "512k") as ok:
+        if not ok:
+            return "skip: needs root to mount a tmpfs", ""
+        r = tp("train", "--data", src, *TINY, "--run-dir", t / "small" / "run", "--model", "resnet18", cwd=t)
+        return judge(r, {5, 6})
+
+
+@probe("train-read-only-run-dir", "--run-dir inside a read-only mount")
+def _(t):
+    src = folder(t / "src")
+    with tmpfs(t / "ro", "1m", ro=True) as ok:
+        if not ok:
+            return "skip: needs root to mount a read-only tmpfs", ""
+        return judge(tp("train", "--data", src, *TINY, "--run-dir", t / "ro" / "run", cwd=t), {6})
+
+
+@probe("train-two-writers", "two trainers on one --run-dir at once (part A: one writer per run)")
+def _(t):
+    src = folder(t / "src", per_class=40)
+    cmd = [PY, "-m", "torchport", "train", "--data", str(src), *TINY, "--run-dir", str(t / "run")]
+    ps = [subprocess.Popen(cmd, cwd=t, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+          for _ in range(2)]
+    outs = [p.communicate(timeout=600) for p in ps]
+    rs = [Res(p.returncode, o, e) for p, (o, e) in zip(ps, outs)]
+    if all(r.code == 0 for r in rs):
+        return "FAIL: both exit 0 on one run dir", f"[exit 0, 0] {seen(rs[1])}"
+    loser = next(r for r in rs if r.code != 0)
+    if "training finished" in loser.text or "done:" in loser.text:
+        return "FAIL: the second writer trained too (no refusal up front)", f"[exit {loser.code}] {seen(loser)}"
+    return judge(loser, {loser.code})
+
+
+def _signal_train(t, sig, workers="0"):
+    src = folder(t / "src", per_class=60)
+    args = [PY, "-m", "torchport", "train", "--data", str(src), *TINY, "--workers", workers, "--epochs", "3",
+            "--run-dir", str(t / "run")]
+    p = subprocess.Popen(args, cwd=t, env={**ENV, "TORCHPORT_TRAIN_TEST_STEP_DELAY_S": "0.2"}, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 240
+    while time.time() < deadline and p.poll() is None:
+        m = t / "run" / "metrics.jsonl"
+        if m.exists() and m.read_text().count('"kind": "step"') >= 3:
+            break
+        time.sleep(0.1)
+    p.send_signal(sig)
+    out, err = p.communicate(timeout=120)
+    return Res(p.returncode, out, err)
+
+
+@probe("train-sigterm", "SIGTERM mid-run (part A: graceful stop with the resume command)")
+def _(t):
+    r = _signal_train(t, signal.SIGTERM)
+    return judge(r, {130, 143, 0, 1, 5, 6}, prefer="resume",
+                 also=lambda: None if "--resume" in r.text else "no resume command printed")
+
+
+@probe("train-ctrl-c-workers", "SIGINT mid-run with 2 DataLoader workers: one line, no worker tracebacks")
+def _(t):
+    r = _signal_train(t, signal.SIGINT, workers="2")
+    return judge(r, {130}, prefer="interrupt")
+
+
+@probe("train-run-dir-s3", "--run-dir s3://bucket/run (part A: supported or refused, never a local 's3:' dir)")
+def _(t):
+    src = folder(t / "src")
+    r = tp("train", "--data", src, *TINY, "--run-dir", "s3://bucket/run", "--max-steps", "1", cwd=t,
+           env=S3.env() or ENV)
+    if (t / "s3:").exists():
+        return "FAIL: wrote a local folder named s3:", seen(r)
+    return judge(r, {0, 2, 6})
+
+
+# -- object store ---------------------------------------------------------------------------------------
+@probe("store-doctor-missing-bucket", "doctor --store s3://no-such-bucket/x (part A)", s3=True)
+def _(t, env):
+    r = tp("doctor", "--store", "s3://no-such-bucket-probe/x", cwd=t, env=env)
+    return judge(r, {1, 6}, also=lambda: "reports the missing bucket as ok" if "listable" in r.text else None)
+
+
+@probe("store-pack-missing-bucket", "data pack SRC s3://no-such-bucket/x (part A)", s3=True)
+def _(t, env):
+    src = folder(t / "src") / "train"
+    r = tp("data", "pack", src, "s3://no-such-bucket-probe/x", "--workers", "1", cwd=t, env=env)
+    return judge(r, {6}, also=lambda: "a missing bucket reported as a missing object" if ".tps does not exist" in r.text
+                 else None)
+
+
+@probe("store-outage-during-train", "S3 endpoint unreachable for --checkpoint-dir (wrong port)", s3=True)
+def _(t, env):
+    src = folder(t / "src")
+    bad = {**env, "AWS_ENDPOINT_URL": "http://127.0.0.1:9"}
+    r = tp("train", "--data", src, *TINY, "--run-dir", t / "run", "--checkpoint-dir", "s3://b/ck", cwd=t, env=bad)
+    return judge(r, {5, 6})
+
+
+def _staging(f: Path) -> bool:
+    return "torchport-staging" in f.name or ".tmp-" in f.name   # the name now, and before issue 24
+
+
+@probe("store-kill-during-upload", "SIGKILL during s3:// checkpoint uploads, then a second run: staging files in TMPDIR", s3=True)
+def _(t, env):
+    src = folder(t / "src", per_class=40)
+    stage = t / "tmpdir"
+    stage.mkdir()
+    ck = f"s3://{S3.bucket()}/ck"
+    e = {**env, "TMPDIR": str(stage), "TORCHPORT_STORAGE_CACHE": str(t / "c")}
+    args = [PY, "-m", "torchport", "train", "--data", str(src), *TINY, "--epochs", "3", "--checkpoint-every", "1",
+            "--run-dir", str(t / "run"), "--checkpoint-dir", ck]
+    caught = 0
+    for _ in range(2):
+        p = subprocess.Popen(args, cwd=t, env=e, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.time() + 120
+        while time.time() < deadline and p.poll() is None and not any(_staging(f) for f in stage.iterdir()):
+            time.sleep(0.01)
+        p.kill()
+        p.wait()
+        caught += any(_staging(f) for f in stage.iterdir())
+    if not caught:
+        return "skip: no upload was in flight when the trainer was killed", ""
+    r = tp("train", "--data", src, *TINY, "--max-steps", "1", "--run-dir", t / "run2", "--checkpoint-dir", ck + "2",
+           cwd=t, env=e)
+    left = [f.name for f in stage.iterdir() if _staging(f)]
+    return judge(r, {0}, also=lambda: f"{len(left)} staging file(s) left in TMPDIR" if left else None)
+
+
+# -- migrate: scan / fix on odd files, races ------------------------------------------------------------
+def _tree(root: Path, n: int) -> list[Path]:
+    root.mkdir(parents=True)
+    for i in range(n):
+        (root / f"f{i:02d}.py").write_text(CUDA)
+    return sorted(root.glob("*.py"))
+
+
+@probe("scan-5000-nested-parens", "a .py with 5,000 nested parentheses among 2 normal files; scan")
+def _(t):
+    _tree(t / "src", 2)
+    (t / "src" / "deep.py").write_text("import torch\nx = " + "(" * 5000 + "1" + ")" * 5000 + "\n")
+    r = tp("scan", "src", cwd=t)
+    return judge(r, {6}, prefer="deep.py", also=lambda: None if "4 finding(s) in 2 file(s)" in r.text else "others not scanned")
+
+
+@probe("fix-tree-with-deep-file", "fix --write on 20 files + one 5,000-paren file")
+def _(t):
+    files = _tree(t / "src", 20)
+    (t / "src" / "deep.py").write_text("import torch\nx = " + "(" * 5000 + "1" + ")" * 5000 + "\n")
+    r = tp("fix", "--write", "src", cwd=t)
+    left = [f.name for f in files if "cuda()" in f.read_text()]
+    return judge(r, {6}, prefer="deep.py", also=lambda: f"{len(left)} file(s) left unfixed" if left else None)
+
+
+@probe("fix-concurrent", "two fix --write at once on a 30-file tree")
+def _(t):
+    files = _tree(t / "src", 30)
+    ps = [subprocess.Popen([PY, "-m", "torchport", "fix", "--write", "src"], cwd=t, env=ENV, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    rs = [Res(p.returncode, *p.communicate(timeout=300)) for p in ps]
+    rs = [Res(p.returncode, r.out, r.err) for p, r in zip(ps, rs)]
+    left = [f.name for f in files if "cuda()" in f.read_text()]
+    if left:
+        return f"FAIL: {len(left)} file(s) left CUDA-only", f"[exit {rs[0].code}, {rs[1].code}]"
+    worst = max(rs, key=lambda r: r.code)
+    return judge(worst, {0, 6})
+
+
+@probe("fix-while-edited", "the file is saved by the user while fix --write analyses it")
+def _(t):
+    (t / "train.py").write_text(CUDA)
+    code = ("import sys\nfrom pathlib import Path\nfrom torchport.migrate import engine, runner\n"
+            "real = engine.analyze\n"
+            "def slow(src, *a, **k):\n    r = real(src, *a, **k)\n"
+            "    Path('train.py').write_text(src + '# edit saved meanwhile\\n')\n    return r\n"
+            "engine.analyze = slow\n"
+            "rep = runner.run(['train.py'], runner.Options(write=True, jobs=1))\n"
+            "print('; '.join(e.message for e in rep.errors) or 'no error')\n")
+    p = subprocess.run([PY, "-c", code], cwd=t, env=ENV, capture_output=True, text=True, timeout=120)
+    r = Res(6 if "changed since" in p.stdout else p.returncode, p.stdout, p.stderr)
+    lost = "# edit saved meanwhile" not in (t / "train.py").read_text()
+    return judge(r, {6}, also=lambda: "the user's edit was overwritten" if lost else None)
+
+
+@probe("scan-binary-py", "a .py file of random bytes; scan")
+def _(t):
+    (t / "bin.py").write_bytes(os.urandom(2000) + b"torch.cuda")
+    return judge(tp("scan", "bin.py", cwd=t), {6, 0, 1})
+
+
+@probe("scan-latin1-no-cookie", "a latin-1 .py without an encoding cookie; scan")
+def _(t):
+    (t / "l1.py").write_bytes("import torch\n# caf\xe9\nx = torch.randn(2).cuda()\n".encode("latin-1"))
+    return judge(tp("scan", "l1.py", cwd=t), {6, 1})
+
+
+@probe("scan-nul-bytes", "a .py containing NUL bytes; scan")
+def _(t):
+    (t / "nul.py").write_bytes(b"import torch\nx = 1\x00\x00\ny = torch.randn(2).cuda()\n")
+    return judge(tp("scan", "nul.py", cwd=t), {6, 1})
+
+
+@probe("fix-read-only-file", "fix --write on a file in a read-only mount")
+def _(t):
+    with tmpfs(t / "ro", "1m") as ok:
+        if not ok:
+            return "skip: needs root to mount a tmpfs", ""
+        (t / "ro" / "a.py").write_text(CUDA)
+        subprocess.run(["mount", "-o", "remount,ro", str(t / "ro")], check=True)
+        r = tp("fix", "--write", t / "ro" / "a.py", cwd=t)
+        return judge(r, {6}, prefer="could not write")
+
+
+@probe("scan-symlink-loop-in-tree", "a .py symlink to itself inside the scanned tree")
+def _(t):
+    _tree(t / "src", 2)
+    os.symlink("loop.py", t / "src" / "loop.py")
+    r = tp("scan", "src", cwd=t)
+    return judge(r, {1, 6}, also=lambda: None if "4 finding(s)" in r.text else "others not scanned")
+
+
+# -- run: abnormal exits ---------------------------------------------------------------------------------
+def _run_script(t, body: str, *extra) -> tuple[Res, list[str]]:
+    (t / "s.py").write_text("import os, torch\nx = torch.zeros(2).cuda()\n" + body)
+    (t / "tmpdir").mkdir()
+    r = tp("run", "-o", "r.json", *extra, "s.py", cwd=t, extra_env={"TMPDIR": str(t / "tmpdir")})
+    return r, [p.name for p in (t / "tmpdir").iterdir()]
+
+
+@probe("run-os-exit-7", "script ends with os._exit(7); run -o r.json")
+def _(t):
+    r, left = _run_script(t, "os._exit(7)\n")
+    return judge(r, {7}, prefer="redirect", also=lambda: "no r.json" if not (t / "r.json").exists()
+                 else (f"temp dir left: {left}" if left else None))
+
+
+@probe("run-sys-exit-message", "script raises SystemExit('bad args'); run -o r.json")
+def _(t):
+    r, left = _run_script(t, "raise SystemExit('bad args')\n")
+    return judge(r, {1}, also=lambda: "no r.json" if not (t / "r.json").exists() else (f"temp dir left: {left}" if left else None))
+
+
+def _killed_then_next_run(t, body: str) -> tuple[str, str]:
+    """A script that dies without any cleanup possible: what is left in TMPDIR once the *next* run is done."""
+    r, left = _run_script(t, body)
+    (t / "next.py").write_text("import torch\n")
+    tp("run", "next.py", cwd=t, extra_env={"TMPDIR": str(t / "tmpdir")})
+    still = [p.name for p in (t / "tmpdir").iterdir()]
+    why = f"temp dir still there after the next run: {still}" if still else None
+    note = f"{len(left)} temp dir(s) left by the killed run, removed by the next run" if left and not still else seen(r)
+    return ("ok" if why is None else f"FAIL: {why}"), f"[exit {r.code}] {note}"
+
+
+@probe("run-self-sigkill", "script SIGKILLs itself under run -o r.json (no report possible), then another run")
+def _(t):
+    return _killed_then_next_run(t, "import signal\nos.kill(os.getpid(), signal.SIGKILL)\n")
+
+
+@probe("run-script-segfault", "script crashes with SIGSEGV (ctypes) under run, then another run")
+def _(t):
+    return _killed_then_next_run(t, "import ctypes\nctypes.string_at(0)\n")
+
+
+# -- bad TORCHPORT_EMULATE -------------------------------------------------------------------------------
+for _value in ("npu:0", "npu:-1", "npu:abc", "gpu"):
+    def _emulate(t, value=_value):
+        return judge(tp("doctor", cwd=t, extra_env={"TORCHPORT_EMULATE": value}), {2}, prefer="TORCHPORT_EMULATE")
+    probe(f"emulate-{_value.replace(':', '-')}-doctor", f"TORCHPORT_EMULATE={_value} torchport doctor")(_emulate)
+
+
+@probe("emulate-npu0-train", "TORCHPORT_EMULATE=npu:0 torchport train")
+def _(t):
+    return judge(tp("train", "--epochs", "1", "--run-dir", t / "run", cwd=t, extra_env={"TORCHPORT_EMULATE": "npu:0"}), {2})
+
+
+# ------------------------------------------------------------------------------------------------ runner
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("-k", action="append", default=[], help="run probes whose name contains this (repeatable)")
+    ap.add_argument("--json", help="also write the rows as JSON to this file")
+    ap.add_argument("--list", action="store_true", help="list the probes and exit")
+    args = ap.parse_args(argv)
+    chosen = [p for p in PROBES if not args.k or any(k in p[0] for k in args.k)]
+    if args.list:
+        for name, what, _fn in chosen:
+            print(f"{name:34} {what}")
+        return 0
+    rows = []
+    try:
+        for name, what, fn in chosen:
+            t0 = time.time()
+            tmp = Path(tempfile.mkdtemp(prefix=f"probe-{name}-"))
+            try:
+                verdict, saw = fn(tmp)
+            except Exception as exc:  # noqa: BLE001 - a probe's own bug is reported, the battery goes on
+                verdict, saw = f"FAIL: probe error {type(exc).__name__}: {exc}"[:150], ""
+            finally:
+                subprocess.run(["umount", "-l", *map(str, tmp.glob("*"))], capture_output=True) if os.geteuid() == 0 else None
+                shutil.rmtree(tmp, ignore_errors=True)
+            rows.append({"probe": name, "input": what, "verdict": verdict, "saw": saw, "seconds": round(time.time() - t0, 1)})
+            print(f"{name:34} {verdict:12.60} {saw}", file=sys.stderr, flush=True)
+    finally:
+        S3.stop()
+    print(f"\n| probe | verdict | what the user saw |\n|---|---|---|")
+    for r in rows:
+        print(f"| {r['probe']} | {r['verdict']} | {r['saw'].replace('|', '/')} |")
+    failed = [r for r in rows if r["verdict"].startswith("FAIL")]
+    skipped = [r for r in rows if r["verdict"].startswith("skip")]
+    print(f"\n{len(rows)} probe(s): {len(rows) - len(failed) - len(skipped)} ok, {len(failed)} failed, {len(skipped)} skipped")
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
