@@ -1,4 +1,4 @@
-"""2-process DDP worker for test_emu_distributed.py: plain Ascend-style code, no torchport import.
+"""2-process DDP and FSDP2 worker for test_emu_distributed.py: plain Ascend-style code, no torchport import.
 
 Run by torchrun with TORCHPORT_EMULATE=npu:2; writes one JSON file per rank into argv[1].
 """
@@ -42,8 +42,24 @@ def main(out_dir: str) -> None:
     flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
     gathered = [torch.zeros_like(flat) for _ in range(world)]
     dist.all_gather(gathered, flat)
+    # The ProcessGroup API as torch_npu's tests call it: op= keyword, a bare ReduceOp, AllgatherOptions,
+    # AVG on integers (HCCL: SUM, then a truncating division), PREMUL_SUM (scale, then SUM).
+    pg = dist.distributed_c10d._get_default_group()
+    m = torch.tensor([float(rank)], device=device)
+    pg.allreduce(m, op=dist.ReduceOp.MAX).wait()
+    i = torch.tensor([rank * 3 + 1, 5], device=device)
+    dist.all_reduce(i, dist.ReduceOp.AVG)
+    p = torch.tensor([float(rank + 1)], device=device)
+    pg.allreduce([p], dist.ReduceOp.PREMUL_SUM(0.5)).wait()
+    gathered_opts = [torch.empty(1, device=device) for _ in range(world)]
+    pg.allgather([gathered_opts], [p], torch._C._distributed_c10d.AllgatherOptions()).wait()
+    api = {"max": m.cpu().tolist(), "int_avg": i.cpu().tolist(), "int_avg_dtype": str(i.dtype),
+           "premul": p.cpu().tolist(), "allgather_opts": [g.item() for g in gathered_opts]}
+
     result = {
         "rank": rank,
+        "api": api,
+        "fsdp": fsdp_vs_ddp(rank, world, local_rank, device),
         "world": world,
         "device": str(flat.device),
         "allreduce": t.cpu().tolist(),
@@ -55,6 +71,41 @@ def main(out_dir: str) -> None:
         json.dump(result, f)
     dist.barrier()
     dist.destroy_process_group()
+
+
+def fsdp_vs_ddp(rank: int, world: int, local_rank: int, device: torch.device) -> dict:
+    """The same model trained under FSDP2 (fully_shard on an npu device mesh over hccl) and under DDP."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+    from torch.distributed.tensor import DTensor
+
+    def build():
+        torch.manual_seed(1)
+        return torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.Tanh(), torch.nn.Linear(16, 3)).to(device)
+
+    def run(model):
+        opt = torch.optim.AdamW(model.parameters(), lr=0.05)
+        gen = torch.Generator().manual_seed(200 + rank)
+        losses = []
+        for _ in range(3):
+            x, y = torch.randn(5, 6, generator=gen).to(device), torch.randint(0, 3, (5,), generator=gen).to(device)
+            loss = torch.nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+            losses.append(loss.item())
+        return losses
+
+    mesh = init_device_mesh("npu", (world,))
+    sharded = build()
+    for layer in (sharded[0], sharded[2], sharded):
+        fully_shard(layer, mesh=mesh)
+    fsdp_losses = run(sharded)
+    weight = sharded[0].weight
+    full = weight.full_tensor()
+    return {"losses": fsdp_losses, "ddp_losses": run(DDP(build(), device_ids=[local_rank])),
+            "is_dtensor": isinstance(weight, DTensor), "local_rows": weight.to_local().shape[0],
+            "full_rows": full.shape[0], "full_device": str(full.device)}
 
 
 if __name__ == "__main__":

@@ -120,3 +120,15 @@ def test_nested_stats_allocator_and_no_op_settings(emulated_npu):
     torch.npu.mstx.range_end(rid)
     assert rid > 0 and torch.npu.is_current_stream_capturing() is False
     assert [g.device.index for g in torch.npu.default_generators] == list(range(torch.npu.device_count()))
+
+
+def test_npu_events_are_torch_events_that_a_generic_stream_waits_on(emulated_npu):
+    """FSDP2 makes events with torch.npu.Event and waits on them with torch.accelerator.current_stream()."""
+    import torch
+
+    start, end = torch.npu.Event(enable_timing=True), torch.npu.Event(enable_timing=True)
+    assert isinstance(start, torch.Event) and start.device.type == "npu"
+    start.record()
+    torch.accelerator.current_stream().wait_event(start)   # a plain torch.Stream of the npu device
+    end.record()
+    assert end.query() and start.elapsed_time(end) >= 0.0

@@ -29,6 +29,26 @@ __all__ = ["register", "EmulatedHcclGroup", "BACKEND_NAME"]
 
 BACKEND_NAME = "hccl"
 _registered: list[bool] = []
+_C = torch._C._distributed_c10d  # the option structs (torch.distributed does not re-export AllgatherOptions)
+_RED = torch.distributed.ReduceOp.RedOpType
+
+
+def _options(cls: Any, opts: Any = None, op: Any = None, timeout: Any = None) -> Any:
+    """A fresh ``cls`` options struct (the caller's is never changed) from whichever way the caller spelled
+    it: the struct, ``None``, a bare ``ReduceOp`` in its place (``pg.allreduce(t, ReduceOp.MAX)``) or
+    ``op=`` / ``timeout=`` keywords."""
+    fresh = cls()
+    if isinstance(opts, cls):
+        for field in ("reduceOp", "timeout", "rootRank", "rootTensor", "asyncOp"):
+            if hasattr(fresh, field):
+                setattr(fresh, field, getattr(opts, field))
+    elif opts is not None:
+        op = opts
+    if op is not None:
+        fresh.reduceOp = op
+    if timeout is not None:
+        fresh.timeout = timeout
+    return fresh
 
 
 def _host(tensors: Any, what: str) -> Any:
@@ -66,8 +86,25 @@ class _Completed(torch.distributed._Work):
         return fut
 
 
+class _Done:
+    """A gloo work already waited for."""
+
+    def wait(self) -> bool:
+        return True
+
+
+_DONE = _Done()
+
+
 class EmulatedHcclGroup(torch.distributed.ProcessGroup):
     """``hccl`` for emulated npu tensors: gloo on the host buffers behind them.
+
+    The group registers its gloo backend for device ``npu`` with torch, so it carries the group name that
+    device meshes, DTensor and the functional collectives (FSDP2) look groups up by; every collective still
+    comes through the methods below, which hand gloo the host views. What HCCL does and gloo does not is
+    added here as torch_npu does it: ``ReduceOp.PREMUL_SUM`` (scale, then SUM) and ``ReduceOp.AVG`` on
+    integer tensors (SUM, then a truncating division by the group size -- torch_npu's behaviour on the SoCs
+    that define it; gloo refuses integer AVG).
 
     Args:
         store, rank, size, timeout: as torch passes them to a backend factory.
@@ -78,6 +115,9 @@ class EmulatedHcclGroup(torch.distributed.ProcessGroup):
         self._rank, self._size = rank, size
         self._gloo = torch.distributed.ProcessGroupGloo(store, rank, size, timeout=timeout)
         self._gloo.barrier().wait()  # all ranks connected before the group is handed out
+        # Without a registered backend a Python group has no name ("ProcessGroup name not set"), and
+        # init_device_mesh / funcol cannot resolve it. torch sets the name on this backend after the factory.
+        self._register_backend(torch.device("npu"), torch.distributed.ProcessGroup.BackendType.CUSTOM, self._gloo)
 
     # -- identity ------------------------------------------------------------------------
     def getBackendName(self) -> str:
@@ -97,68 +137,114 @@ class EmulatedHcclGroup(torch.distributed.ProcessGroup):
         work.wait()
         return _Completed(result)
 
-    def allreduce(self, tensors: list, opts: Any = None) -> _Completed:
-        opts = opts if opts is not None else torch.distributed.AllreduceOptions()
-        if not isinstance(opts, torch.distributed.AllreduceOptions):  # a ReduceOp
-            op, opts = opts, torch.distributed.AllreduceOptions()
-            opts.reduceOp = op
-        return self._run(tensors, self._gloo.allreduce(_host(tensors, "allreduce"), opts))
+    def _reducing(self, opts: Any, outs: list, ins: list, call: Any) -> Any:
+        """Run ``call(ins, opts)`` on gloo, turning what gloo lacks into SUM as HCCL does (see the class doc)."""
+        kind = opts.reduceOp.op
+        if kind == _RED.PREMUL_SUM:
+            factor = opts.reduceOp.factor
+            if ins is outs:            # in place (allreduce): the output is the input
+                for t in ins:
+                    t.mul_(factor)
+            else:
+                ins = [t * factor for t in ins]
+            opts.reduceOp = _RED.SUM
+        elif kind == _RED.AVG and any(not (t.is_floating_point() or t.is_complex()) for t in outs):
+            opts.reduceOp = _RED.SUM
+            call(ins, opts).wait()
+            for t in outs:
+                t.div_(self._size, rounding_mode="trunc")
+            return _DONE
+        return call(ins, opts)
+
+    def allreduce(self, tensors: Any, opts: Any = None, *, op: Any = None, timeout: Any = None) -> _Completed:
+        tensors = [tensors] if isinstance(tensors, torch.Tensor) else tensors
+        hosts = _host(tensors, "allreduce")
+        return self._run(tensors, self._reducing(_options(_C.AllreduceOptions, opts, op, timeout), hosts, hosts,
+                                                 self._gloo.allreduce))
 
     def allreduce_coalesced(self, tensors: list, opts: Any = None) -> _Completed:
-        opts = opts if opts is not None else torch.distributed.AllreduceCoalescedOptions()
-        return self._run(tensors, self._gloo.allreduce_coalesced(_host(tensors, "allreduce_coalesced"), opts))
+        hosts = _host(tensors, "allreduce_coalesced")
+        return self._run(tensors, self._reducing(_options(_C.AllreduceCoalescedOptions, opts), hosts, hosts,
+                                                 self._gloo.allreduce_coalesced))
 
-    def broadcast(self, tensors: list, opts: Any = None) -> _Completed:
-        opts = opts if opts is not None else torch.distributed.BroadcastOptions()
+    def broadcast(self, tensors: Any, opts: Any = None, *, root: int | None = None, timeout: Any = None) -> _Completed:
+        tensors = [tensors] if isinstance(tensors, torch.Tensor) else tensors
+        if isinstance(opts, int):  # broadcast(tensor, root)
+            opts, root = None, opts
+        opts = _options(_C.BroadcastOptions, opts, timeout=timeout)
+        if root is not None:
+            opts.rootRank = root
         return self._run(tensors, self._gloo.broadcast(_host(tensors, "broadcast"), opts))
 
-    def allgather(self, output_tensors: list, input_tensors: list, opts: Any = None) -> _Completed:
-        opts = opts if opts is not None else torch.distributed.AllgatherOptions()
+    def allgather(self, output_tensors: list, input_tensors: Any, opts: Any = None) -> _Completed:
+        if isinstance(input_tensors, torch.Tensor):  # allgather([out per rank], tensor)
+            output_tensors, input_tensors = [output_tensors], [input_tensors]
         outs = _host(output_tensors, "allgather")
-        return self._run(output_tensors, self._gloo.allgather(outs, _host(input_tensors, "allgather"), opts))
+        return self._run(output_tensors, self._gloo.allgather(outs, _host(input_tensors, "allgather"),
+                                                              _options(_C.AllgatherOptions, opts)))
 
     def _allgather_base(self, output: Any, input: Any, opts: Any = None) -> _Completed:
-        opts = opts if opts is not None else torch.distributed.AllgatherOptions()
         out_h, in_h = _host(output, "all_gather_into_tensor"), _host(input, "all_gather_into_tensor")
         # any output layout holding W inputs back to back (concatenated, stacked, or (1, W*n) as SyncBatchNorm uses)
         outs = [c.view(in_h.shape) for c in out_h.view(-1).chunk(self._size)]
-        return self._run([output], self._gloo.allgather([outs], [in_h.contiguous()], opts))
+        return self._run([output], self._gloo.allgather([outs], [in_h.contiguous()], _options(_C.AllgatherOptions, opts)))
 
     def allgather_into_tensor_coalesced(self, outputs: list, inputs: list, opts: Any = None) -> _Completed:
-        opts = opts if opts is not None else torch.distributed.AllgatherOptions()
-        return self._run(outputs, self._gloo.allgather_into_tensor_coalesced(
-            _host(outputs, "allgather_into_tensor_coalesced"), _host(inputs, "allgather_into_tensor_coalesced"), opts))
+        for output, input in zip(outputs, inputs, strict=True):   # gloo has no coalesced form: one by one
+            self._allgather_base(output, input, opts)
+        return _Completed(outputs)
 
-    def reduce_scatter(self, output_tensors: list, input_tensors: list, opts: Any = None) -> _Completed:
-        opts = opts if opts is not None else torch.distributed.ReduceScatterOptions()
-        return self._run(output_tensors, self._gloo.reduce_scatter(
-            _host(output_tensors, "reduce_scatter"), _host(input_tensors, "reduce_scatter"), opts))
+    def reduce_scatter(self, output_tensors: Any, input_tensors: list, opts: Any = None, *, op: Any = None,
+                       timeout: Any = None) -> _Completed:
+        if isinstance(output_tensors, torch.Tensor):  # reduce_scatter(tensor, [in per rank], op)
+            output_tensors, input_tensors = [output_tensors], [input_tensors]
+        outs = _host(output_tensors, "reduce_scatter")
+        ins = _host(input_tensors, "reduce_scatter")
+
+        def call(i: list, o: Any) -> Any:
+            return self._gloo.reduce_scatter(outs, [list(x) for x in i], o)
+
+        opts = _options(_C.ReduceScatterOptions, opts, op, timeout)
+        if opts.reduceOp.op == _RED.PREMUL_SUM:   # scale each rank's input list
+            ins = [[t * opts.reduceOp.factor for t in x] for x in ins]
+            opts.reduceOp = _RED.SUM
+        return self._run(output_tensors, self._reducing(opts, outs, ins, call))
 
     def _reduce_scatter_base(self, output: Any, input: Any, opts: Any = None) -> _Completed:
-        opts = opts if opts is not None else torch.distributed.ReduceScatterOptions()
-        return self._run([output], self._gloo._reduce_scatter_base(
-            _host(output, "reduce_scatter_tensor"), _host(input, "reduce_scatter_tensor"), opts))
+        out_h, in_h = _host(output, "reduce_scatter_tensor"), _host(input, "reduce_scatter_tensor")
+        return self._run([output], self._reducing(
+            _options(_C.ReduceScatterOptions, opts), [out_h], [in_h],
+            lambda i, o: self._gloo._reduce_scatter_base(out_h, i[0], o)))
 
-    def reduce(self, tensors: list, opts: Any = None) -> _Completed:
-        opts = opts if opts is not None else torch.distributed.ReduceOptions()
-        return self._run(tensors, self._gloo.reduce(_host(tensors, "reduce"), opts))
+    def reduce_scatter_tensor_coalesced(self, outputs: list, inputs: list, opts: Any = None) -> _Completed:
+        for output, input in zip(outputs, inputs, strict=True):
+            self._reduce_scatter_base(output, input, opts)
+        return _Completed(outputs)
+
+    def reduce(self, tensors: Any, opts: Any = None, *, root: int | None = None, op: Any = None,
+               timeout: Any = None) -> _Completed:
+        tensors = [tensors] if isinstance(tensors, torch.Tensor) else tensors
+        if isinstance(opts, int):  # reduce(tensor, root, op)
+            opts, root = None, opts
+        opts = _options(_C.ReduceOptions, opts, op, timeout)
+        if root is not None:
+            opts.rootRank = root
+        hosts = _host(tensors, "reduce")
+        return self._run(tensors, self._reducing(opts, hosts, hosts, self._gloo.reduce))
 
     def gather(self, output_tensors: list, input_tensors: list, opts: Any = None) -> _Completed:
-        opts = opts if opts is not None else torch.distributed.GatherOptions()
         return self._run(output_tensors, self._gloo.gather(
-            _host(output_tensors, "gather"), _host(input_tensors, "gather"), opts))
+            _host(output_tensors, "gather"), _host(input_tensors, "gather"), _options(_C.GatherOptions, opts)))
 
     def scatter(self, output_tensors: list, input_tensors: list, opts: Any = None) -> _Completed:
-        opts = opts if opts is not None else torch.distributed.ScatterOptions()
         return self._run(output_tensors, self._gloo.scatter(
-            _host(output_tensors, "scatter"), _host(input_tensors, "scatter"), opts))
+            _host(output_tensors, "scatter"), _host(input_tensors, "scatter"), _options(_C.ScatterOptions, opts)))
 
     def alltoall_base(self, output: Any, input: Any, output_split_sizes: list, input_split_sizes: list,
                       opts: Any = None) -> _Completed:
-        opts = opts if opts is not None else torch.distributed.AllToAllOptions()
         return self._run([output], self._gloo.alltoall_base(
             _host(output, "all_to_all_single"), _host(input, "all_to_all_single"),
-            output_split_sizes, input_split_sizes, opts))
+            output_split_sizes, input_split_sizes, _options(_C.AllToAllOptions, opts)))
 
     def send(self, tensors: list, dst: int, tag: int = 0) -> _Completed:
         return self._run(tensors, self._gloo.send(_host(tensors, "send"), dst, tag))
@@ -167,10 +253,9 @@ class EmulatedHcclGroup(torch.distributed.ProcessGroup):
         return self._run(tensors, self._gloo.recv(_host(tensors, "recv"), src, tag))
 
     def barrier(self, opts: Any = None) -> _Completed:
-        opts = opts if opts is not None else torch.distributed.BarrierOptions()
-        return self._run(None, self._gloo.barrier(opts))
+        return self._run(None, self._gloo.barrier(_options(_C.BarrierOptions, opts)))
 
-    # torch 2.14's names for the single-tensor forms (dist.all_gather_into_tensor, SyncBatchNorm, ...)
+    # torch 2.14's names for the single-tensor forms (dist.all_gather_into_tensor, SyncBatchNorm, FSDP2, ...)
     def all_gather_single(self, output: Any, input: Any, opts: Any = None) -> _Completed:
         return self._allgather_base(output, input, opts)
 
@@ -183,6 +268,9 @@ class EmulatedHcclGroup(torch.distributed.ProcessGroup):
 
     def all_gather_single_coalesced(self, outputs: list, inputs: list, opts: Any = None) -> _Completed:
         return self.allgather_into_tensor_coalesced(outputs, inputs, opts)
+
+    def reduce_scatter_single_coalesced(self, outputs: list, inputs: list, opts: Any = None) -> _Completed:
+        return self.reduce_scatter_tensor_coalesced(outputs, inputs, opts)
 
 
 def _create(store: Any, rank: int, size: int, timeout: timedelta) -> EmulatedHcclGroup:

@@ -488,8 +488,14 @@ class Stream(torch.Stream):
         return f"<torch_npu.npu.Stream device={self.device} npu_stream={self.npu_stream:#x}>"
 
 
-class Event:
-    """A timing event; ``elapsed_time`` is host wall-clock between two ``record`` calls (ms)."""
+class Event(torch.Event):
+    """A timing event; ``elapsed_time`` is host wall-clock between two ``record`` calls (ms). A ``torch.Event``
+    of the npu device, so ``torch.Stream.wait_event`` (``torch.accelerator.current_stream()``, as FSDP2 calls
+    it with the events it made through ``torch.npu.Event``) accepts it."""
+
+    def __new__(cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False) -> "Event":
+        return super().__new__(cls, device=torch.device("npu"), enable_timing=enable_timing, blocking=blocking,
+                               interprocess=interprocess)
 
     def __init__(self, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False) -> None:
         self.enable_timing = enable_timing

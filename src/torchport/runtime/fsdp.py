@@ -1,7 +1,7 @@
 """Sharded data parallelism on any backend: PyTorch's FSDP2 (``fully_shard``), made portable.
 
 Nothing here is a sharding engine: :func:`shard_model` builds a one-dimensional device mesh on the
-selected device type (cpu/gloo, npu/hccl, cuda/nccl -- whatever :func:`init_distributed` joined)
+selected device type (whatever :func:`init_distributed` joined, with that backend's own process group)
 and calls ``torch.distributed.fsdp.fully_shard`` on every child module that holds parameters, then
 on the root. Parameters, gradients and optimizer state then live as ``DTensor`` shards: each rank
 holds about ``1/N`` of them (:func:`state_bytes` measures it).
