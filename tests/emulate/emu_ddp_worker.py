@@ -3,6 +3,7 @@
 Run by torchrun with TORCHPORT_EMULATE=npu:2; writes one JSON file per rank into argv[1].
 """
 
+import gc
 import json
 import os
 import sys
@@ -70,6 +71,10 @@ def main(out_dir: str) -> None:
     with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as f:
         json.dump(result, f)
     dist.barrier()
+    # gloo can abort at interpreter exit ("terminate called without an active exception") while a DDP
+    # reducer still holds the group: drop the wrappers and collect them before destroying it.
+    del ddp, opt
+    gc.collect()
     dist.destroy_process_group()
 
 

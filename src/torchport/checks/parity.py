@@ -51,7 +51,7 @@ def cpu_target() -> Any:
 
 
 def _device_type(platform: str) -> str:
-    """``"npu:0 (emulated)"`` -> ``"npu"``; ``"cpu"`` -> ``"cpu"``."""
+    """``"<type>:0 (emulated)"`` -> ``"<type>"``; a plain device type is returned as it is."""
     return str(platform).split(" ", 1)[0].split(":", 1)[0].lower()
 
 
