@@ -7,6 +7,7 @@ the files under ``_torch_npu/`` (loaded under the ``torch_npu`` name, with a spe
 ``utils``, ``memory``, ``random``, ``streams``, ``amp``: ``torch.npu.utils`` is
 ``torch_npu.npu.utils``; ``torch_npu.npu.amp`` is the package ``torch.npu.amp``, whose
 submodules ``autocast_mode``/``grad_scaler`` live in ``_torch_npu/npu/amp/``).
+``from apex import amp`` resolves to ``_apex/`` (see its ``amp.py``) when no real apex is installed.
 
 The hook is on ``sys.meta_path`` only while the emulator is installed, plus -- when
 ``TORCHPORT_EMULATE`` is set -- from interpreter start (``torchport-emulate.pth`` calls
@@ -27,6 +28,7 @@ from typing import Any
 __all__ = ["install_finder", "uninstall_finder", "boot", "PACKAGE_DIR"]
 
 PACKAGE_DIR = Path(__file__).parent / "_torch_npu"
+APEX_DIR = Path(__file__).parent / "_apex"
 _NPU_SUBMODULES = ("utils", "memory", "random", "streams", "mstx", "amp")
 
 
@@ -52,12 +54,27 @@ def _amp_spec(fullname: str) -> Any:
     return spec
 
 
+def _apex_spec(fullname: str) -> Any:
+    """``apex`` / ``apex.amp``: the stand-in under ``_apex/``, unless a real apex is installed."""
+    if importlib.machinery.PathFinder.find_spec("apex") is not None:
+        return None
+    base = APEX_DIR.joinpath(*fullname.split(".")[1:])
+    if (base / "__init__.py").is_file():
+        return importlib.util.spec_from_file_location(fullname, base / "__init__.py",
+                                                      submodule_search_locations=[str(base)])
+    if base.with_suffix(".py").is_file():
+        return importlib.util.spec_from_file_location(fullname, base.with_suffix(".py"))
+    return None
+
+
 class StandinFinder(importlib.abc.MetaPathFinder):
     """Finds ``torch_npu`` / ``torch_npu.*`` (and ``torch.npu.<submodule>``) in the stand-in package."""
 
     __torchport_emulated__ = True
 
     def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        if fullname == "apex" or fullname.startswith("apex."):
+            return _apex_spec(fullname)
         if fullname in ("torch_npu.npu.amp", "torch.npu.amp"):
             return _amp_spec(fullname)
         if fullname.startswith("torch.npu."):
@@ -106,6 +123,9 @@ def uninstall_finder() -> None:
         if getattr(mod, "__torchport_emulated__", False) or str(getattr(mod, "__file__", "") or "").startswith(
                 str(PACKAGE_DIR)) or getattr(mod, "__spec__", None) is not None and isinstance(
                 getattr(mod.__spec__, "loader", None), _ModuleLoader):
+            del sys.modules[key]
+    for key in [k for k in sys.modules if k == "apex" or k.startswith("apex.")]:
+        if str(getattr(sys.modules[key], "__file__", "") or "").startswith(str(APEX_DIR)):
             del sys.modules[key]
     for sub in _NPU_SUBMODULES:
         sys.modules.pop(f"torch.npu.{sub}", None)
