@@ -126,3 +126,20 @@ def test_legacy_tensor_alias_is_fixed():
     assert "Tensor = torchport.current().module.FloatTensor if cuda else torch.FloatTensor" in out, out
     left = [f.code for f in scan_source(out).findings]
     assert "TP106" not in left, left
+
+
+def test_a_backend_guard_in_a_cuda_file_is_still_left_alone_when_fixing_the_fixed_file():
+    """Fix is idempotent: after the first pass removes every ``cuda`` from the file, the second pass
+    must take the same decision about ``device_type == "xpu"`` (seen on torch's own inductor code)."""
+    from torchport.migrate import fix_source
+
+    source = textwrap.dedent('''\
+        import torch
+        def f(x, device_type):
+            if device_type == "xpu":
+                return x
+            return x.cuda()
+        ''')
+    once = fix_source(source, unsafe=True)
+    assert 'device_type == "xpu"' in once and ".cuda()" not in once
+    assert fix_source(once, unsafe=True) == once

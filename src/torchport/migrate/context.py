@@ -335,8 +335,11 @@ class FileContext:
     @functools.cached_property
     def cuda_written(self) -> bool:
         """True when the file uses CUDA (``torch.cuda``, ``.cuda()``, ``"cuda"``): a comparison with
-        ``"mps"`` / ``"npu"`` there special-cases that backend and must keep meaning it."""
-        return re.search(r"\bcuda\b", self.module.code) is not None
+        ``"mps"`` / ``"npu"`` there special-cases that backend and must keep meaning it.
+
+        A file that already imports torchport counts too: it is (or reads like) the output of a fix of
+        CUDA code, so fixing it again must take the same decision (fix is idempotent)."""
+        return re.search(r"\bcuda\b|^\s*(import|from)\s+torchport\b", self.module.code, re.M) is not None
 
     @functools.cached_property
     def distributed(self) -> bool:
