@@ -35,6 +35,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from torchport._json import write_text
 from torchport.errors import ExitCode, TorchportError
 from torchport.paths import is_url
 
@@ -122,9 +123,7 @@ def _acquire_local(directory: Path) -> tuple[str, Any]:
         raise RunLockedError(f"{directory} is in use by {_describe(owner)}; wait for it to finish, stop it, or "
                              "choose another --run-dir / --checkpoint-dir") from None
     try:
-        tmp = directory / f".{OWNER_NAME}.{os.getpid()}.tmp"
-        tmp.write_text(json.dumps(_owner()) + "\n")
-        os.replace(tmp, directory / OWNER_NAME)
+        write_text(directory / OWNER_NAME, json.dumps(_owner()) + "\n")
     except BaseException:
         lock.release()
         raise
