@@ -48,8 +48,10 @@ def _install(out: str) -> None:
     torch.Tensor.backward = backward
 
     def forward_hook(module, inputs, output):
+        # a DataParallel replica holds its weights as plain attributes, listed in _former_parameters
         if isinstance(output, torch.Tensor) and output.is_floating_point() and not list(module.children()) \
-                and any(True for _ in module.parameters(recurse=False)):
+                and (any(True for _ in module.parameters(recurse=False))
+                     or any(p is not None for p in getattr(module, "_former_parameters", {}).values())):
             state["dtypes"].add(str(output.dtype).replace("torch.", ""))
 
     torch.nn.modules.module.register_module_forward_hook(forward_hook)
