@@ -62,3 +62,37 @@ def test_amp_guard_is_equivalent_on_the_emulated_npu():
     row = corpus.check(SCRIPTS["unet_amp_guard"], devices=("npu",), steps=2, timeout=300)
     assert row.equivalent == {"npu": "yes"}, (row.equivalent, {m: r.error for m, r in row.modes.items()})
     assert "float16" in {d for rec in row.modes["fix npu"].ranks[0] for d in rec["dtypes"]}
+
+
+_REPLICA = '''
+import collections, torch
+model = torch.nn.Linear(4, 2)
+replica = model._replicate_for_data_parallel()  # what nn.parallel.replicate builds per device
+replica._former_parameters = collections.OrderedDict()
+for name, param in model._parameters.items():
+    copy = param * 1  # replicas hold non-leaf copies as plain attributes, not parameters
+    setattr(replica, name, copy)
+    replica._former_parameters[name] = copy
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+with torch.autocast("cpu", dtype=torch.bfloat16):
+    out = replica(torch.ones(3, 4))
+out.float().sum().backward()
+opt.step()
+'''
+
+
+def test_probe_records_the_forward_dtype_of_a_data_parallel_replica(tmp_path):
+    """nn.DataParallel runs replicas whose weights are not parameters; the probe missed their dtypes (fix npu of
+    pytorch-cifar recorded no dtype while run npu, on one device, recorded float32)."""
+    import json
+    import subprocess
+
+    out = tmp_path / "probe"
+    out.mkdir()
+    (tmp_path / "replica.py").write_text(_REPLICA, encoding="utf-8")
+    env = corpus._env(out, steps=1, device="cpu", seed=0)
+    proc = subprocess.run([sys.executable, str(tmp_path / "replica.py")], env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    records = [json.loads(line) for f in out.glob("*.jsonl") for line in f.read_text().splitlines()]
+    assert [r["dtypes"] for r in records] == [["bfloat16"]]
