@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import functools
 import os
 import time
 import uuid
@@ -495,7 +496,7 @@ class Stream(torch.Stream):
 
         return ctypes.c_void_p(self.npu_stream)
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, device: Any = None, priority: int = 0, **kwargs: Any) -> None:
         pass
 
     def wait_event(self, event: "Event") -> None:
@@ -823,6 +824,95 @@ ShortTensor = _legacy_type("ShortTensor", torch.int16)
 BFloat16Tensor = _legacy_type("BFloat16Tensor", torch.bfloat16)
 
 
+# ----------------------------------------------------------------------------- AI Core resource limits
+#: the 910B3's cores (get_device_properties): what get_device_limit reports until set_device_limit
+_CORES = {"cube_core_num": 20, "vector_core_num": 40}
+_device_limits: dict[int, dict[str, int]] = {}
+_stream_limits: dict[tuple[int, int], dict[str, int]] = {}
+
+
+def _limit_device(device: Any) -> int:
+    """torch_npu's checks on a device argument of the limit functions (an int, a present device)."""
+    if isinstance(device, bool) or not isinstance(device, int):
+        raise TypeError(f"device must be an int, but got {type(device).__name__}" + _card_error(0, 2))
+    if device < 0 or device >= device_count():
+        raise AssertionError("Invalid device id" + _card_error(0, 3))
+    return device
+
+
+def _limited(base: dict[str, int], cube_num: int, vector_num: int) -> dict[str, int]:
+    out = dict(base)
+    for key, value in (("cube_core_num", cube_num), ("vector_core_num", vector_num)):
+        if value == -1:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= _CORES[key]:
+            raise RuntimeError(f"{key} must be an int in [1, {_CORES[key]}] (the card's {key}), got {value!r}"
+                               + _card_error(0, 3))
+        out[key] = value
+    return out
+
+
+class _CallOnce:
+    """torch_npu's ``_call_once_class``: ``set_device_limit`` may be called once per process (``.called``)."""
+
+    def __init__(self, func: Any) -> None:
+        self.func, self.called, self.result = func, False, None
+        functools.update_wrapper(self, func)  # its name, doc and signature
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self.called:
+            raise RuntimeError(f"Function '{self.func.__name__}' has already been called, You can only set this "
+                               "interface once.")
+        self.called = True
+        self.result = self.func(*args, **kwargs)
+        return self.result
+
+
+@_CallOnce
+def set_device_limit(device: int, cube_num: int = -1, vector_num: int = -1) -> None:
+    """Limit the AI Cores a device's operators use (``-1``: keep); once per process, as on the card."""
+    idx = _limit_device(device)
+    _device_limits[idx] = _limited(get_device_limit(idx), cube_num, vector_num)
+
+
+def get_device_limit(device: int) -> dict[str, int]:
+    """``{"cube_core_num": .., "vector_core_num": ..}`` of the device (its cores unless limited)."""
+    return dict(_device_limits.get(_limit_device(device), _CORES))
+
+
+def _limit_stream(stream: Any) -> tuple[int, int]:
+    if stream is None:
+        raise AssertionError("stream cannot be None" + _card_error(0, 1))
+    if not isinstance(stream, Stream):
+        raise AssertionError(f"stream should be torch_npu.npu.Stream, could not be {type(stream)}"
+                             + _card_error(0, 2))
+    return stream.device_index, stream.stream_id
+
+
+def set_stream_limit(stream: Stream, cube_num: int = -1, vector_num: int = -1) -> None:
+    """Limit the AI Cores of the operators launched on ``stream`` (``-1``: keep)."""
+    key = _limit_stream(stream)
+    _stream_limits[key] = _limited(get_stream_limit(stream), cube_num, vector_num)
+
+
+def reset_stream_limit(stream: Stream) -> None:
+    _stream_limits.pop(_limit_stream(stream), None)
+
+
+def get_stream_limit(stream: Stream) -> dict[str, int]:
+    """The stream's limits (its device's unless set on the stream)."""
+    idx, sid = _limit_stream(stream)
+    return dict(_stream_limits.get((idx, sid)) or get_device_limit(idx))
+
+
+def current_blas_handle() -> None:
+    """None, with torch_npu's warning: the NPU has no BLAS handle (the card's answer, not a stand-in)."""
+    import warnings
+
+    warnings.warn("NPU does not use blas handle.")
+    return None
+
+
 class SyncLaunchStream(Stream):
     """A stream from the device's sync-launch pool (4 per device; launches bypass the task queue on the
     card; every emulated stream is synchronous)."""
@@ -851,18 +941,13 @@ NOT_EMULATED: dict[str, str] = {
         "DoubleStorage", "FloatStorage", "BFloat16Storage")},
     **{n: "hardware fault handling (UCE, device stop/restart, stress self-test)" for n in (
         "stop_device", "restart_device", "check_uce_in_memory", "stress_detect")},
-    **{n: "AI Core / stream resource limits are a device-runtime setting" for n in (
-        "set_device_limit", "get_device_limit", "set_stream_limit", "reset_stream_limit", "get_stream_limit")},
     **{n: "model obfuscation needs the Ascend crypto runtime" for n in (
         "obfuscation_initialize", "obfuscation_finalize", "obfuscation_calculate")},
     **{n: "host (pinned) memory statistics of the device allocator" for n in (
         "host_memory_stats", "host_memory_stats_as_nested_dict", "reset_accumulated_host_memory_stats",
         "reset_peak_host_memory_stats")},
-    "ExternalStream": "wraps a raw aclrtStream handle",
     "ExternalEvent": "wraps a raw aclrtEvent handle",
-    "current_blas_handle": "returns a raw aclBLAS handle",
     "CubeMathType": "cube-unit math modes of the real chip",
-    "npurt": "bindings of the Ascend runtime library",
 }
 
 __all__ += [  # noqa: F822 - mstx comes from the module __getattr__
@@ -875,13 +960,15 @@ __all__ += [  # noqa: F822 - mstx comes from the module __getattr__
     "caching_allocator_alloc", "caching_allocator_delete", "memory_stats_as_nested_dict", "memory_snapshot",
     "get_allocator_backend", "BoolTensor", "ByteTensor", "CharTensor", "DoubleTensor", "FloatTensor",
     "HalfTensor", "IntTensor", "LongTensor", "ShortTensor", "BFloat16Tensor", "SyncLaunchStream", "mstx",
+    "ExternalStream", "npurt", "set_device_limit", "get_device_limit", "set_stream_limit", "reset_stream_limit",
+    "get_stream_limit", "current_blas_handle",
 ]
 
 
 def __getattr__(name: str) -> Any:
     if name == "mstx":
         return _mstx()
-    if name in ("utils", "memory", "random", "streams") and STATE.installed:  # torch_npu.npu.<submodule>
+    if name in ("utils", "memory", "random", "streams", "aclnn") and STATE.installed:  # torch_npu.npu.<submodule>
         import importlib
 
         return importlib.import_module(f"torch_npu.npu.{name}")
