@@ -602,3 +602,16 @@ def test_blas_handle_and_aclnn_version_answer_as_torch_npu_does(npu):
         assert torch_npu.npu.current_blas_handle() is None
     with pytest.warns(UserWarning, match="aclnn.version isn't implemented"):
         assert torch_npu.npu.aclnn.version() is None
+
+
+def test_erase_stream_checks_its_arguments_like_the_card(npu):
+    import torch_npu
+
+    t = torch.ones(8, device="npu")
+    s = torch.npu.Stream()
+    t.record_stream(s)
+    torch_npu.erase_stream(t, s)  # nothing cached to erase: memory goes back to the host at once
+    with pytest.raises(TypeError, match="stream should be torch_npu.npu.Stream"):
+        torch_npu.erase_stream(t, 3)
+    with pytest.raises(TypeError, match="tensor should be torch.Tensor"):
+        torch_npu.erase_stream([t], s)
