@@ -11,7 +11,8 @@
 //   native_dropout (device RNG), and pinning;
 // * a device guard with real indices (per-thread current device), accelerator hooks, device
 //   generators (each delegating to a host generator on a stream of its own), a pinned host allocator.
-// Streams and events are synchronous no-ops (host memory, synchronous execution).
+// * streams with torch_npu's ids (pools, sync-launch, external) and timing events; execution is
+//   synchronous (host memory), so every stream is idle.
 //
 // Python hooks (optional, set by torchport.emulate): a per-operator classifier called once per
 // operator (bits: warn as CPU fallback, upcast fp16 matmul/conv to fp32, post-process outputs,
