@@ -835,9 +835,7 @@ def _limit_device(device: Any) -> int:
     """torch_npu's checks on a device argument of the limit functions (an int, a present device)."""
     if isinstance(device, bool) or not isinstance(device, int):
         raise TypeError(f"device must be an int, but got {type(device).__name__}" + _card_error(0, 2))
-    if device < 0 or device >= device_count():
-        raise AssertionError("Invalid device id" + _card_error(0, 3))
-    return device
+    return _checked(device)  # "Invalid device id" outside [0, device_count())
 
 
 def _limited(base: dict[str, int], cube_num: int, vector_num: int) -> dict[str, int]:
