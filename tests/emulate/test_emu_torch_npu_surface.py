@@ -615,3 +615,17 @@ def test_erase_stream_checks_its_arguments_like_the_card(npu):
         torch_npu.erase_stream(t, 3)
     with pytest.raises(TypeError, match="tensor should be torch.Tensor"):
         torch_npu.erase_stream([t], s)
+
+
+def test_the_current_stream_is_per_thread_as_on_the_card(npu):
+    import threading
+
+    s = torch.npu.Stream()
+    assert s != torch.npu.default_stream()
+    seen = []
+    with torch.npu.stream(s):
+        t = threading.Thread(target=lambda: seen.append(torch.npu.current_stream()))
+        t.start()
+        t.join()
+        assert torch.npu.current_stream() == s
+    assert seen == [torch.npu.default_stream()]
