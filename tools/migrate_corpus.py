@@ -266,7 +266,7 @@ PINNED += [
 ]
 # --- corpus part A: vision & self-supervised
 #: MoCo v1/v2 (mp.spawn DDP, shuffle-BN with all_gather/broadcast, a queue of negatives), at the MIT relicense
-#: the accuracy helper's ``correct[:k].view(-1)`` fails on a non-contiguous slice with torch >= 1.7, on CUDA too
+#: the accuracy helper's ``correct[:k].view(-1)`` fails on a non-contiguous slice with current torch, on CUDA too
 #: (the script's own bug; pytorch/examples fixed it as ``reshape``)
 _VIEW = ("correct[:k].view(-1)", "correct[:k].reshape(-1)")
 _MOCO = ("facebookresearch/moco", "7397dfe146c7ca6bbb58e9c382498069178ba764")
