@@ -320,7 +320,10 @@ PINNED += [
      [("text = open('input.txt', 'r').read()", "text = 'O God, O God! generated text for a tiny char-level model. ' * 64")]),
     ("apex-dcgan", _APEX, _APEX_HEAD, "examples/dcgan/main_amp.py",
      ["--dataset", "fake", "--batchSize", "4", "--imageSize", "64", "--niter", "1", "--workers", "0", "--nz", "16",
-      "--ngf", "8", "--ndf", "8"], []),
+      "--ngf", "8", "--ndf", "8"],
+     # the script's own bug with torch >= 1.7: torch.full(.., 1) is int64, BCEWithLogitsLoss needs a float target
+     # (pytorch/examples' dcgan made the same change: real_label = 1.)
+     [("real_label = 1\n", "real_label = 1.\n"), ("fake_label = 0\n", "fake_label = 0.\n")]),
     ("apex-simple", _APEX, _APEX_HEAD, "examples/simple/distributed/distributed_data_parallel.py", [], []),
     ("apex-imagenet", _APEX, _APEX_AMP, "examples/imagenet/main_amp.py",
      ["-a", "resnet18", "-b", "8", "--epochs", "1", "--workers", "0", "--opt-level", "O1", "data"], []),
