@@ -316,7 +316,7 @@ PINNED += [
     ("nanogpt-train", *_NANOGPT, "train.py", _NANOGPT_TINY, _NANOGPT_PATCHES),
     ("nanogpt-train-fp16", *_NANOGPT, "train.py", [*_NANOGPT_TINY, "--dtype=float16"], _NANOGPT_PATCHES),
     ("mingpt-adder", *_MINGPT, "projects/adder/adder.py", _MINGPT_ADDER, []),
-    ("mingpt-chargpt", *_MINGPT, "projects/chargpt/chargpt.py", [*_MINGPT_TINY, "--data.block_size=16"],
+    ("mingpt-chargpt", *_MINGPT, "projects/chargpt/chargpt.py", [*_MINGPT_TINY, "--data.block_size=16", "--model.model_type=gpt-nano"],
      [("text = open('input.txt', 'r').read()", "text = 'O God, O God! generated text for a tiny char-level model. ' * 64")]),
     ("apex-dcgan", _APEX, _APEX_HEAD, "examples/dcgan/main_amp.py",
      ["--dataset", "fake", "--batchSize", "4", "--imageSize", "64", "--niter", "1", "--workers", "0", "--nz", "16",
