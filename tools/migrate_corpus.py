@@ -316,8 +316,10 @@ PINNED += [
     ("nanogpt-train", *_NANOGPT, "train.py", _NANOGPT_TINY, _NANOGPT_PATCHES),
     ("nanogpt-train-fp16", *_NANOGPT, "train.py", [*_NANOGPT_TINY, "--dtype=float16"], _NANOGPT_PATCHES),
     ("mingpt-adder", *_MINGPT, "projects/adder/adder.py", _MINGPT_ADDER, []),
-    ("mingpt-chargpt", *_MINGPT, "projects/chargpt/chargpt.py", [*_MINGPT_TINY, "--data.block_size=16", "--model.model_type=gpt-nano"],
-     [("text = open('input.txt', 'r').read()", "text = 'O God, O God! generated text for a tiny char-level model. ' * 64")]),
+    ("mingpt-chargpt", *_MINGPT, "projects/chargpt/chargpt.py",
+     [*_MINGPT_TINY, "--data.block_size=16", "--model.model_type=gpt-nano"],
+     [("text = open('input.txt', 'r').read()",
+       "text = 'O God, O God! generated text for a tiny char-level model. ' * 64")]),  # its sampling prompt's chars
     ("apex-dcgan", _APEX, _APEX_HEAD, "examples/dcgan/main_amp.py",
      ["--dataset", "fake", "--batchSize", "4", "--imageSize", "64", "--niter", "1", "--workers", "0", "--nz", "16",
       "--ngf", "8", "--ndf", "8"],
@@ -353,8 +355,8 @@ def pinned_corpus(mirrors: Path, dest: Path) -> list[Script]:
         for part in EXTRACT.get(name, [str(Path(path).parent)]):
             # the script's folder is flattened into root; any other part keeps its own name (mingpt/)
             strip = len(Path(part).parts) if part == str(Path(path).parent) else len(Path(part).parent.parts)
-            archive = subprocess.run(["git", "--git-dir", str(git_dir), "archive", commit, *([part] if part != "." else [])],
-                                     capture_output=True, check=True).stdout
+            archive = subprocess.run(["git", "--git-dir", str(git_dir), "archive", commit,
+                                      *([part] if part != "." else [])], capture_output=True, check=True).stdout
             subprocess.run(["tar", "-x", "-C", str(root), *(["--strip-components", str(strip)] if strip else [])],
                            input=archive, check=True)
         target = root / Path(path).name

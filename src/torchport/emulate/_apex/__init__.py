@@ -4,6 +4,7 @@ run unchanged on the emulated device: ``apex.amp`` (see its ``amp.py``), ``apex.
 SyncBatchNorm), ``apex.optimizers`` (fused optimizers as torch's, Ascend's ``NpuFused*``), ``apex.fp16_utils``
 (``to_python_float`` ...) and ``apex.multi_tensor_apply`` (no fused kernels: ``available`` is False)."""
 
-from . import amp, fp16_utils, multi_tensor_apply, optimizers, parallel  # noqa: F401  (``import apex; apex.parallel...``)
+# ``import apex`` then ``apex.parallel.convert_syncbn_model(...)`` / ``apex.optimizers.NpuFusedSGD(...)``, as apex
+from . import amp, fp16_utils, multi_tensor_apply, optimizers, parallel  # noqa: F401
 
 __torchport_emulated__ = True
