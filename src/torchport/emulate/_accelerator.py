@@ -2,10 +2,11 @@
 
 While the emulator is installed torch reports ``npu`` as the current accelerator, but
 several ``torch.accelerator`` functions need C++ pieces a Python backend cannot
-register (a ``DeviceAllocator`` for the memory functions, a device guard that really
-switches devices). Device-agnostic code -- including what ``torchport fix`` writes --
-calls exactly these, so while installed they are routed to ``torch.npu``; uninstall
-puts torch's own functions back.
+register (a device guard that really switches devices, a host allocator). The memory
+functions need nothing here: they read the emulator's C++ ``DeviceAllocator`` (the same
+statistics ``torch.npu.memory_stats`` shows). Device-agnostic code -- including what
+``torchport fix`` writes -- calls the others, so while installed they are routed to
+``torch.npu``; uninstall puts torch's own functions back.
 """
 
 from __future__ import annotations
@@ -67,54 +68,15 @@ class device_index:
             _npu().set_device(self.prev_idx)
 
 
-def empty_cache() -> None:
-    _npu().empty_cache()
-
-
 def empty_host_cache() -> None:
-    pass
-
-
-def memory_stats(device_index: Any = None, /) -> Any:
-    return _npu().memory_stats(_index(device_index))
-
-
-def memory_allocated(device_index: Any = None, /) -> int:
-    return _npu().memory_allocated(_index(device_index))
-
-
-def max_memory_allocated(device_index: Any = None, /) -> int:
-    return _npu().max_memory_allocated(_index(device_index))
-
-
-def memory_reserved(device_index: Any = None, /) -> int:
-    return _npu().memory_reserved(_index(device_index))
-
-
-def max_memory_reserved(device_index: Any = None, /) -> int:
-    return _npu().max_memory_reserved(_index(device_index))
-
-
-def reset_accumulated_memory_stats(device_index: Any = None, /) -> None:
-    _npu().reset_accumulated_memory_stats(_index(device_index))
-
-
-def reset_peak_memory_stats(device_index: Any = None, /) -> None:
-    _npu().reset_peak_memory_stats(_index(device_index))
-
-
-def get_memory_info(device_index: Any = None, /) -> tuple[int, int]:
-    return _npu().mem_get_info(_index(device_index))
+    """torch's version asks for a registered host allocator; the emulator's pinned cache is in its module."""
+    _npu().host_empty_cache()
 
 
 _ROUTED = {
     "": ["current_device_index", "set_device_index", "synchronize", "get_device_capability", "device_index",
-         "empty_cache", "empty_host_cache", "memory_stats", "memory_allocated", "max_memory_allocated",
-         "memory_reserved", "max_memory_reserved", "reset_accumulated_memory_stats", "reset_peak_memory_stats",
-         "get_memory_info"],
-    "memory": ["empty_cache", "empty_host_cache", "memory_stats", "memory_allocated", "max_memory_allocated",
-               "memory_reserved", "max_memory_reserved", "reset_accumulated_memory_stats",
-               "reset_peak_memory_stats", "get_memory_info"],
+         "empty_host_cache"],
+    "memory": ["empty_host_cache"],
 }
 _ALIASES = {"current_device_idx": "current_device_index", "set_device_idx": "set_device_index"}
 
