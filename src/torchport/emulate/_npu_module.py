@@ -769,6 +769,31 @@ ShortTensor = _legacy_type("ShortTensor", torch.int16)
 BFloat16Tensor = _legacy_type("BFloat16Tensor", torch.bfloat16)
 
 
+# -- legacy typed storages: isinstance(t.storage(), torch.npu.FloatStorage) / torch.npu.FloatStorage(4)
+def _legacy_storage(name: str, dtype: torch.dtype) -> type:
+    """torch's own legacy-storage class shape (as torch.cuda's): torch.storage reads the device from the
+    module name's last part ("npu") for both construction and isinstance."""
+    from torch._utils import classproperty
+
+    return type(name, (torch.storage._LegacyStorage,), {
+        "__module__": "torch_npu.npu", "__qualname__": name,
+        "_dtype": classproperty(lambda cls: dtype),
+        "dtype": classproperty(lambda cls: dtype),
+        "__doc__": f"Legacy typed storage of {dtype} on the npu."})
+
+
+BoolStorage = _legacy_storage("BoolStorage", torch.bool)
+ByteStorage = _legacy_storage("ByteStorage", torch.uint8)
+CharStorage = _legacy_storage("CharStorage", torch.int8)
+DoubleStorage = _legacy_storage("DoubleStorage", torch.float64)
+FloatStorage = _legacy_storage("FloatStorage", torch.float32)
+HalfStorage = _legacy_storage("HalfStorage", torch.float16)
+IntStorage = _legacy_storage("IntStorage", torch.int32)
+LongStorage = _legacy_storage("LongStorage", torch.int64)
+ShortStorage = _legacy_storage("ShortStorage", torch.int16)
+BFloat16Storage = _legacy_storage("BFloat16Storage", torch.bfloat16)
+
+
 class SyncLaunchStream(Stream):
     """A stream whose launches are synchronous (every emulated stream is)."""
 
@@ -788,9 +813,6 @@ NOT_EMULATED: dict[str, str] = {
         "register_npu_graph_handler", "super_kernel_scope_begin", "super_kernel_scope_end")},
     **{n: "custom allocators and memory pools plug into the device caching allocator, which the emulator "
           "does not have" for n in ("MemPool", "use_mem_pool", "NPUPluggableAllocator", "change_current_allocator")},
-    **{n: "typed npu storages: npu data is host storage behind wrapper tensors" for n in (
-        "BoolStorage", "ByteStorage", "ShortStorage", "LongStorage", "IntStorage", "HalfStorage", "CharStorage",
-        "DoubleStorage", "FloatStorage", "BFloat16Storage")},
     **{n: "hardware fault handling (UCE, device stop/restart, stress self-test)" for n in (
         "stop_device", "restart_device", "check_uce_in_memory", "stress_detect")},
     **{n: "AI Core / stream resource limits are a device-runtime setting" for n in (
@@ -817,6 +839,8 @@ __all__ += [  # noqa: F822 - mstx comes from the module __getattr__
     "caching_allocator_alloc", "caching_allocator_delete", "memory_stats_as_nested_dict", "memory_snapshot",
     "get_allocator_backend", "BoolTensor", "ByteTensor", "CharTensor", "DoubleTensor", "FloatTensor",
     "HalfTensor", "IntTensor", "LongTensor", "ShortTensor", "BFloat16Tensor", "SyncLaunchStream", "mstx",
+    "BoolStorage", "ByteStorage", "CharStorage", "DoubleStorage", "FloatStorage", "HalfStorage", "IntStorage",
+    "LongStorage", "ShortStorage", "BFloat16Storage",
 ]
 
 

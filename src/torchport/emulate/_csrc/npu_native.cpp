@@ -116,6 +116,7 @@ std::string format_size(uint64_t size) {
 }
 
 // ---- PYTORCH_NPU_ALLOC_CONF, read when the allocator first serves (as torch_npu's NPUAllocatorConfig)
+std::atomic<bool> g_conf_armed{false};  // set once the emulator is installed: its own set-up allocations read nothing
 std::atomic<bool> g_conf_done{false};
 std::mutex g_conf_mutex;
 bool g_throw_on_oom = false;  // throw_on_npumalloc_oom
@@ -146,16 +147,24 @@ void parse_alloc_conf(const std::string& env) {
   using c10::CachingAllocator::ConfigTokenizer;
   ConfigTokenizer tok(env);
   const auto& acc_keys = c10::CachingAllocator::AcceleratorAllocatorConfig::getKeys();
+  std::string acc_part;  // the settings torch's own allocator config owns (torch checks their values)
   for (size_t i = 0; i < tok.size(); i++) {  // first pass: every key known (the card's checks and messages)
     const auto& key = tok[i];
     const bool in_acc = acc_keys.count(key) > 0, in_npu = npu_conf_keys().count(key) > 0;
     TORCH_CHECK_VALUE(in_acc || in_npu, "Unrecognized key '", key, "' in NPU allocator config, ");
     TORCH_CHECK_VALUE(npu_supported_acc_keys().count(key) || in_npu, "torch_npu not support key '", key,
                       "' in NPU allocator config, ");
+    const size_t first = i;
     i = tok.skipKey(i);
+    if (!in_npu) {
+      if (!acc_part.empty()) acc_part += ",";
+      for (size_t k = first; k <= i; ++k) acc_part += tok[k];
+    }
     if (i + 1 < tok.size()) tok.checkToken(++i, ",");
   }
-  c10::CachingAllocator::AcceleratorAllocatorConfig::instance().parseArgs(env);  // torch's keys, torch's checks
+  // torch_npu registers its keys with torch's config and hands it the whole string; the emulator
+  // registers nothing process-wide, so torch parses only its own keys
+  if (!acc_part.empty()) c10::CachingAllocator::AcceleratorAllocatorConfig::instance().parseArgs(acc_part);
   double fraction = 1.0;
   bool throw_on_oom = false;
   for (size_t i = 0; i < tok.size(); i++) {
@@ -184,14 +193,20 @@ void parse_alloc_conf(const std::string& env) {
 
 // Reads the environment once; a bad value raises on every use until fixed (as on the card).
 void ensure_alloc_conf() {
-  if (g_conf_done.load()) return;
+  if (!g_conf_armed.load() || g_conf_done.load()) return;
   std::lock_guard<std::mutex> lock(g_conf_mutex);
   if (g_conf_done.load()) return;
   auto npu_env = c10::utils::get_env("PYTORCH_NPU_ALLOC_CONF");
   auto acc_env = c10::utils::get_env("PYTORCH_ALLOC_CONF");
   TORCH_CHECK(!npu_env.has_value() || !acc_env.has_value(),
               "Both PYTORCH_NPU_ALLOC_CONF and PYTORCH_ALLOC_CONF have been set, please set only one of them.");
-  if (npu_env.has_value() || acc_env.has_value()) parse_alloc_conf(npu_env.has_value() ? *npu_env : *acc_env);
+  if (npu_env.has_value() || acc_env.has_value()) {
+    parse_alloc_conf(npu_env.has_value() ? *npu_env : *acc_env);
+  } else {
+    std::lock_guard<std::mutex> mem_lock(g_mem_mutex);
+    for (auto& m : g_mem) m.limit = kTotalMemory;
+    g_throw_on_oom = false;
+  }
   g_conf_done.store(true);
 }
 
@@ -1183,4 +1198,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
            static_cast<double>(kTotalMemory);
   });
   m.def("host_empty_cache", &pinned_empty_cache, "release the cached pinned host blocks");
+  m.def("reload_alloc_conf", [] {
+    g_conf_done.store(false);
+    g_conf_armed.store(true);
+  }, "read PYTORCH_NPU_ALLOC_CONF at the next allocation (install() calls it once set up; the card reads it once)");
 }
