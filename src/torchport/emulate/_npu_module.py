@@ -782,16 +782,10 @@ def _legacy_storage(name: str, dtype: torch.dtype) -> type:
         "__doc__": f"Legacy typed storage of {dtype} on the npu."})
 
 
-BoolStorage = _legacy_storage("BoolStorage", torch.bool)
-ByteStorage = _legacy_storage("ByteStorage", torch.uint8)
-CharStorage = _legacy_storage("CharStorage", torch.int8)
-DoubleStorage = _legacy_storage("DoubleStorage", torch.float64)
-FloatStorage = _legacy_storage("FloatStorage", torch.float32)
-HalfStorage = _legacy_storage("HalfStorage", torch.float16)
-IntStorage = _legacy_storage("IntStorage", torch.int32)
-LongStorage = _legacy_storage("LongStorage", torch.int64)
-ShortStorage = _legacy_storage("ShortStorage", torch.int16)
-BFloat16Storage = _legacy_storage("BFloat16Storage", torch.bfloat16)
+for _tensor_type in (BoolTensor, ByteTensor, CharTensor, DoubleTensor, FloatTensor, HalfTensor, IntTensor, LongTensor,
+                     ShortTensor, BFloat16Tensor):  # BoolStorage ... BFloat16Storage
+    _name = _tensor_type.__qualname__.replace("Tensor", "Storage")
+    globals()[_name] = _legacy_storage(_name, _tensor_type.dtype)
 
 
 class SyncLaunchStream(Stream):

@@ -318,27 +318,25 @@ struct NpuAllocator final : public c10::DeviceAllocator {
     st.max_split_size = -1;  // no max_split_size_mb: unlimited, as the card reports it
     return st;
   }
+  template <typename Fn>
+  static void each_stat(c10::CachingDeviceAllocator::DeviceStats& st, Fn fn) {
+    for (auto* a : {&st.allocation, &st.segment, &st.active, &st.inactive_split, &st.allocated_bytes,
+                    &st.reserved_bytes, &st.active_bytes, &st.inactive_split_bytes, &st.requested_bytes}) {
+      for (auto& s : *a) fn(s);
+    }
+    fn(st.oversize_allocations);
+    fn(st.oversize_segments);
+  }
   void resetAccumulatedStats(c10::DeviceIndex dev) override {
     std::lock_guard<std::mutex> lock(g_mem_mutex);
     auto& st = g_mem[checked_index(dev)].stats;
-    for (auto* a : {&st.allocation, &st.segment, &st.active, &st.inactive_split, &st.allocated_bytes,
-                    &st.reserved_bytes, &st.active_bytes, &st.inactive_split_bytes, &st.requested_bytes}) {
-      for (auto& s : *a) s.reset_accumulated();
-    }
-    st.oversize_allocations.reset_accumulated();
-    st.oversize_segments.reset_accumulated();
+    each_stat(st, [](c10::CachingAllocator::Stat& s) { s.reset_accumulated(); });
     st.num_alloc_retries = st.num_ooms = st.num_sync_all_streams = st.num_device_alloc = st.num_device_free =
         st.num_oom_rejections = 0;
   }
   void resetPeakStats(c10::DeviceIndex dev) override {
     std::lock_guard<std::mutex> lock(g_mem_mutex);
-    auto& st = g_mem[checked_index(dev)].stats;
-    for (auto* a : {&st.allocation, &st.segment, &st.active, &st.inactive_split, &st.allocated_bytes,
-                    &st.reserved_bytes, &st.active_bytes, &st.inactive_split_bytes, &st.requested_bytes}) {
-      for (auto& s : *a) s.reset_peak();
-    }
-    st.oversize_allocations.reset_peak();
-    st.oversize_segments.reset_peak();
+    each_stat(g_mem[checked_index(dev)].stats, [](c10::CachingAllocator::Stat& s) { s.reset_peak(); });
   }
   std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex dev) override {
     std::lock_guard<std::mutex> lock(g_mem_mutex);
