@@ -68,7 +68,7 @@ def _write_file(self: torch.UntypedStorage, *args: Any, **kwargs: Any) -> Any:
 
 
 def install() -> None:
-    """Route npu tensors through :func:`_reduce` in ``multiprocessing`` pickling; refuse legacy saves of npu storages."""
+    """Route npu tensors through :func:`_reduce` in multiprocessing pickling; refuse legacy saves of npu storages."""
     if _saved:
         return
     import torch.multiprocessing  # noqa: F401  (registers torch's own reducers first)
