@@ -188,6 +188,8 @@ def test_typed_storages_move_to_the_npu_and_match_the_legacy_storage_types(emula
     assert torch.UntypedStorage(8).npu().device.type == "npu"
     fs = torch.npu.FloatStorage(4)
     assert fs.device.type == "npu" and fs.dtype == torch.float32 and fs.size() == 4
+    with pytest.raises(RuntimeError, match="from_buffer: Not available for NPU storage"):
+        torch.npu.ByteStorage.from_buffer(bytearray(b"ab"))
 
 
 def test_legacy_save_of_npu_tensors_is_refused_as_on_the_card(emulated_npu):

@@ -775,10 +775,17 @@ def _legacy_storage(name: str, dtype: torch.dtype) -> type:
     module name's last part ("npu") for both construction and isinstance."""
     from torch._utils import classproperty
 
+    def unavailable(what: str) -> classmethod:
+        def method(cls: type, *args: Any, **kwargs: Any) -> None:
+            raise RuntimeError(f"{what}: Not available for NPU storage")  # torch_npu's words
+        return classmethod(method)
+
     return type(name, (torch.storage._LegacyStorage,), {
         "__module__": "torch_npu.npu", "__qualname__": name,
         "_dtype": classproperty(lambda cls: dtype),
         "dtype": classproperty(lambda cls: dtype),
+        "from_buffer": unavailable("from_buffer"), "_new_with_weak_ptr": unavailable("_new_with_weak_ptr"),
+        "_new_shared_filename": unavailable("_new_shared_filename"),
         "__doc__": f"Legacy typed storage of {dtype} on the npu."})
 
 
