@@ -9,7 +9,8 @@ NPU checkpoint without torch_npu, unless a ``map_location`` is given.
 The legacy (non-zip) format is refused for npu storages, as on the card: ``torch.save(npu_tensor, f,
 _use_new_zipfile_serialization=False)`` writes each storage with ``UntypedStorage._write_file``, which
 torch_npu runs over a plain ``from_blob`` storage and rejects ("The npu storage desc is unavailable: the
-tensor's storage is not an NPUStorageImpl."). Legacy files of CPU tensors still load onto the npu.
+tensor's storage is not an NPUStorageImpl."). Plain ``pickle.dumps`` of an npu tensor takes that path too
+(``TypedStorage.__reduce__``) and is refused alike. Legacy files of CPU tensors still load onto the npu.
 
 Between processes an npu tensor travels as its host bytes -- moved into shared memory the first
 time, as torch does for CPU tensors, and adopted back by the npu storage, so both processes see one
