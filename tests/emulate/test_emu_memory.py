@@ -206,3 +206,26 @@ def test_legacy_save_of_npu_tensors_is_refused_as_on_the_card(emulated_npu):
     torch.save(x.npu(), buf)  # the zip format keeps npu tensors
     buf.seek(0)
     assert torch.load(buf).device.type == "npu"
+
+
+def test_double_cast_on_the_npu_gives_float32_as_on_the_card(emulated_npu):
+    x = torch.randn(3, device="npu", requires_grad=True)
+    with pytest.warns(UserWarning, match="Device do not support double dtype now, dtype cast replace with float"):
+        d = x.double()
+    assert d.dtype == torch.float32 and x.to(torch.float64).dtype == torch.float32
+    assert x.detach().to(torch.float64).storage().dtype == torch.float32  # torch_npu's test_storage asserts it
+    assert x.to("cpu", torch.float64).dtype == torch.float64  # a move with the cast keeps float64
+    assert torch.randn(2, dtype=torch.float64).npu().dtype == torch.float64
+    d.sum().backward()
+    assert x.grad.tolist() == [1.0, 1.0, 1.0]
+
+
+def test_torch_npu_testcase_compares_storages_element_by_element(emulated_npu):
+    from torch_npu.testing.testcase import TestCase
+
+    tc = TestCase()
+    cpu = torch.tensor([1.0, 2.0, 3.0])
+    tc.assertEqual(cpu.untyped_storage(), cpu.npu().untyped_storage())  # bytes, across devices
+    tc.assertEqual(cpu.double().storage(), cpu.npu().storage())  # numbers, without their dtype
+    with pytest.raises(AssertionError):
+        tc.assertEqual(cpu.storage(), torch.tensor([1.0, 2.0, 4.0]).npu().storage())

@@ -24,6 +24,7 @@
 #include <ATen/native/Resize.h>
 #include <ATen/ops/_local_scalar_dense_native.h>
 #include <ATen/ops/_reshape_alias_native.h>
+#include <ATen/ops/_to_copy_native.h>
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/set_native.h>
 #include <ATen/ops/unfold_native.h>
@@ -999,6 +1000,19 @@ std::tuple<at::Tensor, at::Tensor> npu_native_dropout(const at::Tensor& input, d
   return {input * mask * (1.0 / (1.0 - p)), mask};
 }
 
+// The card has no float64 arithmetic: a dtype-only cast of an npu tensor to float64 (x.double(),
+// x.to(torch.float64)) gives float32, with torch_npu's warning (ToKernelNpu.cpp); device moves keep it.
+at::Tensor npu_to_copy(const at::Tensor& self, std::optional<at::ScalarType> dtype, std::optional<at::Layout> layout,
+                       std::optional<at::Device> device, std::optional<bool> pin_memory, bool non_blocking,
+                       std::optional<at::MemoryFormat> memory_format) {
+  if (dtype.has_value() && !layout.has_value() && !device.has_value() && self.scalar_type() != *dtype &&
+      *dtype == at::kDouble) {
+    TORCH_WARN_ONCE("Device do not support double dtype now, dtype cast replace with float.");
+    dtype = at::kFloat;
+  }
+  return at::native::_to_copy(self, dtype, layout, device, pin_memory, non_blocking, memory_format);
+}
+
 bool npu_compatible_shallow_copy(const at::Tensor& self, const at::Tensor& from) {
   // torch keeps a Parameter object across .to(device) when the two tensor types are compatible;
   // its list of dense backends lacks PrivateUse1, so npu <-> cpu would look incompatible
@@ -1041,6 +1055,7 @@ void register_kernels() {
   m.impl("is_pinned", TORCH_FN(npu_is_pinned));
   m.impl("_pin_memory", TORCH_FN(npu_pin_memory));
   m.impl("native_dropout", TORCH_FN(npu_native_dropout));
+  m.impl("_to_copy", TORCH_FN(npu_to_copy));
   m.impl("_has_compatible_shallow_copy_type", TORCH_FN(npu_compatible_shallow_copy));
   g_fallback_lib = std::make_unique<torch::Library>(torch::Library::IMPL, "_", std::optional<c10::DispatchKey>(kNpuKey),
                                                     __FILE__, __LINE__);
