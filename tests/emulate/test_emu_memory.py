@@ -87,8 +87,8 @@ def test_memory_stats_agree_with_the_snapshot_per_pool(emulated_npu):
 def test_memory_summary_has_torch_npus_header(emulated_npu):
     stats = torch.npu.memory_stats()
     lines = ["=" * 75, " " * 18 + "PyTorch NPU memory summary, device ID 0" + " " * 18, "-" * 75,
-             " " * 12 + f"NPU OOMs: {stats['num_ooms']:<13d} | " + " " * 7
-             + f"npuMalloc retries: {stats['num_alloc_retries']:<9d}  ", "=" * 75,
+             " " * 12 + f"NPU OOMs: {stats['num_ooms']:<13d} | " + " " * 7 +
+             f"npuMalloc retries: {stats['num_alloc_retries']:<9d}  ", "=" * 75,
              "        Metric         | Cur Usage  | Peak Usage | Tot Alloc  | Tot Freed  "]
     head = "".join(f"|{line}|\n" for line in lines)
     assert torch.npu.memory_summary().startswith(head)
@@ -119,9 +119,12 @@ def test_the_fraction_is_checked_before_the_host_and_the_card_holds_64_gib(emula
         torch.npu.set_per_process_memory_fraction(1.0, 0)
 
 
+RANGE = r"per_process_memory_fraction is invalid, set it in \[0\.0, 1\.0\]"
+
+
 @pytest.mark.parametrize("conf,error,message", [
-    ("per_process_memory_fraction:2.0", RuntimeError, r"per_process_memory_fraction is invalid, set it in \[0\.0, 1\.0\]"),
-    ("per_process_memory_fraction:-0.1", RuntimeError, r"per_process_memory_fraction is invalid, set it in \[0\.0, 1\.0\]"),
+    ("per_process_memory_fraction:2.0", RuntimeError, RANGE),
+    ("per_process_memory_fraction:-0.1", RuntimeError, RANGE),
     ("per_process_memory_fraction:", RuntimeError, r"Index out of bounds in ConfigTokenizer"),
     ("no_such_key:1", ValueError, r"Unrecognized key 'no_such_key' in NPU allocator config"),
 ])
