@@ -99,6 +99,9 @@ constexpr int64_t kTotalMemory = 64LL << 30;  // a 910B3's HBM
 constexpr size_t kMinBlock = 512;
 constexpr size_t kSmallSize = 1 << 20;
 constexpr size_t kOneEB = 1ULL << 60;
+// what the card's driver and runtime hold of the HBM, never free to the program (a fixed stand-in):
+// mem_get_info's free is below total even with nothing allocated, as on a card
+constexpr int64_t kRuntimeHeld = 1LL << 30;
 
 enum class MemKind { kOwn, kMapped, kAdopted };
 struct MemCtx {  // one live block (the DataPtr's context)
@@ -256,7 +259,8 @@ void mem_track(MemCtx* c) {
                      " (NPU ", static_cast<int>(c->dev), "; ", format_size(kTotalMemory), " total capacity; ",
                      format_size(st.allocated_bytes[0].current), " already allocated; ",
                      format_size(st.active_bytes[0].current), " current active; ",
-                     format_size(kTotalMemory - reserved), " free; ", format_size(m.limit), " allowed; ",
+                     format_size(std::max<int64_t>(0, kTotalMemory - kRuntimeHeld - reserved)), " free; ",
+                     format_size(m.limit), " allowed; ",
                      format_size(reserved), " reserved in total by PyTorch).",
                      "If reserved memory is >> allocated memory try setting max_split_size_mb to avoid fragmentation.");
   }
@@ -357,7 +361,8 @@ struct NpuAllocator final : public c10::DeviceAllocator {
   std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex dev) override {
     std::lock_guard<std::mutex> lock(g_mem_mutex);
     const auto reserved = g_mem[checked_index(dev)].stats.reserved_bytes[0].current;
-    return {static_cast<size_t>(kTotalMemory - reserved), static_cast<size_t>(kTotalMemory)};
+    return {static_cast<size_t>(std::max<int64_t>(0, kTotalMemory - kRuntimeHeld - reserved)),
+            static_cast<size_t>(kTotalMemory)};
   }
 };
 NpuAllocator g_alloc;
