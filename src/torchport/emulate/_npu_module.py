@@ -403,7 +403,7 @@ def _summary_rows(stats: dict, rows: list[tuple[str, str, bool]]) -> list[str]:
 
 
 def _format_size(nbytes: int) -> str:
-    for unit in ("B ", "KiB", "MiB", "GiB", "TiB"):
+    for unit in ("B  ", "KiB", "MiB", "GiB", "TiB"):
         if abs(nbytes) < 1024 * 1024 or unit == "TiB":
             return f"{nbytes:6d} {unit}"
         nbytes //= 1024
