@@ -26,6 +26,7 @@ Fix = Callable[[cst.CSTNode], cst.CSTNode]
 _DEVICE = re.compile(r"^(cuda|npu|xpu|mps)(?::(\d+))?$")
 _COLLECTIVES = frozenset({"nccl", "hccl", "xccl"})
 _DEVICE_WORDS = ("cuda", "nccl", "npu", "xpu", "mps", "hccl", "xccl")
+_IMPORTS_TORCHPORT = re.compile(r"^\s*(import|from)\s+torchport\b", re.M)
 #: names that hold an integer device index when bound to an int (or taken as a parameter)
 DEVICE_INDEX_NAMES = frozenset({"rank", "local_rank", "gpu", "gpu_id", "gpu_idx", "device_id", "device_idx",
                                 "gpu_index", "device_index", "local_gpu", "ddp_local_rank", "ddp_rank"})
@@ -127,9 +128,10 @@ class FileContext:
         needs: modules a fix referenced that the file does not import yet.
     """
 
-    def __init__(self, module: cst.Module, ruleset: RuleSet) -> None:
+    def __init__(self, module: cst.Module, ruleset: RuleSet, *, emit: str = "torchport") -> None:
         self.module = module
         self.ruleset = ruleset
+        self.emit = emit
         self.imports = ImportTable.from_module(module)
         self.aliases = self.imports.aliases
         self.shadowed: frozenset[str] = frozenset()
@@ -142,6 +144,12 @@ class FileContext:
         self.deferred: list[Callable[[], None]] = []
         #: uses of each import-bound name in the code (imports themselves not counted)
         self.alias_uses: dict[str, int] = {}
+
+    @functools.cached_property
+    def emit_torch(self) -> bool:
+        """True when the fixes are lowered to torch core (``--emit torch``, see :mod:`torchport.migrate.emit`):
+        asked for, and the file does not import torchport already (a file that does keeps its runtime)."""
+        return self.emit == "torch" and _IMPORTS_TORCHPORT.search(self.module.code) is None
 
     @property
     def quote(self) -> str:
@@ -339,7 +347,7 @@ class FileContext:
 
         A file that already imports torchport counts too: it is (or reads like) the output of a fix of
         CUDA code, so fixing it again must take the same decision (fix is idempotent)."""
-        return re.search(r"\bcuda\b|^\s*(import|from)\s+torchport\b", self.module.code, re.M) is not None
+        return re.search(r"\bcuda\b", self.module.code) is not None or _IMPORTS_TORCHPORT.search(self.module.code) is not None
 
     @functools.cached_property
     def distributed(self) -> bool:

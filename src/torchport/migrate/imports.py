@@ -9,7 +9,7 @@ from typing import Iterable
 
 import libcst as cst
 
-__all__ = ["add_imports", "drop_unused", "count_names"]
+__all__ = ["add_imports", "insert_after_imports", "drop_unused", "count_names"]
 
 
 def _is_import_line(stmt: cst.CSTNode) -> bool:
@@ -36,6 +36,12 @@ def add_imports(module: cst.Module, modules: Iterable[str]) -> cst.Module:
     wanted = sorted(set(modules))
     if not wanted:
         return module
+    new = [cst.SimpleStatementLine(body=[cst.Import(names=[cst.ImportAlias(name=cst.Name(m))])]) for m in wanted]
+    return insert_after_imports(module, new)
+
+
+def insert_after_imports(module: cst.Module, statements: list[cst.BaseStatement]) -> cst.Module:
+    """Insert module-level ``statements`` after the leading block of docstring and imports."""
     body = list(module.body)
     insert_at = 0
     for i, stmt in enumerate(body):
@@ -45,16 +51,15 @@ def add_imports(module: cst.Module, modules: Iterable[str]) -> cst.Module:
             insert_at = 1
         else:
             break
-    new = [cst.SimpleStatementLine(body=[cst.Import(names=[cst.ImportAlias(name=cst.Name(m))])]) for m in wanted]
     if insert_at == 0 and body:
-        # a blank line between the new imports and the code; the code keeps its comments
+        # a blank line between the new lines and the code; the code keeps its comments
         first = body[0]
         lines = list(first.leading_lines)
         if not lines or lines[0].comment is not None:
             body[0] = first.with_changes(leading_lines=[cst.EmptyLine(), *lines])
-        body = new + body
+        body = list(statements) + body
     else:
-        body[insert_at:insert_at] = new
+        body[insert_at:insert_at] = statements
     return module.with_changes(body=body)
 
 
