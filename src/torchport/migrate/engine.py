@@ -440,15 +440,15 @@ def _apply(module: cst.Module, ctx: FileContext, wanted: dict[cst.CSTNode, Fix])
         return set(), module.code, f"internal error in a fix ({detail}); file left unchanged"
     if not fixer.applied:
         return set(), module.code, None
+    if ctx.emit_torch and "torchport" in ctx.needs:   # --emit torch: torch core where torch has the API
+        new, uses_torchport = lower(new, ctx.torch, ctx.imports.module_alias("torch.distributed"))
+        if not uses_torchport:
+            ctx.needs.discard("torchport")
     imported = set(ctx.imports.top_level)
     if imported:  # an import whose every use a fix replaced goes too (e.g. `from torch.cuda.amp import autocast`)
         before = count_names(module, imported)
         after = count_names(new, imported)
         new = drop_unused(new, {n for n in imported if before[n] > 0 and after[n] == 0})
-    if ctx.emit_torch and "torchport" in ctx.needs:   # --emit torch: torch core where torch has the API
-        new, uses_torchport = lower(new, ctx.torch, ctx.imports.module_alias("torch.distributed"))
-        if not uses_torchport:
-            ctx.needs.discard("torchport")
     new = add_imports(new, ctx.needs)
     code = new.code
     problem = _unparsable(code, module.code)
