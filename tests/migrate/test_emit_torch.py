@@ -157,6 +157,13 @@ def test_a_file_that_imports_torchport_keeps_the_runtime():
     assert _torch(src) == fix_source(src) == "import torch\nimport torchport\n\nx = torch.zeros(2).to(torchport.device())\n"
 
 
+def test_a_file_written_against_torch_accelerator_keeps_torch_core():
+    """The file's own style wins: what is left to fix in torch.accelerator code is lowered with either choice."""
+    src = "import torch\n\nok = torch.accelerator.is_available()\nx = torch.zeros(2).cuda()\n"
+    assert fix_source(src) == fix_source(src, emit="torch")
+    assert fix_source(src).endswith("x = torch.zeros(2).to(DEVICE)\n")
+
+
 def test_the_default_is_the_torchport_runtime():
     assert fix_source("import torch\n\nx = torch.zeros(2).cuda()\n").endswith("x = torch.zeros(2).to(torchport.device())\n")
 
@@ -170,9 +177,14 @@ def test_the_device_name_avoids_one_the_file_uses():
 CORPUS = sorted((Path(__file__).parent / "equivalence").glob("*.py"))
 
 
-@pytest.mark.parametrize("path", [*CORPUS, None], ids=[p.stem for p in CORPUS] + ["spawn"])
+# the `cuda` flag keeps the fixed text in the scanner's prefilter (examples/dcgan's `--cuda`)
+KNOBS = ("import torch\nimport torch.backends.cudnn as cudnn\n\ncuda = True\ncudnn.benchmark = True\n"
+         "x = torch.zeros(1).cuda()\n")
+
+
+@pytest.mark.parametrize("path", [*CORPUS, "spawn", "knobs"], ids=[p.stem for p in CORPUS] + ["spawn", "knobs"])
 def test_idempotent_and_stable_across_emit_choices(path):
-    src = path.read_text(encoding="utf-8") if path is not None else SPAWN
+    src = {"spawn": SPAWN, "knobs": KNOBS}[path] if isinstance(path, str) else path.read_text(encoding="utf-8")
     once = fix_source(src, emit="torch")
     assert once != src and "torchport" not in once.replace("torchport run", "")
     assert fix_source(once, emit="torch") == once

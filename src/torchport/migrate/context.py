@@ -147,9 +147,12 @@ class FileContext:
 
     @functools.cached_property
     def emit_torch(self) -> bool:
-        """True when the fixes are lowered to torch core (``--emit torch``, see :mod:`torchport.migrate.emit`):
-        asked for, and the file does not import torchport already (a file that does keeps its runtime)."""
-        return self.emit == "torch" and _IMPORTS_TORCHPORT.search(self.module.code) is None
+        """True when the fixes are lowered to torch core (:mod:`torchport.migrate.emit`): ``--emit torch``,
+        or a file already written against ``torch.accelerator``; never in a file that imports torchport.
+        The file's own style wins, so fixing ``--emit torch`` output with either choice changes nothing."""
+        if _IMPORTS_TORCHPORT.search(self.module.code) is not None:
+            return False
+        return self.emit == "torch" or re.search(r"\btorch\.accelerator\.", self.module.code) is not None
 
     @property
     def quote(self) -> str:

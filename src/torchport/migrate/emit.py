@@ -18,8 +18,10 @@ needs nothing but torch:
 
 What torch lacks stays on the runtime: ``torchport.tune(...)`` for backend knobs other than
 cuDNN's, ``torchport.wrap_ddp`` where DDP's ids are not plain, ``backend.amp.usable("bf16")``. The
-table in docs/migrate-corpus.md lists each spelling. A file that imports torchport already keeps
-the runtime (:attr:`FileContext.emit_torch`), so a second ``fix`` of either kind changes nothing.
+table in docs/migrate-corpus.md lists each spelling. The file's own style wins
+(:attr:`~torchport.migrate.context.FileContext.emit_torch`): a file that imports torchport keeps the
+runtime, one already written against ``torch.accelerator`` is lowered with either choice -- so a second
+``fix``, of either kind, changes nothing.
 """
 
 from __future__ import annotations
