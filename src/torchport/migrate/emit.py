@@ -158,4 +158,9 @@ def lower(module: cst.Module, torch: str, dist: str | None = None) -> tuple[cst.
         line = cst.parse_statement(f'{device} = {torch}.accelerator.current_accelerator(check_available=True) '
                                    f'or {torch}.device("cpu")\n').with_changes(leading_lines=[cst.EmptyLine()])
         new = insert_after_imports(new, [line])
+        body = list(new.body)
+        at = next(i for i, stmt in enumerate(body) if stmt is line) + 1
+        if at < len(body) and not body[at].leading_lines:  # a blank line between it and the code
+            body[at] = body[at].with_changes(leading_lines=[cst.EmptyLine()])
+            new = new.with_changes(body=body)
     return new, count_names(new, {"torchport"})["torchport"] > 0
