@@ -244,7 +244,7 @@ def register(app: typer.Typer) -> None:
         emit: Optional[str] = typer.Option(
             None, "--emit", metavar="torchport|torch",
             help="What the fixed code calls: 'torchport' (the torchport runtime; default) or 'torch' (torch core "
-                 "only, torch >= 2.6, where torch has the API: torch.accelerator, torch.amp; the rest stays on "
+                 "only, torch >= 2.7, where torch has the API: torch.accelerator, torch.amp; the rest stays on "
                  "torchport). Default: emit in [tool.torchport], else torchport."),
     ) -> None:
         """Rewrite device-specific code into device-agnostic code (torchport runtime / torch core).

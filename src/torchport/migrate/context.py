@@ -350,7 +350,8 @@ class FileContext:
 
         A file that already imports torchport counts too: it is (or reads like) the output of a fix of
         CUDA code, so fixing it again must take the same decision (fix is idempotent)."""
-        return re.search(r"\bcuda\b", self.module.code) is not None or _IMPORTS_TORCHPORT.search(self.module.code) is not None
+        code = self.module.code
+        return re.search(r"\bcuda\b", code) is not None or _IMPORTS_TORCHPORT.search(code) is not None
 
     @functools.cached_property
     def distributed(self) -> bool:

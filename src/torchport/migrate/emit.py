@@ -2,7 +2,7 @@
 
 The rules build every fix in one vocabulary, the torchport runtime's (``torchport.device()``,
 ``torchport.current().type``, ``torchport.select_device(index=i)`` ...). With ``--emit torch`` one more
-pass, :func:`lower`, rewrites the spellings that torch >= 2.6 has into torch core, so the fixed file
+pass, :func:`lower`, rewrites the spellings that torch >= 2.7 has into torch core, so the fixed file
 needs nothing but torch:
 
 * the device becomes one module-level name, hoisted after the imports::
@@ -17,7 +17,8 @@ needs nothing but torch:
   torchport runtime counts, so ``mp.spawn(nprocs=...)`` still starts one process there.
 
 What torch lacks stays on the runtime: ``torchport.tune(...)`` for backend knobs other than
-cuDNN's, ``torchport.wrap_ddp`` where DDP's ids are not plain, ``backend.amp.usable("bf16")``. The
+cuDNN's (those stay as written: harmless off CUDA), ``backend.amp.usable("bf16")``. DDP keeps its
+``device_ids`` behind ``torch.accelerator.is_available()`` (the rule writes that itself). The
 table in docs/migrate-corpus.md lists each spelling. The file's own style wins
 (:attr:`~torchport.migrate.context.FileContext.emit_torch`): a file that imports torchport keeps the
 runtime, one already written against ``torch.accelerator`` is lowered with either choice -- so a second
@@ -87,7 +88,7 @@ class _Lower(cst.CSTTransformer):
             self.used_device = True
         return cst.parse_expression(template.format(**self.names))
 
-    def _swap(self, original: cst.BaseExpression, updated: cst.BaseExpression) -> cst.BaseExpression:
+    def _swap(self, updated: cst.BaseExpression) -> cst.BaseExpression:
         if not _rooted_at(updated, "torchport"):
             return updated
         template = _EXPRESSIONS.get(_code(updated.with_changes(lpar=[], rpar=[])))
@@ -99,10 +100,10 @@ class _Lower(cst.CSTTransformer):
         return new
 
     def leave_Attribute(self, original_node, updated_node):
-        return self._swap(original_node, updated_node)
+        return self._swap(updated_node)
 
     def leave_Call(self, original_node, updated_node):
-        return self._swap(original_node, updated_node)
+        return self._swap(updated_node)
 
     def leave_BooleanOperation(self, original_node, updated_node):
         left, right = updated_node.left, updated_node.right
