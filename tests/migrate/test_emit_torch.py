@@ -168,6 +168,12 @@ def test_the_default_is_the_torchport_runtime():
     assert fix_source("import torch\n\nx = torch.zeros(2).cuda()\n").endswith("x = torch.zeros(2).to(torchport.device())\n")
 
 
+def test_a_later_fix_reuses_the_device_line():
+    once = _torch("import torch\n\nx = torch.zeros(2).cuda()\n")
+    again = _torch(once + "y = torch.ones(2).cuda()\n")
+    assert again.count("current_accelerator(") == 1 and again.endswith("y = torch.ones(2).to(DEVICE)\n"), again
+
+
 def test_the_device_name_avoids_one_the_file_uses():
     out = _torch("import torch\n\nDEVICE = 3\nx = torch.zeros(2).cuda()\n")
     assert "TORCH_DEVICE = torch.accelerator.current_accelerator(" in out and ".to(TORCH_DEVICE)" in out
@@ -182,9 +188,21 @@ KNOBS = ("import torch\nimport torch.backends.cudnn as cudnn\n\ncuda = True\ncud
          "x = torch.zeros(1).cuda()\n")
 
 
-@pytest.mark.parametrize("path", [*CORPUS, "spawn", "knobs"], ids=[p.stem for p in CORPUS] + ["spawn", "knobs"])
+# no `cuda` is left after the fix: a second pass must still treat the "mps" tests as special cases
+MPS_GUARD = """\
+import torch
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+with torch.autocast(device.type if device.type != "mps" else "cpu"):
+    pass
+if device.type == "mps":
+    torch.mps.synchronize()
+"""
+SOURCES = {"spawn": SPAWN, "knobs": KNOBS, "mps": MPS_GUARD}
+
+
+@pytest.mark.parametrize("path", [*CORPUS, *SOURCES], ids=[p.stem for p in CORPUS] + list(SOURCES))
 def test_idempotent_and_stable_across_emit_choices(path):
-    src = {"spawn": SPAWN, "knobs": KNOBS}[path] if isinstance(path, str) else path.read_text(encoding="utf-8")
+    src = SOURCES[path] if isinstance(path, str) else path.read_text(encoding="utf-8")
     once = fix_source(src, emit="torch")
     assert once != src and "torchport" not in once.replace("torchport run", "")
     assert fix_source(once, emit="torch") == once

@@ -348,10 +348,12 @@ class FileContext:
         """True when the file uses CUDA (``torch.cuda``, ``.cuda()``, ``"cuda"``): a comparison with
         ``"mps"`` / ``"npu"`` there special-cases that backend and must keep meaning it.
 
-        A file that already imports torchport counts too: it is (or reads like) the output of a fix of
-        CUDA code, so fixing it again must take the same decision (fix is idempotent)."""
+        A file that already imports torchport, or uses ``torch.accelerator``, counts too: it is (or reads
+        like) the output of a fix of CUDA code (``--emit torchport`` / ``--emit torch``), so fixing it again
+        must take the same decision (fix is idempotent)."""
         code = self.module.code
-        return re.search(r"\bcuda\b", code) is not None or _IMPORTS_TORCHPORT.search(code) is not None
+        return (re.search(r"\bcuda\b|\btorch\.accelerator\.", code) is not None
+                or _IMPORTS_TORCHPORT.search(code) is not None)
 
     @functools.cached_property
     def distributed(self) -> bool:

@@ -138,6 +138,16 @@ class _Lower(cst.CSTTransformer):
         return cst.If(test=self._expr(_AVAILABLE), body=body, leading_lines=updated_node.leading_lines)
 
 
+def _hoisted(module: cst.Module, value: str) -> str | None:
+    """The name of a module-level ``NAME = <value>`` line (what an earlier ``--emit torch`` wrote), or None."""
+    for stmt in module.body:
+        if (isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], cst.Assign)
+                and len(stmt.body[0].targets) == 1 and isinstance(stmt.body[0].targets[0].target, cst.Name)
+                and _code(stmt.body[0].value) == value):
+            return stmt.body[0].targets[0].target.value
+    return None
+
+
 def lower(module: cst.Module, torch: str, dist: str | None = None) -> tuple[cst.Module, bool]:
     """Rewrite the torchport spellings torch core has (see the module docstring) in a fixed module.
 
@@ -149,15 +159,18 @@ def lower(module: cst.Module, torch: str, dist: str | None = None) -> tuple[cst.
     Returns:
         ``(module, still_uses_torchport)``; the module has the hoisted device line when a fix needed it.
     """
-    taken = {n for n, c in count_names(module, set(DEVICE_NAMES)).items() if c}
-    device = next((n for n in DEVICE_NAMES if n not in taken), None)
+    value = f'{torch}.accelerator.current_accelerator(check_available=True) or {torch}.device("cpu")'
+    device = _hoisted(module, value)   # a file fixed before keeps its one device line
+    hoist = device is None
+    if device is None:
+        taken = {n for n, c in count_names(module, set(DEVICE_NAMES)).items() if c}
+        device = next((n for n in DEVICE_NAMES if n not in taken), None)
     if device is None:  # pragma: no cover - all three names in use: keep the runtime
         return module, True
     lowering = _Lower(torch, dist or f"{torch}.distributed", device)
     new = module.visit(lowering)
-    if lowering.used_device:
-        line = cst.parse_statement(f'{device} = {torch}.accelerator.current_accelerator(check_available=True) '
-                                   f'or {torch}.device("cpu")\n').with_changes(leading_lines=[cst.EmptyLine()])
+    if lowering.used_device and hoist:
+        line = cst.parse_statement(f"{device} = {value}\n").with_changes(leading_lines=[cst.EmptyLine()])
         new = insert_after_imports(new, [line])
         body = list(new.body)
         at = next(i for i, stmt in enumerate(body) if stmt is line) + 1
