@@ -174,6 +174,16 @@ def test_a_later_fix_reuses_the_device_line():
     assert again.count("current_accelerator(") == 1 and again.endswith("y = torch.ones(2).to(DEVICE)\n"), again
 
 
+def test_the_device_line_follows_an_import_inside_try():
+    """PyTorch-GAN's clustergan imports torch inside `try:`; the device line must come after it."""
+    src = "try:\n    import torch\nexcept ImportError:\n    raise\n\nx = torch.zeros(1).cuda()\n"
+    out = _torch(src)
+    assert out.index("import torch") < out.index("DEVICE = torch.accelerator"), out
+    scope: dict = {}
+    exec(compile(out, "<fixed>", "exec"), scope)
+    assert scope["x"].device == scope["DEVICE"]
+
+
 def test_the_device_name_avoids_one_the_file_uses():
     out = _torch("import torch\n\nDEVICE = 3\nx = torch.zeros(2).cuda()\n")
     assert "TORCH_DEVICE = torch.accelerator.current_accelerator(" in out and ".to(TORCH_DEVICE)" in out

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from torchport.migrate.imports import count_names, insert_after_imports
+from torchport.migrate.imports import binding_statement, count_names, insert_after_imports
 
 __all__ = ["EMITS", "lower", "DEVICE_NAMES"]
 
@@ -171,7 +171,8 @@ def lower(module: cst.Module, torch: str, dist: str | None = None) -> tuple[cst.
     new = module.visit(lowering)
     if lowering.used_device and hoist:
         line = cst.parse_statement(f"{device} = {value}\n").with_changes(leading_lines=[cst.EmptyLine()])
-        new = insert_after_imports(new, [line])
+        bound = binding_statement(new, torch)   # after `import torch`, even one inside a `try:`
+        new = insert_after_imports(new, [line], not_before=0 if bound is None else bound + 1)
         body = list(new.body)
         at = next(i for i, stmt in enumerate(body) if stmt is line) + 1
         if at < len(body) and not body[at].leading_lines:  # a blank line between it and the code

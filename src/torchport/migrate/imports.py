@@ -9,7 +9,7 @@ from typing import Iterable
 
 import libcst as cst
 
-__all__ = ["add_imports", "insert_after_imports", "drop_unused", "count_names"]
+__all__ = ["add_imports", "insert_after_imports", "binding_statement", "drop_unused", "count_names"]
 
 
 def _is_import_line(stmt: cst.CSTNode) -> bool:
@@ -40,8 +40,9 @@ def add_imports(module: cst.Module, modules: Iterable[str]) -> cst.Module:
     return insert_after_imports(module, new)
 
 
-def insert_after_imports(module: cst.Module, statements: list[cst.BaseStatement]) -> cst.Module:
-    """Insert module-level ``statements`` after the leading block of docstring and imports."""
+def insert_after_imports(module: cst.Module, statements: list[cst.BaseStatement], *, not_before: int = 0) -> cst.Module:
+    """Insert module-level ``statements`` after the leading block of docstring and imports (and not before
+    the top-level statement ``not_before``)."""
     body = list(module.body)
     insert_at = 0
     for i, stmt in enumerate(body):
@@ -51,6 +52,7 @@ def insert_after_imports(module: cst.Module, statements: list[cst.BaseStatement]
             insert_at = 1
         else:
             break
+    insert_at = max(insert_at, not_before)
     if insert_at == 0 and body:
         # a blank line between the new lines and the code; the code keeps its comments
         first = body[0]
@@ -61,6 +63,30 @@ def insert_after_imports(module: cst.Module, statements: list[cst.BaseStatement]
     else:
         body[insert_at:insert_at] = statements
     return module.with_changes(body=body)
+
+
+def binding_statement(module: cst.Module, name: str) -> int | None:
+    """The index of the first top-level statement that imports ``name`` (``import torch`` inside a
+    ``try:`` counts), or None."""
+
+    class _Finder(cst.CSTVisitor):
+        found = False
+
+        def visit_Import(self, node: cst.Import) -> bool:
+            self.found = self.found or any(_local_name(a) == name for a in node.names)
+            return False
+
+        def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
+            if not isinstance(node.names, cst.ImportStar):
+                self.found = self.found or any(_local_name(a) == name for a in node.names)
+            return False
+
+    for i, stmt in enumerate(module.body):
+        finder = _Finder()
+        stmt.visit(finder)
+        if finder.found:
+            return i
+    return None
 
 
 class _NameCounter(cst.CSTVisitor):
