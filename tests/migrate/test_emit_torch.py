@@ -184,6 +184,15 @@ def test_the_device_line_follows_an_import_inside_try():
     assert scope["x"].device == scope["DEVICE"]
 
 
+def test_torch_under_an_alias_and_torch_not_imported():
+    out = _torch("import torch as th\n\nx = th.zeros(1).cuda()\nth.cuda.synchronize()\n")
+    assert out == ("import torch as th\n\n"
+                   'DEVICE = th.accelerator.current_accelerator(check_available=True) or th.device("cpu")\n\n'
+                   "x = th.zeros(1).to(DEVICE)\nif th.accelerator.is_available():\n    th.accelerator.synchronize()\n")
+    out = _torch("from torch import nn\n\nm = nn.Linear(1, 1).cuda()\n")
+    assert out.startswith("from torch import nn\nimport torch\n\nDEVICE = torch.accelerator."), out
+
+
 def test_the_device_name_avoids_one_the_file_uses():
     out = _torch("import torch\n\nDEVICE = 3\nx = torch.zeros(2).cuda()\n")
     assert "TORCH_DEVICE = torch.accelerator.current_accelerator(" in out and ".to(TORCH_DEVICE)" in out
