@@ -4,7 +4,8 @@ For each corpus script, four modes run in fresh interpreters on the same seed:
 
 * ``run cpu``  -- the original under ``torchport run --device cpu``
 * ``run npu``  -- the original under ``torchport run`` with the emulated npu (``TORCHPORT_EMULATE=npu``)
-* ``fix cpu``  -- ``torchport fix --write`` applied to a copy, run with ``TORCHPORT_DEVICE=cpu``
+* ``fix cpu``  -- ``torchport fix --write`` applied to a copy, run with ``TORCHPORT_DEVICE=cpu`` (and no visible
+  CUDA devices, so ``--emit torch`` output, which reads no torchport setting, is on the CPU too)
 * ``fix npu``  -- the fixed copy on the emulated npu
 
 A probe (``tools/equivalence_probe/sitecustomize.py``) records per optimizer step the back-propagated losses,
@@ -26,6 +27,7 @@ Usage::
     python tools/migrate_corpus.py                         # own corpus, table on stdout
     python tools/migrate_corpus.py --markdown docs/migrate-corpus.md --json corpus.json
     python tools/migrate_corpus.py --corpus pinned --mirrors /work/.mirror
+    python tools/migrate_corpus.py --emit torch            # the fix modes use `torchport fix --emit torch`
 
 Exit code: 0 when every row is equivalent in every mode that ran on both sides, 1 otherwise.
 """
@@ -104,6 +106,7 @@ def _env(out: Path, steps: int, device: str, seed: int, fake_data: bool = False)
         env["TORCHPORT_EMULATE"] = f"npu:{NPU_DEVICES}"  # two cards: a spawn/DDP script runs two ranks
     else:
         env["TORCHPORT_DEVICE"] = "cpu"
+        env["CUDA_VISIBLE_DEVICES"] = ""  # torch-only fixed code picks its device from torch.accelerator
     return env
 
 
@@ -139,8 +142,8 @@ def run_mode(script: Script, mode: str, work: Path, steps: int, seed: int, timeo
     return ModeResult(rc=rc, ranks=_read(out), error=error)
 
 
-def fix_copy(script: Script, work: Path, unsafe: bool) -> tuple[bool, int]:
-    """Copy ``script`` to ``work/orig`` and ``work/fixed``; run ``torchport fix --write`` on the latter.
+def fix_copy(script: Script, work: Path, unsafe: bool, emit: str = "torchport") -> tuple[bool, int]:
+    """Copy ``script`` to ``work/orig`` and ``work/fixed``; run ``torchport fix --write --emit EMIT`` on the latter.
 
     Returns (the fixed file imports torchport, lines changed)."""
     for sub in ("orig", "fixed"):
@@ -150,7 +153,8 @@ def fix_copy(script: Script, work: Path, unsafe: bool) -> tuple[bool, int]:
             (work / sub).mkdir(parents=True, exist_ok=True)
             shutil.copy2(script.path, work / sub / script.path.name)
     target = work / "fixed" / script.path.name
-    cmd = [sys.executable, "-m", "torchport", "fix", "--write", *(["--unsafe-fixes"] if unsafe else []),
+    cmd = [sys.executable, "-m", "torchport", "fix", "--write", "--isolated", "--emit", emit,
+           *(["--unsafe-fixes"] if unsafe else []),
            str(work / "fixed" if script.root is not None else target)]
     subprocess.run(cmd, cwd=work, capture_output=True, text=True, timeout=300)
     before = script.path.read_text(encoding="utf-8").splitlines()
@@ -195,11 +199,12 @@ def compare(run: ModeResult, fix: ModeResult, amp_rtol: float) -> str:
 
 
 def check(script: Script, *, steps: int = 3, seed: int = 0, devices: tuple[str, ...] = ("cpu", "npu"),
-          unsafe: bool = False, amp_rtol: float = 5e-3, timeout: float = 300, keep: Path | None = None) -> Row:
-    """Run the modes of ``script`` on ``devices`` and compare run with fix on each."""
+          unsafe: bool = False, amp_rtol: float = 5e-3, timeout: float = 300, keep: Path | None = None,
+          emit: str = "torchport") -> Row:
+    """Run the modes of ``script`` on ``devices`` and compare run with fix on each (``emit``: what fix writes)."""
     work = Path(tempfile.mkdtemp(prefix=f"equiv-{script.name}-", dir=keep))
     try:
-        imports, changed = fix_copy(script, work, unsafe)
+        imports, changed = fix_copy(script, work, unsafe, emit)
         modes = {f"{kind} {dev}": run_mode(script, f"{kind} {dev}", work, steps, seed, timeout)
                  for dev in devices for kind in ("run", "fix")}
         equivalent = {dev: compare(modes[f"run {dev}"], modes[f"fix {dev}"], amp_rtol) for dev in devices}
@@ -337,19 +342,99 @@ def _present(git_dir: Path, commit: str, folder: str) -> list[str]:
     return [n for n, f in zip(names, found) if not f.endswith(" missing")]
 
 
+# --- corpus part B: NLP, detection, timm, apex
+#: nanoGPT: the configurator's ``--key=value`` overrides; ``configurator.py`` is read relative to the script (the
+#: harness runs from another folder) and the token files are generated (np.memmap of train.bin/val.bin)
+_NANOGPT = ("karpathy/nanoGPT", "3adf61e154c3fe3fca428ad6bc3818b27a3b8291")
+_NANOGPT_TINY = ["--compile=False", "--eval_iters=1", "--log_interval=1", "--batch_size=2", "--block_size=32",
+                 "--n_layer=1", "--n_head=2", "--n_embd=32", "--dropout=0.0", "--max_iters=5", "--eval_interval=1000"]
+_NANOGPT_PATCHES = [
+    ("exec(open('configurator.py').read())",
+     "exec(open(os.path.join(os.path.dirname(os.path.abspath(__file__)), 'configurator.py')).read())"),
+    ("data = np.memmap(os.path.join(data_dir, 'train.bin'), dtype=np.uint16, mode='r')",
+     "data = np.random.default_rng(0).integers(0, 50304, 4096).astype(np.uint16)"),
+    ("data = np.memmap(os.path.join(data_dir, 'val.bin'), dtype=np.uint16, mode='r')",
+     "data = np.random.default_rng(1).integers(0, 50304, 4096).astype(np.uint16)"),
+]
+#: minGPT: the projects import the ``mingpt`` package from the repository root (extracted next to the script)
+_MINGPT = ("karpathy/minGPT", "37baab71b9abea1b76ab957409a1cc2fbfba8a26")
+_MINGPT_TINY = ["--trainer.num_workers=0", "--trainer.batch_size=8", "--trainer.max_iters=3"]
+_MINGPT_ADDER = [*_MINGPT_TINY, "--data.ndigit=1"]  # its evaluation at step 1 then covers 100 sums, not 10,000
+#: NVIDIA apex examples: ``from apex import amp`` (amp.initialize / amp.scale_loss); imagenet at the last commit
+#: before the maintainers moved it to torch.amp (c54dbd3a)
+_APEX = "NVIDIA/apex"
+_APEX_HEAD = "6424da3b4faa6c8f062da4a48c424fff3f02d42d"
+_APEX_AMP = "c1378e6f6224a6e832cd92ff459389ac3a128e47"
+#: timm: train.py only, on the installed timm package; torchvision's CIFAR10 is generated by the probe
+_TIMM = ("huggingface/pytorch-image-models", "aa4b5850c1543fa488abf260f18390eda46cf85d")
+_TIMM_TINY = ["--dataset", "torch/cifar10", "--data-dir", "data", "--dataset-download", "--num-classes", "10",
+              "--img-size", "32", "-b", "8", "--epochs", "1", "--workers", "0", "--seed", "0", "--log-interval", "1"]
+#: makemore: character-level models over a names file (the repository's names.txt, read relative to the working
+#: folder); TensorBoard (not installed here) is replaced by a no-op writer
+_MAKEMORE = ("karpathy/makemore", "988aa59e4d8fefa526d06f3b453ad116258398d4")
+_MAKEMORE_TINY = ["-i", "orig/names.txt", "--device", "cuda", "--num-workers", "0", "--max-steps", "5", "-b", "8",
+                  "--n-layer", "1", "--n-head", "2", "--n-embd", "16", "--n-embd2", "16"]
+_MAKEMORE_PATCHES = [("from torch.utils.tensorboard import SummaryWriter",
+                      "class SummaryWriter:\n    def __init__(self, *a, **k): pass\n"
+                      "    def __getattr__(self, name): return lambda *a, **k: None")]
+#: ng-video-lecture: hyperparameters are module constants (made tiny); input.txt is read next to the script
+_NGVL = ("karpathy/ng-video-lecture", "52201428ed7b46804849dea0b3ccf0de9df1a5c3")
+_NGVL_PATCHES = [("with open('input.txt', 'r', encoding='utf-8') as f:",
+                  "with open(__file__.rsplit('/', 1)[0] + '/input.txt', 'r', encoding='utf-8') as f:"),
+                 ("eval_iters = 200", "eval_iters = 1")]
+PINNED += [
+    ("makemore-transformer", *_MAKEMORE, "makemore.py", [*_MAKEMORE_TINY, "--type", "transformer"],
+     _MAKEMORE_PATCHES),
+    ("ngvl-bigram", *_NGVL, "bigram.py", [], _NGVL_PATCHES),
+    ("ngvl-gpt", *_NGVL, "gpt.py", [], [*_NGVL_PATCHES, ("batch_size = 64", "batch_size = 4"),
+                                         ("block_size = 256", "block_size = 16"), ("n_embd = 384", "n_embd = 24"),
+                                         ("n_layer = 6", "n_layer = 1")]),
+    ("nanogpt-train", *_NANOGPT, "train.py", _NANOGPT_TINY, _NANOGPT_PATCHES),
+    ("nanogpt-train-fp16", *_NANOGPT, "train.py", [*_NANOGPT_TINY, "--dtype=float16"], _NANOGPT_PATCHES),
+    ("mingpt-adder", *_MINGPT, "projects/adder/adder.py", _MINGPT_ADDER, []),
+    ("mingpt-chargpt", *_MINGPT, "projects/chargpt/chargpt.py",
+     [*_MINGPT_TINY, "--data.block_size=16", "--model.model_type=gpt-nano"],
+     [("text = open('input.txt', 'r').read()",
+       "text = 'O God, O God! generated text for a tiny char-level model. ' * 64")]),  # its sampling prompt's chars
+    ("apex-dcgan", _APEX, _APEX_HEAD, "examples/dcgan/main_amp.py",
+     ["--dataset", "fake", "--batchSize", "4", "--imageSize", "64", "--niter", "1", "--workers", "0", "--nz", "16",
+      "--ngf", "8", "--ndf", "8"],
+     # the script's own bug with torch >= 1.7: torch.full(.., 1) is int64, BCEWithLogitsLoss needs a float target
+     # (pytorch/examples' dcgan made the same change: real_label = 1.)
+     [("real_label = 1\n", "real_label = 1.\n"), ("fake_label = 0\n", "fake_label = 0.\n")]),
+    ("apex-simple", _APEX, _APEX_HEAD, "examples/simple/distributed/distributed_data_parallel.py", [], []),
+    ("apex-imagenet", _APEX, _APEX_AMP, "examples/imagenet/main_amp.py",
+     ["-a", "resnet18", "-b", "8", "--epochs", "1", "--workers", "0", "--opt-level", "O1", "data"], []),
+    ("timm-train", *_TIMM, "train.py", _TIMM_TINY, []),
+    ("timm-train-amp", *_TIMM, "train.py", [*_TIMM_TINY, "--amp"], []),
+]
+#: what to extract for a recipe when it is not the script's folder: paths from the repository root, each put
+#: next to the script (``mingpt/`` beside ``adder.py``); the script's own path must be among them
+EXTRACT: dict[str, list[str]] = {
+    "mingpt-adder": ["projects/adder", "mingpt"],
+    "mingpt-chargpt": ["projects/chargpt", "mingpt"],
+    "nanogpt-train": ["train.py", "model.py", "configurator.py"],
+    "nanogpt-train-fp16": ["train.py", "model.py", "configurator.py"],
+    "timm-train": ["train.py"],
+    "timm-train-amp": ["train.py"],
+}
+
+
 def pinned_corpus(mirrors: Path, dest: Path) -> list[Script]:
     """Check out each PINNED recipe from ``mirrors/<owner>+<name>`` (bare repositories) into ``dest``."""
     scripts = []
     for name, repo, commit, path, args, patches in PINNED:
         base = mirrors / repo.replace("/", "+")
         git_dir = base / "repo" if (base / "repo").exists() else base
-        folder = str(Path(path).parent)
         root = dest / name
         root.mkdir(parents=True, exist_ok=True)
-        archive = subprocess.run(["git", "--git-dir", str(git_dir), "archive", commit, "--",
-                                  *_present(git_dir, commit, folder)], capture_output=True, check=True).stdout
-        subprocess.run(["tar", "-x", "-C", str(root), *(["--strip-components", str(len(Path(folder).parts))]
-                                                      if folder != "." else [])], input=archive, check=True)
+        for part in EXTRACT.get(name, [str(Path(path).parent)]):
+            # the script's folder is flattened into root; any other part keeps its own name (mingpt/)
+            strip = len(Path(part).parts) if part == str(Path(path).parent) else len(Path(part).parent.parts)
+            archive = subprocess.run(["git", "--git-dir", str(git_dir), "archive", commit, "--",
+                                      *_present(git_dir, commit, part)], capture_output=True, check=True).stdout
+            subprocess.run(["tar", "-x", "-C", str(root), *(["--strip-components", str(strip)] if strip else [])],
+                           input=archive, check=True)
         target = root / Path(path).name
         text = target.read_text(encoding="utf-8")
         for old, new in patches:
@@ -398,6 +483,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--devices", default="cpu,npu")
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--unsafe-fixes", action="store_true")
+    ap.add_argument("--emit", choices=("torchport", "torch"), default="torchport",
+                    help="what `torchport fix` writes for the fix modes")
     ap.add_argument("--markdown", type=Path)
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
@@ -407,7 +494,8 @@ def main(argv: list[str] | None = None) -> int:
             scripts = [s for s in scripts if s.name in args.only]
         rows = []
         for s in scripts:
-            row = check(s, steps=args.steps, devices=tuple(args.devices.split(",")), unsafe=args.unsafe_fixes)
+            row = check(s, steps=args.steps, devices=tuple(args.devices.split(",")), unsafe=args.unsafe_fixes,
+                        emit=args.emit)
             rows.append(row)
             print(f"{s.name}: " + ", ".join(f"{m}={_cell(row.modes.get(m))}" for m in MODES)
                   + f"; equivalent {row.equivalent}", file=sys.stderr)
