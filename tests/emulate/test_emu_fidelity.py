@@ -133,3 +133,24 @@ def test_data_parallel_over_two_npus_matches_one_device(emulated_npu):
     y.square().sum().backward()
     y_ref.square().sum().backward()
     torch.testing.assert_close(dp.module.weight.grad.cpu(), ref.weight.grad.cpu())
+
+
+@pytest.mark.emulated_npu(devices=2)
+def test_data_parallel_scatters_host_inputs_and_gathers_to_the_host(emulated_npu):
+    # torch_npu replaces torch's CUDA-only C++ scatter/gather (initCommMethods): a CPU input scatters to
+    # the npus (DataParallel's forward, the backward of a gather to the CPU) instead of failing on the stream
+    import torch.nn.parallel as parallel
+
+    x = torch.arange(16.0, dtype=torch.double).view(4, 4).requires_grad_()
+    parts = parallel.scatter(x, (0, 1))
+    assert [p.device for p in parts] == [torch.device("npu", 0), torch.device("npu", 1)]
+    assert torch.equal(parts[1].cpu(), x[2:].detach())
+    parts[0].backward(torch.full_like(parts[0], 2))
+    assert x.grad.tolist() == [[2.0] * 4] * 2 + [[0.0] * 4] * 2
+    ins = (torch.ones(2, 3, device="npu:0", requires_grad=True), torch.ones(2, 3, device="npu:1", requires_grad=True))
+    out = parallel.gather(ins, -1)
+    assert out.device.type == "cpu" and out.shape == (4, 3)
+    out.backward(torch.arange(12.0).view(4, 3))  # a host gradient scattered back to both npus
+    assert ins[1].grad.device == torch.device("npu", 1) and ins[1].grad.cpu().tolist() == [[6.0, 7.0, 8.0], [9.0, 10.0, 11.0]]
+    model = torch.nn.DataParallel(torch.nn.Linear(3, 2).npu(), device_ids=[0, 1])
+    assert model(torch.ones(4, 3)).device == torch.device("npu", 0)   # a host batch, as in a user's loop
