@@ -308,6 +308,9 @@ def install(
         try:
             if verify_autograd:
                 check_autograd()
+                from torchport.emulate._npu_module import _reset_runtime
+
+                _reset_runtime()  # the probe is not the user's first use of the npu
         except Exception:
             uninstall_backend()
             raise
