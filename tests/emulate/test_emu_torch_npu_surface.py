@@ -504,3 +504,14 @@ def test_npu_runtime_initialises_on_first_use_and_refuses_a_forked_child(tmp_pat
     assert out["init1"] is True and out["fixed"] == [1, 1]
     assert out["child"] == ["Cannot re-initialize NPU in forked subprocess. To use NPU with multiprocessing, "
                             "you must use the 'spawn' start method", True]
+
+
+def test_device_count_follows_a_reconfigured_card_count_after_first_use():
+    # the initialised runtime's count is fixed against ASCEND_RT_VISIBLE_DEVICES changes, not against the
+    # emulator being reconfigured (emulated(devices=N) inside an installed session)
+    with emulate.emulated(devices=1):
+        torch.empty(1, device="npu")
+        assert torch.npu.is_initialized() and torch.npu.device_count() == 1
+        with emulate.emulated(devices=3):
+            assert torch.npu.device_count() == 3 and torch.empty(1, device="npu:2").device.index == 2
+        assert torch.npu.device_count() == 1

@@ -265,6 +265,9 @@ def _resize(devices: int) -> None:
     set_generators(devices)
     STATE.devices = devices
     STATE.current = min(STATE.current, devices - 1)
+    from torchport.emulate._npu_module import _resized
+
+    _resized()
 
 
 def install(

@@ -131,6 +131,13 @@ def _reset_runtime() -> None:
         _proc["at_fork"] = True
 
 
+def _resized() -> None:
+    """The emulated card count changed (``install()`` reconfigured): an initialised runtime counts again."""
+    if _proc["count"] is not None:
+        _proc["count"] = _visible_count()
+        STATE.native.set_available(True, _proc["count"])
+
+
 def device_count() -> int:
     """Number of emulated devices visible to this process (0 when not installed).
 
