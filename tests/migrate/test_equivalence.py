@@ -62,3 +62,15 @@ def test_amp_guard_is_equivalent_on_the_emulated_npu():
     row = corpus.check(SCRIPTS["unet_amp_guard"], devices=("npu",), steps=2, timeout=300)
     assert row.equivalent == {"npu": "yes"}, (row.equivalent, {m: r.error for m, r in row.modes.items()})
     assert "float16" in {d for rec in row.modes["fix npu"].ranks[0] for d in rec["dtypes"]}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name, device", [("spawn_ddp_set_device", "cpu"), ("unet_amp_guard", "npu")])
+def test_torch_only_fix_is_equivalent(name, device):
+    """`fix --emit torch` output imports no torchport and behaves like the original under `torchport run`:
+    one spawned rank on the CPU (device_count 0 would spawn none), fp16 autocast on the emulated npu."""
+    row = corpus.check(SCRIPTS[name], devices=(device,), steps=2, timeout=300, emit="torch")
+    assert row.equivalent == {device: "yes"}, (row.equivalent, {m: r.error for m, r in row.modes.items()})
+    assert not row.fixed_imports_torchport
+    if device == "npu":
+        assert "float16" in {d for rec in row.modes["fix npu"].ranks[0] for d in rec["dtypes"]}
