@@ -54,8 +54,19 @@ def main(out_dir: str) -> None:
     pg.allreduce([p], dist.ReduceOp.PREMUL_SUM(0.5)).wait()
     gathered_opts = [torch.empty(1, device=device) for _ in range(world)]
     pg.allgather([gathered_opts], [p], torch._C._distributed_c10d.AllgatherOptions()).wait()
+    # HCCL's grouping on the group's npu backend object (ProcessGroupHCCL._group_start/_group_end): two async
+    # all_reduces, and each rank receiving from its peer BEFORE sending to it (run one by one, both would wait)
+    backend = pg._get_backend(device)
+    a, b = torch.full((3,), rank + 1.0, device=device), torch.full((3,), 10.0 * (rank + 1), device=device)
+    backend._group_start()
+    works = [dist.all_reduce(a, async_op=True), dist.all_reduce(b, async_op=True)]
+    got, mine = torch.zeros(4, device=device), torch.full((4,), float(rank), device=device)
+    works += [dist.irecv(got, src=1 - rank), dist.isend(mine, dst=1 - rank)]
+    backend._group_end()
+    done = all(w.is_completed() for w in works) and all(w.wait() for w in works)
     api = {"max": m.cpu().tolist(), "int_avg": i.cpu().tolist(), "int_avg_dtype": str(i.dtype),
-           "premul": p.cpu().tolist(), "allgather_opts": [g.item() for g in gathered_opts]}
+           "premul": p.cpu().tolist(), "allgather_opts": [g.item() for g in gathered_opts],
+           "grouped": [a.cpu().tolist(), b.cpu().tolist(), got.cpu().tolist(), done]}
 
     result = {
         "rank": rank,

@@ -26,5 +26,6 @@ def test_ddp_fsdp_and_the_group_api_over_hccl(tmp_path):
         assert api["int_avg"] == [2, 5] and api["int_avg_dtype"] == "torch.int64"  # (1 + 4) // 2, (5 + 5) // 2
         assert api["premul"] == [1.5]                                   # 0.5 * 1 + 0.5 * 2
         assert api["allgather_opts"] == [1.5, 1.5]
+        assert api["grouped"] == [[3.0] * 3, [30.0] * 3, [float(1 - r)] * 4, True]   # _group_start/_group_end
     assert results[0]["fsdp"]["losses"] != results[1]["fsdp"]["losses"]   # different data per rank
     assert results[0]["losses"] != results[1]["losses"]  # different data per rank

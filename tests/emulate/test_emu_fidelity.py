@@ -133,3 +133,75 @@ def test_data_parallel_over_two_npus_matches_one_device(emulated_npu):
     y.square().sum().backward()
     y_ref.square().sum().backward()
     torch.testing.assert_close(dp.module.weight.grad.cpu(), ref.weight.grad.cpu())
+
+
+@pytest.mark.emulated_npu(devices=2)
+def test_data_parallel_scatters_host_inputs_and_gathers_to_the_host(emulated_npu):
+    # torch_npu replaces torch's CUDA-only C++ scatter/gather (initCommMethods): a CPU input scatters to
+    # the npus (DataParallel's forward, the backward of a gather to the CPU) instead of failing on the stream
+    import torch.nn.parallel as parallel
+
+    x = torch.arange(16.0, dtype=torch.double).view(4, 4).requires_grad_()
+    parts = parallel.scatter(x, (0, 1))
+    assert [p.device for p in parts] == [torch.device("npu", 0), torch.device("npu", 1)]
+    assert torch.equal(parts[1].cpu(), x[2:].detach())
+    parts[0].backward(torch.full_like(parts[0], 2))
+    assert x.grad.tolist() == [[2.0] * 4] * 2 + [[0.0] * 4] * 2
+    ins = (torch.ones(2, 3, device="npu:0", requires_grad=True), torch.ones(2, 3, device="npu:1", requires_grad=True))
+    out = parallel.gather(ins, -1)
+    assert out.device.type == "cpu" and out.shape == (4, 3)
+    out.backward(torch.arange(12.0).view(4, 3))  # a host gradient scattered back to both npus
+    assert ins[1].grad.device == torch.device("npu", 1) and ins[1].grad.cpu().tolist() == [[6.0, 7.0, 8.0], [9.0, 10.0, 11.0]]
+    model = torch.nn.DataParallel(torch.nn.Linear(3, 2).npu(), device_ids=[0, 1])
+    assert model(torch.ones(4, 3)).device == torch.device("npu", 0)   # a host batch, as in a user's loop
+
+
+def _weight_casts(device: str, cached_tensor: bool) -> int:
+    """How often autocast casts a float32 weight to float16 in a forward plus a backward that autocasts again
+    (torch's cast-cache tests, with the end-of-region cache clearing switched off as they do)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Linear(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, w):
+            ctx.save_for_backward(x, w)
+            return torch.nn.functional.linear(x, w)
+
+        @staticmethod
+        def backward(ctx, grad):
+            x, w = ctx.saved_tensors
+            with torch.autocast(device, dtype=torch.float16):
+                return torch.matmul(grad, w), torch.matmul(x.t(), grad).t()
+
+    class Count(TorchDispatchMode):
+        n = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            if func is torch.ops.aten._to_copy.default and args[0] is weight and kwargs.get("dtype") is torch.float16:
+                Count.n += 1
+            return func(*args, **kwargs)
+
+    data = torch.randn(2, 3, device=device)
+    weight = torch.nn.Parameter(torch.randn(4, 3, device=device))
+    clear, torch.clear_autocast_cache = torch.clear_autocast_cache, lambda: None
+    try:
+        if cached_tensor:   # torch._C._add_cached_tensor: autocast must not cache this one's casts
+            torch._C._set_cached_tensors_enabled(True)
+            torch._C._add_cached_tensor(weight)
+        with Count():
+            with torch.autocast(device, dtype=torch.float16):
+                out = Linear.apply(data, weight).sum()
+            out.backward()
+    finally:
+        torch.clear_autocast_cache = clear
+        torch._C._set_cached_tensors_enabled(False)
+        clear()
+    return Count.n
+
+
+@pytest.mark.parametrize("cached_tensor", [False, True])
+def test_autocast_casts_a_weight_once_per_region_like_torch(emulated_npu, cached_tensor):
+    # torch's cached_cast (what torch_npu's autocast kernels use): one cast shared by forward and backward,
+    # none cached for a torch._C._add_cached_tensor tensor; the emulator cast the weight every time
+    assert _weight_casts("npu", cached_tensor) == _weight_casts("cpu", cached_tensor) == (2 if cached_tensor else 1)

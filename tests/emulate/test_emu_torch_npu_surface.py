@@ -568,6 +568,55 @@ def test_suite_harness_counts_each_file_and_hidden_tests(tmp_path):
     assert "pass rate: 1/4 = 25.0%" in md and "a reason of ours" in md and "No module named" in md
 
 
+def test_npu_runtime_initialises_on_first_use_and_refuses_a_forked_child(tmp_path):
+    """torch_npu's process model: ASCEND_RT_VISIBLE_DEVICES is read until the first use of the npu (within
+    the emulated card count), fixed afterwards; a child forked after that cannot touch the npu (the host
+    memory would survive the fork, so without this the child silently worked where the card refuses)."""
+    script = tmp_path / "t.py"
+    script.write_text(
+        "import json, multiprocessing, os, torch, torch_npu\n"
+        "out = {'init0': torch.npu.is_initialized(), 'n0': torch.npu.device_count()}\n"
+        "os.environ['ASCEND_RT_VISIBLE_DEVICES'] = '1'\n"
+        "out['one'] = torch.npu.device_count()\n"
+        "os.environ['ASCEND_RT_VISIBLE_DEVICES'] = '0,5'\n"   # 5 is past the emulated cards: trimmed
+        "out['trim'] = torch.npu.device_count()\n"
+        "torch.empty(2, device='npu')\n"
+        "os.environ['ASCEND_RT_VISIBLE_DEVICES'] = '0,1'\n"
+        "out['init1'] = torch.npu.is_initialized()\n"
+        "out['fixed'] = [torch.npu.device_count(), torch_npu._C._npu_getDeviceCount()]\n"
+        "def child(q):\n"
+        "    try:\n"
+        "        torch.tensor([2]).to('npu:0')\n"
+        "        q.put('used the npu')\n"
+        "    except RuntimeError as exc:\n"
+        "        q.put([str(exc), torch.npu._is_in_bad_fork()])\n"
+        "q = multiprocessing.get_context('fork').Queue()\n"
+        "p = multiprocessing.get_context('fork').Process(target=child, args=(q,))\n"
+        "p.start(); p.join(120)\n"
+        "out['child'] = q.get(timeout=5)\n"
+        "print(json.dumps(out))\n")
+    env = dict(os.environ, TORCHPORT_EMULATE="npu:2", OMP_NUM_THREADS="1")
+    env.pop("ASCEND_RT_VISIBLE_DEVICES", None)
+    proc = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = __import__("json").loads(proc.stdout.strip().splitlines()[-1])
+    assert out["init0"] is False and out["n0"] == 2 and out["one"] == 1 and out["trim"] == 1
+    assert out["init1"] is True and out["fixed"] == [1, 1]
+    assert out["child"] == ["Cannot re-initialize NPU in forked subprocess. To use NPU with multiprocessing, "
+                            "you must use the 'spawn' start method", True]
+
+
+def test_device_count_follows_a_reconfigured_card_count_after_first_use():
+    # the initialised runtime's count is fixed against ASCEND_RT_VISIBLE_DEVICES changes, not against the
+    # emulator being reconfigured (emulated(devices=N) inside an installed session)
+    with emulate.emulated(devices=1):
+        torch.empty(1, device="npu")
+        assert torch.npu.is_initialized() and torch.npu.device_count() == 1
+        with emulate.emulated(devices=3):
+            assert torch.npu.device_count() == 3 and torch.empty(1, device="npu:2").device.index == 2
+        assert torch.npu.device_count() == 1
+
+
 def test_device_and_stream_core_limits_are_stored_and_checked_like_the_cards(npu, monkeypatch):
     monkeypatch.setattr(torch.npu.set_device_limit, "called", False)
     monkeypatch.setattr(torch.npu, "_device_limits", {})

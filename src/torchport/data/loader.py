@@ -326,9 +326,22 @@ class Loader:
         return self._dl
 
     def __iter__(self):
+        import torch
+
+        # torch's pin-memory thread starts with torch.set_num_threads(1): meant for itself, it also sets the
+        # process-wide count that every thread reads when it first runs a parallel kernel -- the autograd
+        # engine's device threads among them (on the emulated npu they run the backward's host kernels:
+        # one thread instead of the machine's, and a different summation order than the same model on
+        # CPU). The calling thread's own count can stay right meanwhile, so comparing it shows nothing;
+        # the first batch proves the pin thread has started, and the count is put back then.
+        threads = torch.get_num_threads()  # the calling thread's (read before the pin thread exists)
+        restore = self.pin
         it = iter(self._dataloader())
         staged = None
         for raw in it:
+            if restore:
+                torch.set_num_threads(threads)
+                restore = False
             ready = self._stage(raw)
             if not self.target.is_accelerator:  # CPU: nothing to overlap, hand it out now
                 yield self._deliver(ready)

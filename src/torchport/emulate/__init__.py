@@ -265,6 +265,9 @@ def _resize(devices: int) -> None:
     set_generators(devices)
     STATE.devices = devices
     STATE.current = min(STATE.current, devices - 1)
+    from torchport.emulate._npu_module import _resized
+
+    _resized()
 
 
 def install(
@@ -308,6 +311,9 @@ def install(
         try:
             if verify_autograd:
                 check_autograd()
+                from torchport.emulate._npu_module import _reset_runtime
+
+                _reset_runtime()  # the probe is not the user's first use of the npu
         except Exception:
             uninstall_backend()
             raise

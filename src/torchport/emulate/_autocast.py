@@ -18,6 +18,8 @@ from typing import Any, Callable
 import torch
 from torch.library import Library
 
+from torchport.emulate._state import STATE
+
 __all__ = ["register", "LOWER_PRECISION_OPS", "FP32_OPS", "PROMOTE_OPS"]
 
 LOWER_PRECISION_OPS = (
@@ -53,7 +55,10 @@ def _cast(x: Any, dtype: torch.dtype, only_low: bool = False) -> Any:
     if _eligible(x):
         if x.dtype == dtype or (only_low and x.dtype not in _LOW):
             return x
-        return x.to(dtype)
+        # torch's at::autocast::cached_cast, as torch_npu's kernels use it: a float32 leaf that requires grad
+        # (a weight) is cast once per autocast region, forward and backward share it (the cache is global,
+        # torch.clear_autocast_cache() empties it when the outermost region exits)
+        return STATE.native.autocast_cached_cast(x, dtype)
     if type(x) in (list, tuple):
         return type(x)(_cast(v, dtype, only_low) for v in x)
     return x

@@ -172,6 +172,7 @@ def install_backend(devices: int) -> None:
     _parallel.install()
     _accelerator.install()
     T.reset_op_cache()
+    _npu_module._reset_runtime()
 
 
 def uninstall_backend() -> None:

@@ -62,17 +62,22 @@ def _host(tensors: Any, what: str) -> Any:
 
 
 class _Completed(torch.distributed._Work):
-    """A finished collective; its future holds the (npu) result tensors."""
+    """A collective's work; its future holds the (npu) result tensors. Finished already, or -- issued inside
+    ``_group_start()``/``_group_end()`` -- finished by the group's end (or by waiting for it)."""
 
-    def __init__(self, result: Any) -> None:
+    def __init__(self, result: Any, pending: Any = None) -> None:
         super().__init__()
         self._result = result
+        self._pending = pending
 
     def wait(self, timeout: timedelta | None = None) -> bool:
+        if self._pending is not None:
+            self._pending.wait()
+            self._pending = None
         return True
 
     def is_completed(self) -> bool:
-        return True
+        return self._pending is None or self._pending.is_completed()
 
     def is_success(self) -> bool:
         return True
@@ -81,6 +86,7 @@ class _Completed(torch.distributed._Work):
         return self._result
 
     def get_future(self) -> torch.futures.Future:
+        self.wait()
         fut: torch.futures.Future = torch.futures.Future()
         fut.set_result(self._result)
         return fut
@@ -92,8 +98,29 @@ class _Done:
     def wait(self) -> bool:
         return True
 
+    def is_completed(self) -> bool:
+        return True
+
 
 _DONE = _Done()
+
+
+class _HcclBackend:
+    """What ``group._get_backend(torch.device("npu"))`` hands out: the gloo backend behind the group, plus the
+    members of torch_npu's ``ProcessGroupHCCL`` that scripts call on it (``_group_start``/``_group_end``,
+    HCCL's ``HcclGroupStart``/``HcclGroupEnd``). Everything else is the gloo backend's."""
+
+    def __init__(self, group: EmulatedHcclGroup) -> None:
+        self._group = group
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._group._gloo, name)
+
+    def _group_start(self) -> None:
+        self._group._group_start()
+
+    def _group_end(self) -> None:
+        self._group._group_end()
 
 
 class EmulatedHcclGroup(torch.distributed.ProcessGroup):
@@ -118,6 +145,25 @@ class EmulatedHcclGroup(torch.distributed.ProcessGroup):
         # Without a registered backend a Python group has no name ("ProcessGroup name not set"), and
         # init_device_mesh / funcol cannot resolve it. torch sets the name on this backend after the factory.
         self._register_backend(torch.device("npu"), torch.distributed.ProcessGroup.BackendType.CUSTOM, self._gloo)
+        self._group_depth = 0
+        self._pending: list = []
+
+    def _get_backend(self, device: Any) -> Any:
+        backend = super()._get_backend(device)
+        return _HcclBackend(self) if torch.device(device).type == "npu" else backend
+
+    # -- HCCL's grouping (HcclGroupStart/End): collectives and send/recv issued in between run together --------
+    def _group_start(self) -> None:
+        self._group_depth += 1
+
+    def _group_end(self) -> None:
+        if self._group_depth == 0:
+            raise RuntimeError("_group_end() without a matching _group_start()")
+        self._group_depth -= 1
+        if self._group_depth == 0:
+            pending, self._pending = self._pending, []
+            for done in pending:   # issued without waiting (a send and a recv in any order cannot block)
+                done.wait()        # once: a gloo recv waited for twice waits for a second message
 
     # -- identity ------------------------------------------------------------------------
     def getBackendName(self) -> str:
@@ -134,6 +180,10 @@ class EmulatedHcclGroup(torch.distributed.ProcessGroup):
 
     # -- collectives (names and signatures of torch's ProcessGroup) ----------------------
     def _run(self, result: Any, work: Any) -> _Completed:
+        if self._group_depth:
+            done = _Completed(result, work)
+            self._pending.append(done)
+            return done
         work.wait()
         return _Completed(result)
 

@@ -49,29 +49,103 @@ DEVICE_NAME = "Ascend910B3 (emulated)"
 
 # ----------------------------------------------------------------------------- devices
 def is_available() -> bool:
-    """True while the emulator is installed with at least one device."""
-    return STATE.installed and STATE.devices > 0
+    """True while the emulator is installed with at least one (visible) device."""
+    return STATE.installed and device_count() > 0
+
+
+# ----------------------------------------------------------------------------- process model
+# torch_npu's (and torch.cuda's): the runtime initialises on first use (torch calls _lazy_init() for the first
+# npu tensor; current_device/set_device/synchronize call it too); until then device_count() re-reads
+# ASCEND_RT_VISIBLE_DEVICES, afterwards the count is fixed; a child forked after initialisation may not use
+# the npu. On the emulator the host memory would survive a fork, so this is what keeps a forked child from
+# silently working where the card's runtime refuses.
+_proc: dict[str, Any] = {"initialized": False, "bad_fork": False, "pid": 0, "count": None, "at_fork": False}
+
+
+def _parse_visible_devices() -> list[int]:
+    """``ASCEND_RT_VISIBLE_DEVICES`` as torch_npu reads it: digits and commas, up to the first other character."""
+    var = os.getenv("ASCEND_RT_VISIBLE_DEVICES")
+    if var is None:
+        return list(range(64))
+    end = next((i for i, c in enumerate(var) if not (c.isdigit() or c == ",")), len(var))
+    out: list[int] = []
+    for elem in var[:end].split(",") if var else ():
+        if not elem:
+            break
+        out.append(int(elem))
+    return out
+
+
+def _visible_count() -> int:
+    """The emulated cards the visible-devices list selects (torch_npu's trimming against the card count)."""
+    visible = _parse_visible_devices()
+    for idx, val in enumerate(visible):
+        if idx > 0 and val <= visible[idx - 1]:  # the runtime needs ascending ids
+            return 0
+        if val >= STATE.devices:
+            return idx
+    return len(visible)
 
 
 def is_initialized() -> bool:
-    return STATE.installed
+    """True once the npu runtime of this process has been initialised (first use), and not in a bad fork."""
+    return _proc["initialized"] and not _proc["bad_fork"]
 
 
 def init() -> None:
-    """Initialize the device runtime (nothing to do on the emulator)."""
+    """Initialize the npu runtime now (otherwise it happens on first use)."""
+    _lazy_init()
 
 
 def _lazy_init() -> None:
-    pass
+    if _proc["initialized"] or not STATE.installed:
+        return
+    if _proc["bad_fork"]:
+        raise RuntimeError("Cannot re-initialize NPU in forked subprocess. To use NPU with multiprocessing, "
+                           "you must use the 'spawn' start method")
+    count = _visible_count()
+    _proc.update(initialized=True, pid=os.getpid(), count=count)
+    if count != STATE.devices:
+        STATE.native.set_available(True, count)
 
 
 def _is_in_bad_fork() -> bool:
-    return False
+    return _proc["bad_fork"]
+
+
+def _after_fork() -> None:
+    if _proc["initialized"] and _proc["pid"] != os.getpid():
+        _proc.update(initialized=False, bad_fork=True)
+        if STATE.native is not None:
+            STATE.native.set_requires_device_init(True)  # torch asks _lazy_init() again, which refuses
+
+
+def _reset_runtime() -> None:
+    """A freshly installed emulator: not initialised yet (its own start-up probe does not count as first use)."""
+    _proc.update(initialized=False, count=None)
+    STATE.native.set_requires_device_init(True)
+    if not _proc["at_fork"]:
+        os.register_at_fork(after_in_child=_after_fork)
+        _proc["at_fork"] = True
+
+
+def _resized() -> None:
+    """The emulated card count changed (``install()`` reconfigured): an initialised runtime counts again."""
+    if _proc["count"] is not None:
+        _proc["count"] = _visible_count()
+        STATE.native.set_available(True, _proc["count"])
 
 
 def device_count() -> int:
-    """Number of emulated devices (0 when not installed)."""
-    return STATE.devices if STATE.installed else 0
+    """Number of emulated devices visible to this process (0 when not installed).
+
+    ``ASCEND_RT_VISIBLE_DEVICES`` selects among the emulated cards as on the card (read until the npu is
+    initialised, fixed afterwards).
+    """
+    if not STATE.installed:
+        return 0
+    count = _proc["count"]
+    return _visible_count() if count is None else count
 
 
 def _get_device_index(device: Any, optional: bool = False, allow_cpu: bool = False) -> int:
@@ -116,6 +190,7 @@ _utils = _Utils()
 
 def current_device() -> int:
     """Index of the current emulated device."""
+    _lazy_init()
     return STATE.current
 
 
@@ -124,6 +199,7 @@ def set_device(device: Any) -> None:
     idx = _get_device_index(device, optional=True)
     if idx < 0:
         return
+    _lazy_init()
     _checked(idx)
     STATE.current = idx
 
@@ -157,6 +233,7 @@ class device_of(device):
 
 def synchronize(device: Any = None) -> None:
     """Wait for all work on the device (the emulator runs synchronously: returns at once)."""
+    _lazy_init()
     _get_device_index(device, optional=True)  # a non-npu device is rejected as on the card
 
 

@@ -2,8 +2,11 @@
 
 torch implements them in C++ for CUDA only (``torch._C._broadcast_coalesced``, ``_scatter``,
 ``_gather``); DataParallel on another device type reaches them and fails with a CUDA driver error.
-While the emulator is installed, ``comm``'s functions take npu tensors through plain device copies
-(host memory: a copy is a memcpy) and hand anything else to torch's own implementation.
+torch_npu replaces those C++ entry points with NPU ones (``initCommMethods`` in its ``Module.cpp``),
+so on the card a CPU tensor scatters to npus too (DataParallel's input, and the backward of a gather
+to the CPU). While the emulator is installed, ``comm``'s functions take npu tensors -- and host
+tensors bound for npus -- through plain device copies (host memory: a copy is a memcpy) and hand
+anything else to torch's own implementation.
 """
 
 from __future__ import annotations
@@ -23,6 +26,19 @@ def _npu(t: Any) -> bool:
     return isinstance(t, torch.Tensor) and t.device.type == "npu"
 
 
+def _to_npus(devices: Any, streams: Any) -> bool:
+    """True when a host tensor's targets are npus: named so, given npu streams (DataParallel's
+    ``Scatter`` passes the accelerator's streams), or bare indices on a host whose DataParallel
+    device type is npu (what torch_npu's ``_scatter`` assumes of every index)."""
+    if any(getattr(getattr(s, "device", None), "type", None) == "npu" for s in streams or ()):
+        return True
+    if any(not isinstance(d, int) for d in devices or ()):
+        return all(not isinstance(d, int) and torch.device(d).type == "npu" for d in devices)
+    from torch._utils import _get_available_device_type
+
+    return bool(devices) and _get_available_device_type() == "npu"
+
+
 def _device(d: Any) -> torch.device:
     if isinstance(d, torch.device):
         return d
@@ -39,7 +55,8 @@ def broadcast_coalesced(tensors: Any, devices: Any, buffer_size: int = 10485760)
 
 def scatter(tensor: Any, devices: Any = None, chunk_sizes: Any = None, dim: int = 0, streams: Any = None,
             *, out: Any = None) -> Any:
-    if not _npu(tensor) or out is not None:
+    if out is not None or not (_npu(tensor) or (isinstance(tensor, torch.Tensor) and tensor.device.type == "cpu"
+                                                 and _to_npus(devices, streams))):
         return _saved["scatter"](tensor, devices, chunk_sizes, dim, streams, out=out)
     chunks = tensor.split(list(chunk_sizes), dim) if chunk_sizes is not None else tensor.chunk(len(devices), dim)
     return tuple(c.to(_device(d)).contiguous() for c, d in zip(chunks, devices))

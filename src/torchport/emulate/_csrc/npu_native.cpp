@@ -1353,7 +1353,33 @@ void set_py(py::object*& slot, py::object fn) {
 
 }  // namespace
 
+// ------------------------------------------------------------------------------------ process model: autocast cast cache, lazy init after fork
+// Kept apart from the rest (one function, one call in the module init) so parallel work on this file merges.
+#include <ATen/autocast_mode.h>
+#include <torch/csrc/Dtype.h>
+#include <torch/csrc/utils/device_lazy_init.h>
+
+namespace {
+
+void register_process_bindings(py::module& m) {
+  // torch's own autocast cast (at::autocast::cached_cast), as torch_npu's KERNEL_PRIVATEUSEONE kernels call it:
+  // one weight cast per autocast region in the global cache torch.clear_autocast_cache() empties, no caching
+  // when the cache is off or the tensor is a torch._C._add_cached_tensor one.
+  m.def("autocast_cached_cast", [](const at::Tensor& t, py::object dtype) {
+    TORCH_CHECK(THPDtype_Check(dtype.ptr()), "autocast_cached_cast: expected a torch.dtype");
+    return at::autocast::cached_cast(reinterpret_cast<THPDtype*>(dtype.ptr())->scalar_type, t, c10::DeviceType::PrivateUse1);
+  });
+  // torch calls torch.npu._lazy_init() on the first npu tensor of a process and then never again; after a fork
+  // (or when the emulator's own start-up probe must not count as the user's first use) it has to ask again.
+  m.def("set_requires_device_init", [](bool value) {
+    torch::utils::set_requires_device_init(c10::DeviceType::PrivateUse1, value);
+  });
+}
+
+}  // namespace
+
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  register_process_bindings(m);
   m.def("register_guard", &register_guard, "register the npu device guard (sized for `capacity` devices)");
   m.def("register_hooks", &register_hooks, "register the npu accelerator hooks and the device allocator");
   m.def("register_kernels", &register_kernels, "register the npu kernels and the CPU fallback");
