@@ -128,6 +128,48 @@ def test_legacy_tensor_alias_is_fixed():
     assert "TP106" not in left, left
 
 
+def test_legacy_tensor_alias_statements_are_fixed_and_run_on_the_cpu():
+    """The statement forms of the alias (PyTorch-GAN clustergan: `Tensor = torch.cuda.FloatTensor` alone in
+    `sample_z`; `if cuda: Tensor = torch.cuda.FloatTensor / else: Tensor = torch.FloatTensor`) were report-only:
+    the fixed clustergan still failed with "Found no NVIDIA driver"."""
+    src = """\
+    import torch
+    cuda = True if torch.cuda.is_available() else False
+    if cuda:
+        Tensor = torch.cuda.FloatTensor
+    else:
+        Tensor = torch.FloatTensor
+    def sample_z(shape):
+        Tensor = torch.cuda.FloatTensor
+        return Tensor(shape, 3).fill_(0)
+    z = sample_z(2)
+    """
+    out = _fix(src)
+    assert "    Tensor = torchport.current().module.FloatTensor\nelse:\n    Tensor = torch.FloatTensor" in out, out
+    assert ("Tensor = torchport.current().module.FloatTensor if torchport.current().is_accelerator "
+            "else torch.FloatTensor") in out, out
+    assert "TP106" not in [f.code for f in scan_source(out).findings]
+    assert _fix(out) == out  # fixing twice changes nothing
+    import torchport
+    from torchport.runtime.device import reset_selection
+
+    namespace: dict = {}
+    torchport.select_device("cpu", warn=False)
+    try:
+        exec(compile(out, "fixed.py", "exec"), namespace)
+    finally:
+        reset_selection()
+    assert namespace["Tensor"] is torch.FloatTensor
+    assert namespace["z"].dtype == torch.float32 and namespace["z"].device.type == "cpu"
+
+
+def test_a_legacy_type_assigned_in_an_if_without_the_cpu_branch_gets_the_guarded_form():
+    """Only an `else` that assigns the CPU type makes the branch form sound; any other `if` body gets the guard."""
+    out = _fix("import torch\nif flag:\n    Tensor = torch.cuda.LongTensor\nelse:\n    Tensor = torch.FloatTensor\n")
+    assert ("Tensor = torchport.current().module.LongTensor if torchport.current().is_accelerator "
+            "else torch.LongTensor") in out, out
+
+
 def test_a_backend_guard_in_a_cuda_file_is_still_left_alone_when_fixing_the_fixed_file():
     """Fix is idempotent: after the first pass removes every ``cuda`` from the file, the second pass
     must take the same decision about ``device_type == "xpu"`` (seen on torch's own inductor code)."""
