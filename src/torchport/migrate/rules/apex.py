@@ -1,0 +1,333 @@
+"""The whole-file rewrite of NVIDIA's / Ascend's apex AMP into ``torch.amp`` (rule TP210).
+
+apex keeps one global AMP state, so its calls may sit far apart; a fix is sound only when all of
+them can move together. The plan, made once per file:
+
+* ``model, optimizer = amp.initialize(model, optimizer, opt_level="O1", loss_scale=...)`` becomes
+  ``model = torchport.autocast_forward(model)`` (the forward under ``torch.autocast`` fp16, float32
+  outputs: where apex O1 ran the loss) and ``scaler = torch.amp.GradScaler(<device type>[, init_scale=S])``;
+  ``O0`` / ``enabled=False`` give a disabled scaler and no autocast;
+* ``with amp.scale_loss(loss, optimizer) as scaled: scaled.backward()`` becomes
+  ``scaler.scale(loss).backward()`` (other bodies: ``scaled = scaler.scale(loss)`` then the body);
+* every ``optimizer.step()`` statement in the same function becomes ``scaler.step(optimizer)`` and
+  ``scaler.update()`` (``scaler.update(S)`` for a static ``loss_scale=S``: the scale stays put);
+* ``amp.master_params(optimizer)`` becomes the optimizer's parameters, preceded by
+  ``scaler.unscale_(optimizer)`` (apex hands out unscaled gradients for clipping);
+* ``amp.state_dict()`` / ``amp.load_state_dict(s)`` become the scaler's (the layout differs from apex's:
+  that one is an unsafe fix, a checkpoint written before the migration does not load).
+
+Anything else (several ``initialize`` calls, a non-literal ``opt_level`` or ``loss_scale``, ``O3``, a
+``scale_loss`` out of the scaler's reach or without an ``optimizer.step()`` beside it, other apex APIs)
+leaves the whole file's apex code as it is, with a finding that names the line and what to do by hand.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import libcst as cst
+
+__all__ = ["plan_apex", "ApexPlan", "line_of"]
+
+_IGNORED_KWARGS = frozenset({"combine_grad", "verbosity", "keep_batchnorm_fp32", "num_losses"})
+_OPT_LEVELS = ("O0", "O1", "O2", "O3")
+
+
+@dataclasses.dataclass
+class ApexPlan:
+    """What to report: with no ``problems``, the ``findings`` (node, message, fix) rewrite the file's apex AMP
+    together at ``safety``; otherwise each problem is reported (no fix) and the other ``handled_uses`` too."""
+
+    findings: list[tuple[cst.CSTNode, str, object]] = dataclasses.field(default_factory=list)
+    problems: list[tuple[cst.CSTNode, str]] = dataclasses.field(default_factory=list)
+    safety: str = "safe"
+    handled_uses: list[cst.CSTNode] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class _Use:
+    call: cst.Call
+    qual: str
+    scope: cst.CSTNode          # innermost FunctionDef, or the Module
+    stack: tuple                # ancestors, outermost first
+
+
+class _Walk(cst.CSTVisitor):
+    """Every apex.amp use with its ancestors; every ``x.step()`` statement with its scope."""
+
+    def __init__(self, ctx) -> None:
+        super().__init__()
+        self.ctx = ctx
+        self.stack: list[cst.CSTNode] = []
+        self.uses: list[_Use] = []
+        self.steps: list[tuple[cst.SimpleStatementLine, cst.CSTNode, str]] = []
+        self.step_texts: list[tuple[cst.CSTNode, str]] = []
+        self.names: set[str] = set()
+
+    def scope(self) -> cst.CSTNode:
+        return next((n for n in reversed(self.stack) if isinstance(n, cst.FunctionDef)), self.stack[0])
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        code = self.ctx.module.code_for_node
+        if isinstance(node, cst.Name):
+            self.names.add(node.value)
+        parent = self.stack[-1] if self.stack else None
+        if isinstance(node, (cst.Name, cst.Attribute)) and not (
+                isinstance(parent, cst.Attribute) and parent.attr is node) and not (
+                isinstance(parent, cst.Arg) and parent.keyword is node):
+            q = self.ctx.qualname(node)
+            inside_import = any(isinstance(n, (cst.Import, cst.ImportFrom)) for n in self.stack)
+            if (q is not None and (q == "apex.amp" or q.startswith("apex.amp.")) and not inside_import
+                    and not (isinstance(parent, cst.Attribute) and parent.value is node)):
+                call = parent if isinstance(parent, cst.Call) and parent.func is node else None
+                self.uses.append(_Use(call if call is not None else node, q if call is not None else "", self.scope(),
+                                      tuple(self.stack)))
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "step":
+            line = self.stack[-2] if len(self.stack) >= 2 else None
+            receiver = code(node.func.value)
+            if (isinstance(parent, cst.Expr) and parent.value is node and isinstance(line, cst.SimpleStatementLine)
+                    and len(line.body) == 1 and not node.args):
+                self.steps.append((line, self.scope(), receiver))
+            else:
+                self.step_texts.append((self.scope(), receiver))
+        self.stack.append(node)
+        return True
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        self.stack.pop()
+
+
+def _literal(expr: cst.BaseExpression | None):
+    """The value of a str / int / float / True / False literal, else a sentinel."""
+    if expr is None:
+        return None
+    if isinstance(expr, cst.SimpleString):
+        return expr.evaluated_value
+    if isinstance(expr, (cst.Integer, cst.Float)):
+        return expr.evaluated_value
+    if isinstance(expr, cst.Name) and expr.value in ("True", "False"):
+        return expr.value == "True"
+    return _UNKNOWN
+
+
+_UNKNOWN = object()
+
+
+def _statement(use: _Use) -> cst.CSTNode | None:
+    """The statement (a line or a compound statement) the use sits in."""
+    return next((n for n in reversed(use.stack) if isinstance(n, (cst.SimpleStatementLine, cst.BaseCompoundStatement))),
+                None)
+
+
+def _line(code: str) -> cst.SimpleStatementLine:
+    return cst.parse_statement(code)
+
+
+def plan_apex(ctx) -> ApexPlan:
+    """Decide the file's apex rewrite (see the module docstring)."""
+    walk = _Walk(ctx)
+    ctx.module.visit(walk)
+    plan = ApexPlan()
+    code = ctx.module.code_for_node
+
+    def problem(node: cst.CSTNode, msg: str) -> None:
+        plan.problems.append((node, msg))
+
+    inits = [u for u in walk.uses if u.qual == "apex.amp.initialize"]
+    scales = [u for u in walk.uses if u.qual == "apex.amp.scale_loss"]
+    masters = [u for u in walk.uses if u.qual == "apex.amp.master_params"]
+    dicts = [u for u in walk.uses if u.qual in ("apex.amp.state_dict", "apex.amp.load_state_dict")]
+    for u in walk.uses:
+        if u not in inits + scales + masters + dicts:
+            problem(u.call, f"`{code(u.call)}`: no torch.amp counterpart is written for this apex use; "
+                            "rewrite it with `torch.amp.GradScaler` by hand")
+    if len(inits) != 1:
+        for u in inits:
+            problem(u.call, f"{len(inits)} `amp.initialize` calls: the fix writes one GradScaler; "
+                            "merge them by hand (one `torch.amp.GradScaler` per optimizer group)")
+        if not inits and walk.uses:
+            for u in scales + masters + dicts:
+                problem(u.call, "no `amp.initialize` in this file: create the `torch.amp.GradScaler` by hand and "
+                                "use `scaler.scale(loss).backward()`, `scaler.step(optimizer)`, `scaler.update()`")
+        return plan
+    init = inits[0]
+    call = init.call
+    stmt = init.stack[-2] if len(init.stack) >= 2 else None
+    line = init.stack[-3] if len(init.stack) >= 3 else None
+    args = [a for a in call.args if a.keyword is None]
+    kwargs = {a.keyword.value: a.value for a in call.args if a.keyword is not None}
+    opt_level = _literal(kwargs.get("opt_level")) if "opt_level" in kwargs else "O1"
+    loss_scale = _literal(kwargs.get("loss_scale"))
+    enabled = _literal(kwargs.get("enabled")) if "enabled" in kwargs else True
+    unknown = sorted(set(kwargs) - _IGNORED_KWARGS - {"opt_level", "loss_scale", "enabled", "models", "optimizers"})
+    targets = None
+    if isinstance(stmt, cst.Assign) and stmt.value is call and len(stmt.targets) == 1:
+        t = stmt.targets[0].target
+        targets = [e.value for e in t.elements] if isinstance(t, (cst.Tuple, cst.List)) else [t]
+    if any(a.star for a in call.args) or "models" in kwargs or "optimizers" in kwargs or not 1 <= len(args) <= 2:
+        problem(call, "`amp.initialize` with other than `(model, optimizer, **options)`: fix by hand")
+    elif not isinstance(line, cst.SimpleStatementLine) or targets is None or len(targets) != len(args) or any(
+            code(t) != code(a.value) for t, a in zip(targets, args)) or not all(
+            isinstance(a.value, (cst.Name, cst.Attribute)) for a in args):
+        problem(call, "`amp.initialize` is not a `model, optimizer = amp.initialize(model, optimizer, ...)` "
+                      "statement: write `model = torchport.autocast_forward(model)` and "
+                      "`scaler = torch.amp.GradScaler(torchport.current().type)` by hand")
+    if unknown:
+        problem(call, f"`amp.initialize(..., {', '.join(unknown)}=...)` has no torch.amp counterpart: fix by hand")
+    if opt_level not in _OPT_LEVELS:
+        problem(call, "`opt_level` is not a literal \"O0\"-\"O3\": write `torchport.autocast_forward(model)` "
+                      "(O1/O2) or nothing (O0) and a `torch.amp.GradScaler` by hand")
+    elif opt_level == "O3":
+        problem(call, "apex O3 trains in pure fp16 (no fp32 master weights), which torch.amp has no mode for: "
+                      "use O1 semantics (`torchport.autocast_forward(model)` + `torch.amp.GradScaler`) by hand")
+    if loss_scale is _UNKNOWN or not (loss_scale is None or loss_scale == "dynamic"
+                                      or isinstance(loss_scale, (int, float)) and not isinstance(loss_scale, bool)):
+        problem(call, "`loss_scale` is not a literal number or \"dynamic\": pass it as "
+                      "`torch.amp.GradScaler(..., init_scale=S)` and `scaler.update(S)` (static) by hand")
+    if enabled is _UNKNOWN or not isinstance(enabled, bool):
+        problem(call, "`enabled` is not a literal True/False: write `torch.amp.GradScaler(..., enabled=...)` and "
+                      "guard `torchport.autocast_forward` by hand")
+    on = enabled is True and opt_level in ("O1", "O2")
+    static = float(loss_scale) if isinstance(loss_scale, (int, float)) and not isinstance(loss_scale, bool) else None
+    if opt_level == "O2":
+        plan.safety = "unsafe"
+
+    scaler = next((n for n in ("scaler", "amp_scaler", "grad_scaler") if n not in walk.names), None)
+    if scaler is None:
+        problem(call, "the names `scaler`, `amp_scaler` and `grad_scaler` are all taken: fix by hand")
+
+    def reach(u: _Use) -> bool:
+        return u.scope is init.scope or isinstance(init.scope, cst.Module)
+
+    # scale_loss: `with amp.scale_loss(loss, optimizer) as scaled:` with an `optimizer.step()` beside it
+    scaled_opts: dict[tuple[int, str], None] = {}
+    for u in scales:
+        with_ = _statement(u)
+        sargs = [a for a in u.call.args if a.keyword is None]
+        skw = {a.keyword.value for a in u.call.args if a.keyword is not None}
+        if not (isinstance(with_, cst.With) and len(with_.items) == 1 and with_.items[0].item is u.call
+                and with_.asynchronous is None and with_.items[0].asname is not None
+                and isinstance(with_.items[0].asname.name, cst.Name) and isinstance(with_.body, cst.IndentedBlock)):
+            problem(u.call, "`amp.scale_loss` outside `with amp.scale_loss(loss, optimizer) as scaled_loss:`: "
+                            "write `scaler.scale(loss).backward()` by hand")
+            continue
+        if len(sargs) != 2 or skw - {"loss_id"} or any(a.star for a in u.call.args):
+            problem(u.call, "`amp.scale_loss` with options other than `(loss, optimizer)` (delay_unscale, "
+                            "several optimizers): rewrite with `scaler.scale(loss).backward()` by hand")
+            continue
+        if not reach(u):
+            problem(u.call, f"`amp.scale_loss` (line {line_of(ctx, u.call)}) is in another function than "
+                            f"`amp.initialize` (line {line_of(ctx, call)}): create the scaler there or pass it in, then "
+                            "`scaler.scale(loss).backward()`, `scaler.step(optimizer)`, `scaler.update()` by hand")
+            continue
+        opt = code(sargs[1].value)
+        if not any(s[1] is u.scope and s[2] == opt for s in walk.steps):
+            problem(u.call, f"no `{opt}.step()` statement in the function of `amp.scale_loss` (line "
+                            f"{line_of(ctx, u.call)}): add `scaler.step({opt})` and `scaler.update()` where it steps")
+            continue
+        if any(s[0] is u.scope and s[1] == opt for s in walk.step_texts):
+            problem(u.call, f"`{opt}.step(...)` is called with arguments or inside an expression: route it "
+                            f"through `scaler.step({opt})` and `scaler.update()` by hand")
+            continue
+        scaled_opts[(id(u.scope), opt)] = None
+        plan.findings.append((with_, "apex `amp.scale_loss`: becomes `scaler.scale(loss).backward()`",
+                              _with_fix(scaler, with_.items[0].asname.name.value)))
+    for line_, scope, receiver in walk.steps:
+        if (id(scope), receiver) in scaled_opts:
+            update = f"{scaler}.update({static!r})" if static is not None and on else f"{scaler}.update()"
+            plan.findings.append((line_, f"`{receiver}.step()` after apex `scale_loss`: becomes "
+                                         f"`{scaler}.step({receiver})` + `{update}`",
+                                  _flatten([f"{scaler}.step({receiver})", update])))
+    seen_master: set[tuple[int, str]] = set()
+    for u in masters:
+        margs = [a for a in u.call.args if a.keyword is None]
+        opt = code(margs[0].value) if len(margs) == 1 and len(u.call.args) == 1 else None
+        key = (id(u.scope), opt)
+        if opt is None or key not in scaled_opts or key in seen_master:
+            problem(u.call, "`amp.master_params` not beside one `scale_loss` of the same optimizer: call "
+                            "`scaler.unscale_(optimizer)` before clipping the optimizer's parameters by hand")
+            continue
+        seen_master.add(key)
+        st = _statement(u)
+        params = f"[p for group in {opt}.param_groups for p in group[{ctx.quote}params{ctx.quote}]]"
+        plan.findings.append((u.call, "apex `amp.master_params`: becomes the optimizer's parameters",
+                              lambda n, p=params: cst.parse_expression(p)))
+        plan.findings.append((st, f"apex hands out unscaled gradients at `amp.master_params`: "
+                                  f"`{scaler}.unscale_({opt})` goes before this statement",
+                              _prepend(f"{scaler}.unscale_({opt})")))
+    for u in dicts:
+        if not reach(u):
+            problem(u.call, f"`{code(u.call)}` is out of reach of the scaler created at line {line_of(ctx, call)}: "
+                            "use the scaler's `state_dict()` / `load_state_dict()` by hand")
+            continue
+        method = u.qual.rsplit(".", 1)[1]
+        if method == "load_state_dict":
+            plan.safety = "unsafe"
+        plan.findings.append((u.call.func, f"apex `amp.{method}`: becomes the GradScaler's `{method}` (its layout "
+                                           "differs from apex's: a checkpoint saved before the migration does not "
+                                           "load)", lambda n, m=method: cst.parse_expression(f"{scaler}.{m}")))
+    # the initialize statement itself
+    if not plan.problems:
+        model = code(args[0].value)
+        dev = f"{ctx.tp}.current().type"
+        new = []
+        if on:
+            new.append(f"{model} = {ctx.tp}.autocast_forward({model})")
+        extra = "" if on else ", enabled=False"
+        if on and static is not None:
+            extra = f", init_scale={static!r}"
+        new.append(f"{scaler} = {ctx.torch}.amp.GradScaler({dev}{extra})")
+        what = {"O0": "O0: no AMP", "O1": "O1", "O2": "O2 (as O1: the weights stay fp32 and autocast casts per "
+                "op, where apex casts the model to fp16 with fp32 master weights; results agree to fp16 rounding)"}
+        level = what.get(opt_level, opt_level) if enabled is True else "enabled=False: no AMP"
+        plan.findings.insert(0, (line, f"apex `amp.initialize` ({level}): becomes "
+                                       f"{'`torchport.autocast_forward(model)` + ' if on else ''}"
+                                       f"`torch.amp.GradScaler`", _flatten(new)))
+    plan.handled_uses = [n for u in walk.uses for n in ((u.call, u.call.func) if u.qual else (u.call,))]
+    return plan
+
+
+def line_of(ctx, node: cst.CSTNode) -> int:
+    """The line ``node`` starts on."""
+    from torchport.migrate.positions import positions
+
+    return positions(ctx.module, [node])[node][0]
+
+
+def _flatten(lines: list[str]):
+    def fix(n: cst.SimpleStatementLine):
+        new = [_line(x) for x in lines]
+        new[0] = new[0].with_changes(leading_lines=n.leading_lines)
+        new[-1] = new[-1].with_changes(trailing_whitespace=n.trailing_whitespace)
+        return cst.FlattenSentinel(new)
+    return fix
+
+
+def _prepend(text: str):
+    def fix(n):
+        first = _line(text).with_changes(leading_lines=n.leading_lines)
+        return cst.FlattenSentinel([first, n.with_changes(leading_lines=())])
+    return fix
+
+
+def _with_fix(scaler: str, name: str):
+    """``with amp.scale_loss(loss, opt) as s:`` + body -> ``scaler.scale(loss).backward()`` (or ``s = ...`` + body)."""
+    def fix(n: cst.With):
+        loss = next(a for a in n.items[0].item.args if a.keyword is None).value
+        scaled = cst.Call(func=cst.parse_expression(f"{scaler}.scale"), args=[cst.Arg(loss)])
+        body = list(n.body.body)
+        only = body[0] if len(body) == 1 else None
+        if (isinstance(only, cst.SimpleStatementLine) and len(only.body) == 1 and isinstance(only.body[0], cst.Expr)
+                and isinstance(only.body[0].value, cst.Call)
+                and isinstance(only.body[0].value.func, cst.Attribute)
+                and isinstance(only.body[0].value.func.value, cst.Name)
+                and only.body[0].value.func.value.value == name
+                and only.body[0].value.func.attr.value == "backward"):
+            call = only.body[0].value
+            new = only.with_changes(body=[cst.Expr(call.with_changes(func=call.func.with_changes(value=scaled)))],
+                                    leading_lines=n.leading_lines)
+            return new
+        first = cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(cst.Name(name))], scaled)],
+                                        leading_lines=n.leading_lines)
+        return cst.FlattenSentinel([first, *body])
+    return fix
