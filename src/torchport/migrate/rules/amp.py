@@ -161,7 +161,8 @@ class ApexAmp(Rule):
                  "(fp16) with float32 outputs, so the loss runs in fp32 as under apex; the module, its "
                  "`state_dict` keys and `model.module` are unchanged -- and `scaler = "
                  "torch.amp.GradScaler(torchport.current().type[, init_scale=S])` (dynamic scaling unless "
-                 "`loss_scale` is a number); `O0` or `enabled=False` gives a disabled scaler and no autocast; "
+                 "`loss_scale` is a number), after `global scaler` when `amp.initialize` is in one function and "
+                 "the other apex calls in others (the ImageNet / ModelZoo layout; apex's own state is global); `O0` or `enabled=False` gives a disabled scaler and no autocast; "
                  "`combine_grad` (Ascend), `keep_batchnorm_fp32`, `verbosity` are dropped. "
                  "`with amp.scale_loss(loss, optimizer) as scaled_loss: scaled_loss.backward()` becomes "
                  "`scaler.scale(loss).backward()`, and each `optimizer.step()` statement in the same function "
@@ -173,9 +174,8 @@ class ApexAmp(Rule):
                  "results agree to fp16 rounding) and `amp.load_state_dict(s)` (the scaler's layout differs from "
                  "apex's `loss_scaler0`: a checkpoint written before the migration does not load). Not fixed, "
                  "with a finding naming the line and the hand fix: `O3` (pure fp16), a non-literal `opt_level` / "
-                 "`loss_scale` / `enabled`, several `amp.initialize` calls, a `scale_loss` in another function "
-                 "than `amp.initialize` (unless that is at module level) or without an `optimizer.step()` "
-                 "statement beside it, `delay_unscale`, other apex APIs. The emulator's apex stand-in "
+                 "`loss_scale` / `enabled`, several `amp.initialize` calls, a `scale_loss` without an "
+                 "`optimizer.step()` statement in its function, `delay_unscale`, other apex APIs. The emulator's apex stand-in "
                  "(docs/emulator.md) runs the unfixed script with the same semantics.")
 
     def _plan(self, ctx):

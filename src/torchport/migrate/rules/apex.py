@@ -5,7 +5,9 @@ them can move together. The plan, made once per file:
 
 * ``model, optimizer = amp.initialize(model, optimizer, opt_level="O1", loss_scale=...)`` becomes
   ``model = torchport.autocast_forward(model)`` (the forward under ``torch.autocast`` fp16, float32
-  outputs: where apex O1 ran the loss) and ``scaler = torch.amp.GradScaler(<device type>[, init_scale=S])``;
+  outputs: where apex O1 ran the loss) and ``scaler = torch.amp.GradScaler(<device type>[, init_scale=S])``
+  -- preceded by ``global scaler`` when other functions use it (the ImageNet/ModelZoo layout: initialize in
+  ``main_worker``, ``scale_loss`` in ``train``), as apex's own state is global;
   ``O0`` / ``enabled=False`` give a disabled scaler and no autocast;
 * ``with amp.scale_loss(loss, optimizer) as scaled: scaled.backward()`` becomes
   ``scaler.scale(loss).backward()`` (other bodies: ``scaled = scaler.scale(loss)`` then the body);
@@ -17,7 +19,7 @@ them can move together. The plan, made once per file:
   that one is an unsafe fix, a checkpoint written before the migration does not load).
 
 Anything else (several ``initialize`` calls, a non-literal ``opt_level`` or ``loss_scale``, ``O3``, a
-``scale_loss`` out of the scaler's reach or without an ``optimizer.step()`` beside it, other apex APIs)
+``scale_loss`` without an ``optimizer.step()`` beside it, other apex APIs)
 leaves the whole file's apex code as it is, with a finding that names the line and what to do by hand.
 """
 
@@ -196,8 +198,9 @@ def plan_apex(ctx) -> ApexPlan:
     if scaler is None:
         problem(call, "the names `scaler`, `amp_scaler` and `grad_scaler` are all taken: fix by hand")
 
-    def reach(u: _Use) -> bool:
-        return u.scope is init.scope or isinstance(init.scope, cst.Module)
+    # apex's state is global: a scaler created in one function and used in another becomes a module global
+    shared = isinstance(init.scope, cst.FunctionDef) and any(
+        u.scope is not init.scope for u in scales + masters + dicts)
 
     # scale_loss: `with amp.scale_loss(loss, optimizer) as scaled:` with an `optimizer.step()` beside it
     scaled_opts: dict[tuple[int, str], None] = {}
@@ -214,11 +217,6 @@ def plan_apex(ctx) -> ApexPlan:
         if len(sargs) != 2 or skw - {"loss_id"} or any(a.star for a in u.call.args):
             problem(u.call, "`amp.scale_loss` with options other than `(loss, optimizer)` (delay_unscale, "
                             "several optimizers): rewrite with `scaler.scale(loss).backward()` by hand")
-            continue
-        if not reach(u):
-            problem(u.call, f"`amp.scale_loss` (line {line_of(ctx, u.call)}) is in another function than "
-                            f"`amp.initialize` (line {line_of(ctx, call)}): create the scaler there or pass it in, then "
-                            "`scaler.scale(loss).backward()`, `scaler.step(optimizer)`, `scaler.update()` by hand")
             continue
         opt = code(sargs[1].value)
         if not any(s[1] is u.scope and s[2] == opt for s in walk.steps):
@@ -256,10 +254,6 @@ def plan_apex(ctx) -> ApexPlan:
                                   f"`{scaler}.unscale_({opt})` goes before this statement",
                               _prepend(f"{scaler}.unscale_({opt})")))
     for u in dicts:
-        if not reach(u):
-            problem(u.call, f"`{code(u.call)}` is out of reach of the scaler created at line {line_of(ctx, call)}: "
-                            "use the scaler's `state_dict()` / `load_state_dict()` by hand")
-            continue
         method = u.qual.rsplit(".", 1)[1]
         if method == "load_state_dict":
             plan.safety = "unsafe"
@@ -270,7 +264,7 @@ def plan_apex(ctx) -> ApexPlan:
     if not plan.problems:
         model = code(args[0].value)
         dev = f"{ctx.tp}.current().type"
-        new = []
+        new = [f"global {scaler}"] if shared else []
         if on:
             new.append(f"{model} = {ctx.tp}.autocast_forward({model})")
         extra = "" if on else ", enabled=False"

@@ -1,0 +1,189 @@
+"""TP210: apex AMP (NVIDIA's and Ascend's fork) fixed to torch.amp, or reported with the hand fix.
+
+The behaviour test trains the same tiny apex script twice on the CPU -- the original against the
+emulator's apex stand-in (what `torchport run` serves on the emulated npu) and the fixed copy against
+torch.amp -- and compares every loss and the final weights.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import textwrap
+
+import pytest
+import torch
+
+from torchport.migrate import fix_source, scan_source
+
+LOOP = """\
+import torch
+from apex import amp
+
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3))
+optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
+model, optimizer = amp.initialize(model, optimizer, {options})
+criterion = torch.nn.CrossEntropyLoss()
+losses = []
+for step in range(6):
+    x = torch.randn(32, 8)
+    y = torch.randint(0, 3, (32,))
+    loss = criterion(model(x), y)
+    losses.append(loss.item())
+    optimizer.zero_grad()
+    with amp.scale_loss(loss, optimizer) as scaled_loss:
+        scaled_loss.backward()
+    torch.nn.utils.clip_grad_norm_(amp.master_params(optimizer), 1.0)
+    optimizer.step()
+state = amp.state_dict()
+"""
+
+
+def _fix(src: str, unsafe: bool = False) -> str:
+    return fix_source(textwrap.dedent(src), unsafe=unsafe)
+
+
+def _tp210(src: str) -> list[str]:
+    return [f.message for f in scan_source(textwrap.dedent(src)).findings if f.code == "TP210"]
+
+
+def _run(code: str, apex_standin: bool) -> dict:
+    import torchport
+    from torchport.runtime.device import reset_selection
+
+    namespace: dict = {}
+    saved = {k: sys.modules.get(k) for k in ("apex", "apex.amp")}
+    if apex_standin:  # what the emulator's import hook serves for `from apex import amp`
+        sys.modules["apex"] = importlib.import_module("torchport.emulate._apex")
+        sys.modules["apex.amp"] = importlib.import_module("torchport.emulate._apex.amp")
+        sys.modules["apex"].amp = sys.modules["apex.amp"]
+    torchport.select_device("cpu", warn=False)
+    try:
+        exec(compile(code, "script.py", "exec"), namespace)
+    finally:
+        reset_selection()
+        for k, v in saved.items():
+            if v is None:
+                sys.modules.pop(k, None)
+            else:
+                sys.modules[k] = v
+    return namespace
+
+
+@pytest.mark.parametrize("options", ['opt_level="O1"', 'opt_level="O1", loss_scale=128.0, combine_grad=True',
+                                     'opt_level="O0"'])
+def test_fixed_apex_script_trains_like_the_original_under_the_apex_standin(options):
+    original = LOOP.format(options=options)
+    fixed = _fix(original)
+    assert "apex" not in fixed and "amp." not in fixed.replace("torch.amp.", ""), fixed
+    assert _fix(fixed) == fixed  # fixing twice changes nothing
+    before, after = _run(original, apex_standin=True), _run(fixed, apex_standin=False)
+    assert before["losses"] == after["losses"]  # bitwise: the same ops in the same dtypes
+    for a, b in zip(before["model"].parameters(), after["model"].parameters()):
+        assert torch.equal(a, b)
+    if "O0" in options:
+        assert "autocast_forward" not in fixed and "enabled=False" in fixed
+    else:
+        assert "model = torchport.autocast_forward(model)" in fixed
+        assert after["scaler"].get_scale() == (128.0 if "128" in options else 65536.0)
+
+
+def test_scale_loss_with_a_longer_body_keeps_the_body():
+    out = _fix("""\
+    from apex import amp
+    model, optimizer = amp.initialize(model, optimizer)
+    with amp.scale_loss(loss, optimizer) as scaled_loss:
+        scaled_loss.backward(retain_graph=True)
+        print(scaled_loss.item())
+    optimizer.step()
+    """)
+    assert "scaled_loss = scaler.scale(loss)\nscaled_loss.backward(retain_graph=True)\nprint(scaled_loss.item())\n" \
+           "scaler.step(optimizer)\nscaler.update()\n" in out, out
+
+
+def test_o2_and_load_state_dict_are_unsafe_fixes():
+    src = """\
+    from apex import amp
+    model, optimizer = amp.initialize(model, optimizer, opt_level="O2")
+    with amp.scale_loss(loss, optimizer) as scaled_loss:
+        scaled_loss.backward()
+    optimizer.step()
+    """
+    assert "apex" in _fix(src)
+    assert "torchport.autocast_forward(model)" in _fix(src, unsafe=True)
+    assert any("O2 (as O1" in m for m in _tp210(src))
+    load = src.replace('opt_level="O2"', 'opt_level="O1"') + "amp.load_state_dict(ckpt['amp'])\n"
+    assert "apex" in _fix(load)
+    assert "scaler.load_state_dict(ckpt['amp'])" in _fix(load, unsafe=True)
+
+
+def test_apex_across_functions_shares_one_global_scaler():
+    """The ImageNet/ModelZoo layout: amp.initialize in main_worker, scale_loss in train(); apex's state is
+    global, so the scaler becomes a module global (`global scaler` where it is created)."""
+    src = """\
+    from apex import amp
+
+    def main_worker(model, optimizer):
+        model, optimizer = amp.initialize(model, optimizer, opt_level="O1")
+        train(model, optimizer)
+
+    def train(model, optimizer):
+        loss = model(1)
+        with amp.scale_loss(loss, optimizer) as scaled_loss:
+            scaled_loss.backward()
+        optimizer.step()
+    """
+    out = _fix(src)
+    assert ("    global scaler\n    model = torchport.autocast_forward(model)\n"
+            "    scaler = torch.amp.GradScaler(torchport.current().type)\n") in out, out
+    assert "    scaler.scale(loss).backward()\n    scaler.step(optimizer)\n    scaler.update()\n" in out, out
+    compile(out, "fixed.py", "exec")
+    # one apex call that cannot move keeps the whole file's apex code, each use reported with the line
+    bad = src.replace("model(1)\n", "model(1)\n        amp.scale_loss(loss, optimizer, delay_unscale=True)\n")
+    assert _fix(bad) == textwrap.dedent(bad)
+    assert any("not fixed because of the finding at line 9" in m for m in _tp210(bad)), _tp210(bad)
+
+
+def test_module_level_initialize_reaches_a_train_function():
+    out = _fix("""\
+    from apex import amp
+    model, optimizer = amp.initialize(model, optimizer, opt_level="O1")
+
+    def train(loss):
+        with amp.scale_loss(loss, optimizer) as scaled_loss:
+            scaled_loss.backward()
+        optimizer.step()
+    """)
+    assert "scaler = torch.amp.GradScaler(torchport.current().type)" in out
+    assert "    scaler.scale(loss).backward()\n    scaler.step(optimizer)\n    scaler.update()\n" in out, out
+
+
+@pytest.mark.parametrize("change, words", [
+    ('opt_level="O3"', "pure fp16"),
+    ('opt_level=args.opt_level', "not a literal"),
+    ('opt_level="O1", loss_scale=args.loss_scale', "`loss_scale` is not a literal"),
+    ('opt_level="O1", cast_model_type=torch.float16', "cast_model_type"),
+])
+def test_unfixable_initialize_options_are_reported(change, words):
+    src = f"""\
+    from apex import amp
+    model, optimizer = amp.initialize(model, optimizer, {change})
+    with amp.scale_loss(loss, optimizer) as scaled_loss:
+        scaled_loss.backward()
+    optimizer.step()
+    """
+    assert _fix(src, unsafe=True) == textwrap.dedent(src)
+    assert any(words in m for m in _tp210(src)), _tp210(src)
+
+
+def test_scale_loss_without_a_step_beside_it_is_reported():
+    src = """\
+    from apex import amp
+    model, optimizer = amp.initialize(model, optimizer)
+    with amp.scale_loss(loss, optimizer) as scaled_loss:
+        scaled_loss.backward()
+    step(optimizer)
+    """
+    assert _fix(src) == textwrap.dedent(src)
+    assert any("no `optimizer.step()` statement" in m for m in _tp210(src))
