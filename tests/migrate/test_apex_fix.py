@@ -187,3 +187,53 @@ def test_scale_loss_without_a_step_beside_it_is_reported():
     """
     assert _fix(src) == textwrap.dedent(src)
     assert any("no `optimizer.step()` statement" in m for m in _tp210(src))
+
+
+MODELZOO = """\
+import argparse
+import torch
+from apex import amp
+
+
+def main_worker(args):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
+    if args.amp:
+        model, optimizer = amp.initialize(model, optimizer, opt_level="O1", loss_scale=1024, combine_grad=True)
+    return model, train(model, optimizer, args)
+
+
+def train(model, optimizer, args):
+    losses = []
+    for step in range(5):
+        loss = torch.nn.functional.cross_entropy(model(torch.randn(16, 8)), torch.randint(0, 3, (16,)))
+        losses.append(loss.item())
+        optimizer.zero_grad()
+        if args.amp:
+            with amp.scale_loss(loss, optimizer) as scaled_loss:
+                scaled_loss.backward()
+        else:
+            loss.backward()
+        optimizer.step()
+    return losses
+
+
+model, losses = main_worker(argparse.Namespace(amp={amp}))
+"""
+
+
+@pytest.mark.parametrize("amp_on", [True, False])
+def test_modelzoo_layout_with_a_conditional_initialize_trains_like_the_original(amp_on):
+    """`if args.amp: amp.initialize(...)` in main_worker, `scale_loss` in train(): a disabled scaler goes
+    before the `if`, so the steps of the non-AMP path stay plain steps."""
+    original = MODELZOO.format(amp=amp_on)
+    fixed = _fix(original)
+    assert "    global scaler\n    scaler = torch.amp.GradScaler(torchport.current().type, enabled=False)\n" \
+           "    if args.amp:\n" in fixed, fixed
+    assert _fix(fixed) == fixed
+    before, after = _run(original, apex_standin=True), _run(fixed, apex_standin=False)
+    assert before["losses"] == after["losses"]
+    for a, b in zip(before["model"].parameters(), after["model"].parameters()):
+        assert torch.equal(a, b)
+    assert after["scaler"].is_enabled() is amp_on

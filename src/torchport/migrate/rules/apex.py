@@ -235,7 +235,7 @@ def plan_apex(ctx) -> ApexPlan:
             update = f"{scaler}.update({static!r})" if static is not None and on else f"{scaler}.update()"
             plan.findings.append((line_, f"`{receiver}.step()` after apex `scale_loss`: becomes "
                                          f"`{scaler}.step({receiver})` + `{update}`",
-                                  _flatten([f"{scaler}.step({receiver})", update])))
+                                  _flatten(lambda u=update, r=receiver: [f"{scaler}.step({r})", u])))
     seen_master: set[tuple[int, str]] = set()
     for u in masters:
         margs = [a for a in u.call.args if a.keyword is None]
@@ -252,7 +252,7 @@ def plan_apex(ctx) -> ApexPlan:
                               lambda n, p=params: cst.parse_expression(p)))
         plan.findings.append((st, f"apex hands out unscaled gradients at `amp.master_params`: "
                                   f"`{scaler}.unscale_({opt})` goes before this statement",
-                              _prepend(f"{scaler}.unscale_({opt})")))
+                              _prepend(lambda o=opt: [f"{scaler}.unscale_({o})"])))
     for u in dicts:
         method = u.qual.rsplit(".", 1)[1]
         if method == "load_state_dict":
@@ -263,20 +263,32 @@ def plan_apex(ctx) -> ApexPlan:
     # the initialize statement itself
     if not plan.problems:
         model = code(args[0].value)
-        dev = f"{ctx.tp}.current().type"
-        new = [f"global {scaler}"] if shared else []
-        if on:
-            new.append(f"{model} = {ctx.tp}.autocast_forward({model})")
-        extra = "" if on else ", enabled=False"
-        if on and static is not None:
-            extra = f", init_scale={static!r}"
-        new.append(f"{scaler} = {ctx.torch}.amp.GradScaler({dev}{extra})")
+
+        def lines() -> list[str]:  # ctx.tp / ctx.torch add their imports: call only when the fix runs
+            dev = f"{ctx.tp}.current().type"
+            extra = "" if on else ", enabled=False"
+            if on and static is not None:
+                extra = f", init_scale={static!r}"
+            out = [f"global {scaler}"] if shared and top is line else []
+            if on:
+                out.append(f"{model} = {ctx.tp}.autocast_forward({model})")
+            return out + [f"{scaler} = {ctx.torch}.amp.GradScaler({dev}{extra})"]
+
         what = {"O0": "O0: no AMP", "O1": "O1", "O2": "O2 (as O1: the weights stay fp32 and autocast casts per "
                 "op, where apex casts the model to fp16 with fp32 master weights; results agree to fp16 rounding)"}
         level = what.get(opt_level, opt_level) if enabled is True else "enabled=False: no AMP"
         plan.findings.insert(0, (line, f"apex `amp.initialize` ({level}): becomes "
                                        f"{'`torchport.autocast_forward(model)` + ' if on else ''}"
-                                       f"`torch.amp.GradScaler`", _flatten(new)))
+                                       f"`torch.amp.GradScaler`", _flatten(lines)))
+        # `if args.amp: model, optimizer = amp.initialize(...)`: a disabled scaler before the `if` keeps the
+        # steps outside it (`scaler.step(optimizer)`) plain optimizer steps, as apex's were
+        top = _top_statement(init)
+        if top is not line:
+            def off() -> list[str]:
+                return [*([f"global {scaler}"] if shared else []),
+                        f"{scaler} = {ctx.torch}.amp.GradScaler({ctx.tp}.current().type, enabled=False)"]
+            plan.findings.append((top, "apex `amp.initialize` runs only in this statement: a disabled "
+                                       "GradScaler goes before it", _prepend(off)))
     plan.handled_uses = [n for u in walk.uses for n in ((u.call, u.call.func) if u.qual else (u.call,))]
     return plan
 
@@ -288,19 +300,27 @@ def line_of(ctx, node: cst.CSTNode) -> int:
     return positions(ctx.module, [node])[node][0]
 
 
-def _flatten(lines: list[str]):
+def _top_statement(use: _Use) -> cst.CSTNode:
+    """The statement of ``use``'s scope body that holds it."""
+    i = use.stack.index(use.scope)
+    after = use.stack[i + 1]  # a statement of the Module, or the IndentedBlock of a function
+    return use.stack[i + 2] if isinstance(after, cst.IndentedBlock) else after
+
+
+def _flatten(lines):
     def fix(n: cst.SimpleStatementLine):
-        new = [_line(x) for x in lines]
+        new = [_line(x) for x in lines()]
         new[0] = new[0].with_changes(leading_lines=n.leading_lines)
         new[-1] = new[-1].with_changes(trailing_whitespace=n.trailing_whitespace)
         return cst.FlattenSentinel(new)
     return fix
 
 
-def _prepend(text: str):
+def _prepend(lines):
     def fix(n):
-        first = _line(text).with_changes(leading_lines=n.leading_lines)
-        return cst.FlattenSentinel([first, n.with_changes(leading_lines=())])
+        new = [_line(x) for x in lines()]
+        new[0] = new[0].with_changes(leading_lines=n.leading_lines)
+        return cst.FlattenSentinel([*new, n.with_changes(leading_lines=())])
     return fix
 
 
