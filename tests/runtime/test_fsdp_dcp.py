@@ -4,6 +4,7 @@ the multi-process resharding matrix on cpu/gloo (tests/runtime/_fsdp_worker.py, 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -113,6 +114,30 @@ def test_an_interrupted_save_is_not_a_checkpoint_and_keep_last_prunes(tmp_path):
     empty = DcpCheckpointManager(tmp_path / "fresh")
     save_state(empty.path_for(5), model=model, optimizer=opt, extra={})
     assert empty.latest() is None
+
+
+def test_a_failed_pointer_write_keeps_the_previous_latest_and_leaves_no_temp_file(tmp_path, monkeypatch):
+    from torchport.runtime.checkpoint import CheckpointWriteError
+
+    manager = DcpCheckpointManager(tmp_path / "ck", keep_last=3)
+    model, opt = _trained()
+    manager.save(step=1, model=model, optimizer=opt, extra={})
+    before = (tmp_path / "ck" / "latest.json").read_bytes()
+
+    real_replace = os.replace
+
+    def full_disk(src, dst):                         # the temp pointer is written, its rename fails
+        if str(dst).endswith("latest.json"):
+            raise OSError(28, "No space left on device")
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", full_disk)
+    with pytest.raises(CheckpointWriteError, match="previous checkpoint stays the latest"):
+        manager.save(step=2, model=model, optimizer=opt, extra={})
+    monkeypatch.undo()
+    assert (tmp_path / "ck" / "latest.json").read_bytes() == before
+    assert manager.latest() == manager.path_for(1)
+    assert not [p.name for p in (tmp_path / "ck").iterdir() if ".tmp-" in p.name]
 
 
 def test_convert_file_to_dcp_and_back_is_lossless(tmp_path):

@@ -323,31 +323,44 @@ def save(state: Mapping[str, Any], path: str | os.PathLike, *, fsync: bool = Tru
     if is_url(path):
         return _save_remote(state, str(path))
     final = Path(path)
+    try:
+        payload = with_integrity(to_cpu(dict(state)))
+        with atomic_file(final, fsync=fsync) as fh:
+            torch.save(payload, fh)
+            delay = os.environ.get("TORCHPORT_CHECKPOINT_TEST_DELAY_S")
+            if delay:  # test hook: widen the window between "temp written" and "renamed"
+                fh.flush()
+                time.sleep(float(delay))
+    except (OSError, RuntimeError) as exc:
+        raise CheckpointWriteError(
+            f"writing checkpoint {final} failed ({type(exc).__name__}: {exc}); nothing was replaced, "
+            "earlier checkpoints are intact. Free disk space or choose another directory."
+        ) from exc
+    return final
+
+
+@contextlib.contextmanager
+def atomic_file(final: Path, *, fsync: bool = True):
+    """Yield a binary file handle whose bytes replace ``final`` only when the block ends without error.
+
+    A temp file beside ``final`` (parents created), flushed and fsync'ed, renamed over it, then the
+    directory fsync'ed; on any error the temp file is removed and ``final`` is untouched.
+    """
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = final.with_name(f".{final.name}{_TMP_MARK}{os.getpid()}")
     try:
-        payload = with_integrity(to_cpu(dict(state)))
         with open(tmp, "wb") as fh:
-            torch.save(payload, fh)
+            yield fh
             fh.flush()
             if fsync:
                 os.fsync(fh.fileno())
-        delay = os.environ.get("TORCHPORT_CHECKPOINT_TEST_DELAY_S")
-        if delay:  # test hook: widen the window between "temp written" and "renamed"
-            time.sleep(float(delay))
         os.replace(tmp, final)
         if fsync:
             _fsync_dir(final.parent)
-    except BaseException as exc:
+    except BaseException:
         with contextlib.suppress(OSError):
             tmp.unlink()
-        if isinstance(exc, (OSError, RuntimeError)):
-            raise CheckpointWriteError(
-                f"writing checkpoint {final} failed ({type(exc).__name__}: {exc}); nothing was replaced, "
-                "earlier checkpoints are intact. Free disk space or choose another directory."
-            ) from exc
         raise
-    return final
 
 
 def _fsync_dir(directory: Path) -> None:

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from torchport.runtime.checkpoint import (CheckpointError, CheckpointIntegrityError, CheckpointManager,
-                                          CheckpointWriteError, newest_verified)
+                                          CheckpointWriteError, atomic_file, newest_verified)
 from torchport.paths import is_url
 
 __all__ = ["DcpCheckpointManager", "is_dcp_checkpoint", "save_state", "load_state", "verify", "convert"]
@@ -106,13 +106,8 @@ def _write_bytes_atomic(path: Any, data: bytes) -> None:
     if is_url(path):
         store.write_bytes(str(path), data)
         return
-    p = Path(path)
-    tmp = p.with_name(f".{p.name}.tmp-{os.getpid()}")
-    with open(tmp, "wb") as fh:
+    with atomic_file(Path(path)) as fh:
         fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, p)
 
 
 def _list(directory: Any) -> list[str]:
