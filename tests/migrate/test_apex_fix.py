@@ -7,14 +7,19 @@ torch.amp -- and compares every loss and the final weights.
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import importlib
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 import torch
 
+from migrate_helpers import exec_on_cpu
 from torchport.migrate import fix_source, scan_source
+from torchport.shim import redirect_cuda
 
 LOOP = """\
 import torch
@@ -49,26 +54,19 @@ def _tp210(src: str) -> list[str]:
 
 
 def _run(code: str, apex_standin: bool) -> dict:
-    import torchport
-    from torchport.runtime.device import reset_selection
-
-    namespace: dict = {}
     saved = {k: sys.modules.get(k) for k in ("apex", "apex.amp")}
     if apex_standin:  # what the emulator's import hook serves for `from apex import amp`
         sys.modules["apex"] = importlib.import_module("torchport.emulate._apex")
         sys.modules["apex.amp"] = importlib.import_module("torchport.emulate._apex.amp")
         sys.modules["apex"].amp = sys.modules["apex.amp"]
-    torchport.select_device("cpu", warn=False)
     try:
-        exec(compile(code, "script.py", "exec"), namespace)
+        return exec_on_cpu(code, {"__name__": "script"})
     finally:
-        reset_selection()
         for k, v in saved.items():
             if v is None:
                 sys.modules.pop(k, None)
             else:
                 sys.modules[k] = v
-    return namespace
 
 
 @pytest.mark.parametrize("options", ['opt_level="O1"', 'opt_level="O1", loss_scale=128.0, combine_grad=True',
@@ -189,51 +187,29 @@ def test_scale_loss_without_a_step_beside_it_is_reported():
     assert any("no `optimizer.step()` statement" in m for m in _tp210(src))
 
 
-MODELZOO = """\
-import argparse
-import torch
-from apex import amp
-
-
-def main_worker(args):
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3))
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
-    if args.amp:
-        model, optimizer = amp.initialize(model, optimizer, opt_level="O1", loss_scale=1024, combine_grad=True)
-    return model, train(model, optimizer, args)
-
-
-def train(model, optimizer, args):
-    losses = []
-    for step in range(5):
-        loss = torch.nn.functional.cross_entropy(model(torch.randn(16, 8)), torch.randint(0, 3, (16,)))
-        losses.append(loss.item())
-        optimizer.zero_grad()
-        if args.amp:
-            with amp.scale_loss(loss, optimizer) as scaled_loss:
-                scaled_loss.backward()
-        else:
-            loss.backward()
-        optimizer.step()
-    return losses
-
-
-model, losses = main_worker(argparse.Namespace(amp={amp}))
-"""
+MODELZOO = Path(__file__).parent / "equivalence" / "modelzoo_apex.py"  # the own-corpus script
 
 
 @pytest.mark.parametrize("amp_on", [True, False])
 def test_modelzoo_layout_with_a_conditional_initialize_trains_like_the_original(amp_on):
     """`if args.amp: amp.initialize(...)` in main_worker, `scale_loss` in train(): a disabled scaler goes
     before the `if`, so the steps of the non-AMP path stay plain steps."""
-    original = MODELZOO.format(amp=amp_on)
+    original = MODELZOO.read_text(encoding="utf-8")
     fixed = _fix(original)
     assert "    global scaler\n    scaler = torch.amp.GradScaler(torchport.current().type, enabled=False)\n" \
            "    if args.amp:\n" in fixed, fixed
     assert _fix(fixed) == fixed
-    before, after = _run(original, apex_standin=True), _run(fixed, apex_standin=False)
-    assert before["losses"] == after["losses"]
+    args = argparse.Namespace(amp=amp_on, epochs=1, batch_size=8)
+    runs = []
+    for code, standin in ((original, True), (fixed, False)):
+        # the original as `torchport run --device cpu` runs it (its `.cuda()` calls redirected), on the stand-in
+        with redirect_cuda("cpu") if standin else contextlib.nullcontext():
+            namespace = _run(code, apex_standin=standin)  # defines main_worker (not __main__: nothing runs)
+            torch.manual_seed(0)
+            namespace["args"] = args
+            runs.append(exec_on_cpu("model, losses = main_worker(args)", namespace))
+    (before, after) = runs
+    assert len(before["losses"]) == 4 and before["losses"] == after["losses"]
     for a, b in zip(before["model"].parameters(), after["model"].parameters()):
         assert torch.equal(a, b)
     assert after["scaler"].is_enabled() is amp_on

@@ -11,6 +11,7 @@ import textwrap
 
 import torch
 
+from migrate_helpers import exec_on_cpu
 from torchport.migrate import fix_source, scan_source
 
 SCRIPT = """\
@@ -45,25 +46,12 @@ def _tp303(src: str) -> list:
     return [f for f in scan_source(textwrap.dedent(src)).findings if f.code == "TP303"]
 
 
-def _run(code: str) -> dict:
-    import torchport
-    from torchport.runtime.device import reset_selection
-
-    namespace: dict = {}
-    torchport.select_device("cpu", warn=False)
-    try:
-        exec(compile(code, "script.py", "exec"), namespace)
-    finally:
-        reset_selection()
-    return namespace
-
-
 def test_single_process_data_parallel_fixed_to_wrap_ddp_trains_the_same():
     fixed = _fix(SCRIPT)
     assert "model = torchport.wrap_ddp(model)\n" in fixed, fixed
     assert 'saved = getattr(model, "module", model).state_dict()' in fixed, fixed
     assert "DataParallel" not in fixed and _fix(fixed) == fixed
-    before, after = _run(SCRIPT), _run(fixed)
+    before, after = exec_on_cpu(SCRIPT), exec_on_cpu(fixed)
     assert before["losses"] == after["losses"]
     assert before["saved"].keys() == after["saved"].keys()
     for k in before["saved"]:

@@ -13,6 +13,7 @@ import types
 import pytest
 import torch
 
+from migrate_helpers import exec_on_cpu
 from torchport.migrate import fix_source, scan_source
 
 
@@ -106,16 +107,7 @@ def test_map_location_npu_becomes_the_selected_device(tmp_path):
     assert "map_location=torchport.device()" in out, out
     ckpt = tmp_path / "ckpt.pt"
     torch.save({"w": torch.ones(2)}, ckpt)
-    import torchport
-
-    namespace = {"path": str(ckpt)}
-    torchport.select_device("cpu", warn=False)
-    try:
-        exec(compile(out, "fixed.py", "exec"), namespace)
-    finally:
-        from torchport.runtime.device import reset_selection
-
-        reset_selection()
+    namespace = exec_on_cpu(out, {"path": str(ckpt)})
     assert torch.equal(namespace["state"]["w"], torch.ones(2))
 
 
@@ -150,15 +142,7 @@ def test_legacy_tensor_alias_statements_are_fixed_and_run_on_the_cpu():
             "else torch.FloatTensor") in out, out
     assert "TP106" not in [f.code for f in scan_source(out).findings]
     assert _fix(out) == out  # fixing twice changes nothing
-    import torchport
-    from torchport.runtime.device import reset_selection
-
-    namespace: dict = {}
-    torchport.select_device("cpu", warn=False)
-    try:
-        exec(compile(out, "fixed.py", "exec"), namespace)
-    finally:
-        reset_selection()
+    namespace = exec_on_cpu(out)
     assert namespace["Tensor"] is torch.FloatTensor
     assert namespace["z"].dtype == torch.float32 and namespace["z"].device.type == "cpu"
 

@@ -26,16 +26,19 @@ def main_worker(args):
     if args.amp:
         model, optimizer = amp.initialize(model, optimizer, opt_level="O1", loss_scale=128, combine_grad=True)
     data = [(torch.randn(args.batch_size, 3, 16, 16), torch.randint(0, 10, (args.batch_size,))) for _ in range(4)]
+    losses = []
     for epoch in range(args.epochs):
-        train(data, model, criterion, optimizer, args)
+        losses += train(data, model, criterion, optimizer, args)
         state = {"epoch": epoch + 1, "state_dict": model.state_dict(), "optimizer": optimizer.state_dict()}
         if args.amp:
             state["amp"] = amp.state_dict()
         torch.save(state, os.path.join(tempfile.gettempdir(), f"modelzoo_apex_{os.getpid()}.pth.tar"))
+    return model, losses
 
 
 def train(data, model, criterion, optimizer, args):
     model.train()
+    losses = []
     for i, (images, target) in enumerate(data):
         images = images.cuda(non_blocking=True)
         target = target.cuda(non_blocking=True)
@@ -49,7 +52,9 @@ def train(data, model, criterion, optimizer, args):
             loss.backward()
         torch.nn.utils.clip_grad_norm_(amp.master_params(optimizer) if args.amp else model.parameters(), 5.0)
         optimizer.step()
-        print(f"step {i} loss {loss.item():.4f}")
+        losses.append(loss.item())
+        print(f"step {i} loss {losses[-1]:.4f}")
+    return losses
 
 
 if __name__ == "__main__":
