@@ -213,3 +213,23 @@ def test_modelzoo_layout_with_a_conditional_initialize_trains_like_the_original(
     for a, b in zip(before["model"].parameters(), after["model"].parameters()):
         assert torch.equal(a, b)
     assert after["scaler"].is_enabled() is amp_on
+
+
+def test_a_plain_backward_beside_a_routed_step_makes_the_fix_unsafe():
+    """scaler.step() unscales: a warm-up phase that back-propagates without scale_loss in the same function
+    would have its gradients divided by the scale. Only the `else:` of the `--amp` switch is sound."""
+    src = """\
+    from apex import amp
+    model, optimizer = amp.initialize(model, optimizer)
+    def train(loss, warmup):
+        if warmup:
+            loss.backward()
+            optimizer.step()
+            return
+        with amp.scale_loss(loss, optimizer) as scaled_loss:
+            scaled_loss.backward()
+        optimizer.step()
+    """
+    assert "apex" in _fix(src)
+    assert "scaler.step(optimizer)" in _fix(src, unsafe=True)
+    assert all("unsafe: `loss.backward()` (line 5)" in m for m in _tp210(src)), _tp210(src)

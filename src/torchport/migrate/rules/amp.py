@@ -171,8 +171,10 @@ class ApexAmp(Rule):
                  "the statement and the optimizer's parameters in it. `amp.state_dict()` becomes "
                  "`scaler.state_dict()`. Unsafe (applied with `--unsafe-fixes`): `O2` (fixed as O1: apex casts "
                  "the model to fp16 with fp32 master weights, autocast keeps fp32 weights and casts per op -- "
-                 "results agree to fp16 rounding) and `amp.load_state_dict(s)` (the scaler's layout differs from "
-                 "apex's `loss_scaler0`: a checkpoint written before the migration does not load). Not fixed, "
+                 "results agree to fp16 rounding) `amp.load_state_dict(s)` (the scaler's layout differs from "
+                 "apex's `loss_scaler0`: a checkpoint written before the migration does not load) and a plain "
+                 "`loss.backward()` in a function whose steps now go through the scaler (other than the `else:` "
+                 "of `if args.amp: with amp.scale_loss(...)`), whose step would unscale unscaled gradients. Not fixed, "
                  "with a finding naming the line and the hand fix: `O3` (pure fp16), a non-literal `opt_level` / "
                  "`loss_scale` / `enabled`, several `amp.initialize` calls, a `scale_loss` without an "
                  "`optimizer.step()` statement in its function, `delay_unscale`, other apex APIs. The emulator's apex stand-in "
@@ -196,8 +198,9 @@ class ApexAmp(Rule):
                                            f"{line_of(ctx, first[0])}: rewrite the file's apex calls with "
                                            "`torch.amp` together")
             return
+        note = f" (unsafe: {'; '.join(plan.notes)})" if plan.notes else ""
         for node, msg, fix in plan.findings:
-            ctx.report(self, node, msg, fix=fix, safety=plan.safety)
+            ctx.report(self, node, msg + note, fix=fix, safety=plan.safety)
         ctx.claim(*plan.handled_uses)
 
     def on_import(self, ctx, node, module) -> None:

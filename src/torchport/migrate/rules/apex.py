@@ -43,6 +43,8 @@ class ApexPlan:
     findings: list[tuple[cst.CSTNode, str, object]] = dataclasses.field(default_factory=list)
     problems: list[tuple[cst.CSTNode, str]] = dataclasses.field(default_factory=list)
     safety: str = "safe"
+    #: why the fix is unsafe (added to the messages)
+    notes: list[str] = dataclasses.field(default_factory=list)
     handled_uses: list[cst.CSTNode] = dataclasses.field(default_factory=list)
 
 
@@ -65,6 +67,8 @@ class _Walk(cst.CSTVisitor):
         self.steps: list[tuple[cst.SimpleStatementLine, cst.CSTNode, str]] = []
         self.step_texts: list[tuple[cst.CSTNode, str]] = []
         self.names: set[str] = set()
+        #: ``x.backward(...)`` calls with their ancestors (a plain backward beside a routed step is a hazard)
+        self.backwards: list[tuple[cst.Call, tuple]] = []
 
     def scope(self) -> cst.CSTNode:
         return next((n for n in reversed(self.stack) if isinstance(n, cst.FunctionDef)), self.stack[0])
@@ -84,6 +88,8 @@ class _Walk(cst.CSTVisitor):
                 call = parent if isinstance(parent, cst.Call) and parent.func is node else None
                 self.uses.append(_Use(call if call is not None else node, q if call is not None else "", self.scope(),
                                       tuple(self.stack)))
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "backward":
+            self.backwards.append((node, tuple(self.stack)))
         if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "step":
             line = self.stack[-2] if len(self.stack) >= 2 else None
             receiver = code(node.func.value)
@@ -204,6 +210,7 @@ def plan_apex(ctx) -> ApexPlan:
 
     # scale_loss: `with amp.scale_loss(loss, optimizer) as scaled:` with an `optimizer.step()` beside it
     scaled_opts: dict[tuple[int, str], None] = {}
+    scale_withs: list[tuple[cst.With, cst.CSTNode]] = []
     for u in scales:
         with_ = _statement(u)
         sargs = [a for a in u.call.args if a.keyword is None]
@@ -228,8 +235,23 @@ def plan_apex(ctx) -> ApexPlan:
                             f"through `scaler.step({opt})` and `scaler.update()` by hand")
             continue
         scaled_opts[(id(u.scope), opt)] = None
+        scale_withs.append((with_, u.scope))
         plan.findings.append((with_, "apex `amp.scale_loss`: becomes `scaler.scale(loss).backward()`",
                               _with_fix(scaler, with_.items[0].asname.name.value)))
+    # A plain `loss.backward()` in a function whose steps now go through the scaler: scaler.step() would unscale
+    # gradients that were never scaled. Harmless only as the `else:` of `if <amp>: with amp.scale_loss(...)` (the
+    # ModelZoo `--amp` switch, where the scaler is disabled when apex was not initialised).
+    for call_, stack in walk.backwards:
+        scope = next((n for n in reversed(stack) if isinstance(n, cst.FunctionDef)), stack[0])
+        if not any(sc is scope for _, sc in scale_withs) or any(w in stack for w, _ in scale_withs):
+            continue
+        switched = any(isinstance(n, cst.If) and isinstance(n.orelse, cst.Else) and n.orelse in stack
+                       and any(_contains(n.body, w) for w, _ in scale_withs) for n in stack)
+        if not switched:
+            plan.safety = "unsafe"
+            plan.notes.append(f"`{code(call_)}` (line {line_of(ctx, call_)}) back-propagates without the scaler in "
+                              "a function whose `optimizer.step()` now goes through it: make that path call "
+                              "`scaler.scale(loss).backward()` or keep its own `optimizer.step()`")
     for line_, scope, receiver in walk.steps:
         if (id(scope), receiver) in scaled_opts:
             update = f"{scaler}.update({static!r})" if static is not None and on else f"{scaler}.update()"
@@ -291,6 +313,20 @@ def plan_apex(ctx) -> ApexPlan:
                                        "GradScaler goes before it", _prepend(off)))
     plan.handled_uses = [n for u in walk.uses for n in ((u.call, u.call.func) if u.qual else (u.call,))]
     return plan
+
+
+def _contains(tree: cst.CSTNode, node: cst.CSTNode) -> bool:
+    """True when ``node`` is ``tree`` or inside it."""
+    found = []
+
+    class _Find(cst.CSTVisitor):
+        def on_visit(self, n: cst.CSTNode) -> bool:
+            if n is node:
+                found.append(n)
+            return not found
+
+    tree.visit(_Find())
+    return bool(found)
 
 
 def line_of(ctx, node: cst.CSTNode) -> int:
