@@ -159,7 +159,7 @@ def test_module_level_initialize_reaches_a_train_function():
 
 @pytest.mark.parametrize("change, words", [
     ('opt_level="O3"', "pure fp16"),
-    ('opt_level=args.opt_level', "not a literal"),
+    ('opt_level="O4"', "is not \"O0\"-\"O3\""),
     ('opt_level="O1", loss_scale=args.loss_scale', "`loss_scale` is not a literal"),
     ('opt_level="O1", cast_model_type=torch.float16', "cast_model_type"),
 ])
@@ -232,4 +232,49 @@ def test_a_plain_backward_beside_a_routed_step_makes_the_fix_unsafe():
     """
     assert "apex" in _fix(src)
     assert "scaler.step(optimizer)" in _fix(src, unsafe=True)
-    assert all("unsafe: `loss.backward()` (line 5)" in m for m in _tp210(src)), _tp210(src)
+    assert any("unsafe: `loss.backward()` (line 5)" in m for m in _tp210(src)), _tp210(src)
+    assert {f.fix_safety for f in scan_source(textwrap.dedent(src)).findings} == {"unsafe"}
+
+
+def test_run_time_opt_level_and_a_function_level_apex_import_huggingface_style():
+    """transformers-era examples: `try: from apex import amp / except ImportError: raise ImportError(...)` inside
+    the function and `opt_level=args.fp16_opt_level`: the try goes, the level is tested when the script runs
+    (an unsafe fix: "O2"/"O3" become O1)."""
+    src = """\
+    import torch
+
+    def train(args, model, optimizer, batches):
+        if args.fp16:
+            try:
+                from apex import amp
+            except ImportError:
+                raise ImportError("Please install apex from https://www.github.com/nvidia/apex to use fp16 training.")
+            model, optimizer = amp.initialize(model, optimizer, opt_level=args.fp16_opt_level)
+        for batch in batches:
+            loss = model(batch).sum()
+            if args.fp16:
+                with amp.scale_loss(loss, optimizer) as scaled_loss:
+                    scaled_loss.backward()
+            else:
+                loss.backward()
+            optimizer.step()
+        return model
+    """
+    assert "apex" in _fix(src)  # unsafe: only with --unsafe-fixes
+    out = _fix(src, unsafe=True)
+    assert "try:" not in out and "apex" not in out, out
+    assert ('        if args.fp16_opt_level != "O0":\n            model = torchport.autocast_forward(model)\n'
+            '        scaler = torch.amp.GradScaler(torchport.current().type, enabled=args.fp16_opt_level != "O0")\n'
+            ) in out, out
+    assert _fix(out, unsafe=True) == out
+    import argparse
+
+    for level, dtype in (("O1", torch.float16), ("O0", torch.float32)):
+        model = torch.nn.Linear(4, 2)
+        seen = []
+        model.register_forward_hook(lambda m, i, o: seen.append(o.dtype))
+        ns = exec_on_cpu(out)
+        trained = exec_on_cpu("m = train(args, model, torch.optim.SGD(model.parameters(), lr=0.1), [x])",
+                              {**ns, "args": argparse.Namespace(fp16=True, fp16_opt_level=level), "model": model,
+                               "x": torch.randn(3, 4), "torch": torch})
+        assert seen == [dtype] and trained["m"] is model, (level, seen)

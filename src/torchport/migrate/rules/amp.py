@@ -163,19 +163,25 @@ class ApexAmp(Rule):
                  "torch.amp.GradScaler(torchport.current().type[, init_scale=S])` (dynamic scaling unless "
                  "`loss_scale` is a number), after `global scaler` when `amp.initialize` is in one function and "
                  "the other apex calls in others (the ImageNet / ModelZoo layout; apex's own state is global); `O0` or `enabled=False` gives a disabled scaler and no autocast; "
-                 "`combine_grad` (Ascend), `keep_batchnorm_fp32`, `verbosity` are dropped. "
+                 "`combine_grad` (Ascend), `keep_batchnorm_fp32`, `verbosity` are dropped; an `amp.initialize` inside "
+                 "`if args.amp:` gets a disabled scaler before the `if` (the other path's steps stay plain). "
+                 "`from apex import amp` goes; inside a function, a `try:` around it that only re-raises "
+                 "(`raise ImportError(\"Please install apex ...\")`) goes too. "
                  "`with amp.scale_loss(loss, optimizer) as scaled_loss: scaled_loss.backward()` becomes "
                  "`scaler.scale(loss).backward()`, and each `optimizer.step()` statement in the same function "
                  "`scaler.step(optimizer)` + `scaler.update()` (`scaler.update(S)` keeps a static scale). "
                  "`amp.master_params(optimizer)` (gradient clipping) becomes `scaler.unscale_(optimizer)` before "
                  "the statement and the optimizer's parameters in it. `amp.state_dict()` becomes "
-                 "`scaler.state_dict()`. Unsafe (applied with `--unsafe-fixes`): `O2` (fixed as O1: apex casts "
+                 "`scaler.state_dict()`. Unsafe (applied with `--unsafe-fixes`): a run-time "
+                 "`opt_level=args.opt_level` (becomes `if args.opt_level != \"O0\": model = "
+                 "torchport.autocast_forward(model)` and `GradScaler(..., enabled=args.opt_level != \"O0\")`: "
+                 "O2/O3 run as O1), `O2` (fixed as O1: apex casts "
                  "the model to fp16 with fp32 master weights, autocast keeps fp32 weights and casts per op -- "
-                 "results agree to fp16 rounding) `amp.load_state_dict(s)` (the scaler's layout differs from "
+                 "results agree to fp16 rounding), `amp.load_state_dict(s)` (the scaler's layout differs from "
                  "apex's `loss_scaler0`: a checkpoint written before the migration does not load) and a plain "
                  "`loss.backward()` in a function whose steps now go through the scaler (other than the `else:` "
                  "of `if args.amp: with amp.scale_loss(...)`), whose step would unscale unscaled gradients. Not fixed, "
-                 "with a finding naming the line and the hand fix: `O3` (pure fp16), a non-literal `opt_level` / "
+                 "with a finding naming the line and the hand fix: `O3` (pure fp16), a non-literal "
                  "`loss_scale` / `enabled`, several `amp.initialize` calls, a `scale_loss` without an "
                  "`optimizer.step()` statement in its function, `delay_unscale`, other apex APIs. The emulator's apex stand-in "
                  "(docs/emulator.md) runs the unfixed script with the same semantics.")
@@ -199,8 +205,8 @@ class ApexAmp(Rule):
                                            "`torch.amp` together")
             return
         note = f" (unsafe: {'; '.join(plan.notes)})" if plan.notes else ""
-        for node, msg, fix in plan.findings:
-            ctx.report(self, node, msg + note, fix=fix, safety=plan.safety)
+        for i, (node, msg, fix) in enumerate(plan.findings):
+            ctx.report(self, node, msg + (note if i == 0 else ""), fix=fix, safety=plan.safety)
         ctx.claim(*plan.handled_uses)
 
     def on_import(self, ctx, node, module) -> None:

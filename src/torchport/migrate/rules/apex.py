@@ -18,7 +18,7 @@ them can move together. The plan, made once per file:
 * ``amp.state_dict()`` / ``amp.load_state_dict(s)`` become the scaler's (the layout differs from apex's:
   that one is an unsafe fix, a checkpoint written before the migration does not load).
 
-Anything else (several ``initialize`` calls, a non-literal ``opt_level`` or ``loss_scale``, ``O3``, a
+Anything else (several ``initialize`` calls, a non-literal ``loss_scale``, ``O3``, a
 ``scale_loss`` without an ``optimizer.step()`` beside it, other apex APIs)
 leaves the whole file's apex code as it is, with a finding that names the line and what to do by hand.
 """
@@ -69,12 +69,24 @@ class _Walk(cst.CSTVisitor):
         self.names: set[str] = set()
         #: ``x.backward(...)`` calls with their ancestors (a plain backward beside a routed step is a hazard)
         self.backwards: list[tuple[cst.Call, tuple]] = []
+        #: apex import lines below the module level (``try: from apex import amp`` in a function), with ancestors
+        self.nested_imports: list[tuple[cst.SimpleStatementLine, tuple]] = []
 
     def scope(self) -> cst.CSTNode:
         return next((n for n in reversed(self.stack) if isinstance(n, cst.FunctionDef)), self.stack[0])
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         code = self.ctx.module.code_for_node
+        if isinstance(node, (cst.Import, cst.ImportFrom)):
+            line = self.stack[-1]
+            module = code(node.module) if isinstance(node, cst.ImportFrom) and node.module is not None else ""
+            names = [code(a.name) for a in node.names] if not isinstance(node.names, cst.ImportStar) else ["*"]
+            apex = (module == "apex" and names == ["amp"]) or (not module and names in (["apex"], ["apex.amp"]))
+            if (apex and not node.relative if isinstance(node, cst.ImportFrom) else apex) and len(line.body) == 1 \
+                    and not (len(self.stack) >= 2 and isinstance(self.stack[-2], cst.Module)):
+                self.nested_imports.append((line, tuple(self.stack[:-1])))
+            self.stack.append(node)  # on_leave pops it
+            return False
         if isinstance(node, cst.Name):
             self.names.add(node.value)
         parent = self.stack[-1] if self.stack else None
@@ -182,8 +194,14 @@ def plan_apex(ctx) -> ApexPlan:
                       "`scaler = torch.amp.GradScaler(torchport.current().type)` by hand")
     if unknown:
         problem(call, f"`amp.initialize(..., {', '.join(unknown)}=...)` has no torch.amp counterpart: fix by hand")
-    if opt_level not in _OPT_LEVELS:
-        problem(call, "`opt_level` is not a literal \"O0\"-\"O3\": write `torchport.autocast_forward(model)` "
+    level_expr = None  # `opt_level=args.fp16_opt_level`: decided when the script runs
+    if opt_level is _UNKNOWN and enabled is True:
+        level_expr = code(kwargs["opt_level"])
+        plan.safety = "unsafe"
+        plan.notes.append(f"`opt_level={level_expr}` is known only at run time: anything but \"O0\" becomes O1 "
+                          "(autocast with fp32 weights; apex O2 keeps an fp16 model, O3 trains in pure fp16)")
+    elif opt_level not in _OPT_LEVELS:
+        problem(call, "`opt_level` is not \"O0\"-\"O3\": write `torchport.autocast_forward(model)` "
                       "(O1/O2) or nothing (O0) and a `torch.amp.GradScaler` by hand")
     elif opt_level == "O3":
         problem(call, "apex O3 trains in pure fp16 (no fp32 master weights), which torch.amp has no mode for: "
@@ -195,7 +213,7 @@ def plan_apex(ctx) -> ApexPlan:
     if enabled is _UNKNOWN or not isinstance(enabled, bool):
         problem(call, "`enabled` is not a literal True/False: write `torch.amp.GradScaler(..., enabled=...)` and "
                       "guard `torchport.autocast_forward` by hand")
-    on = enabled is True and opt_level in ("O1", "O2")
+    on = enabled is True and (opt_level in ("O1", "O2") or level_expr is not None)
     static = float(loss_scale) if isinstance(loss_scale, (int, float)) and not isinstance(loss_scale, bool) else None
     if opt_level == "O2":
         plan.safety = "unsafe"
@@ -289,16 +307,20 @@ def plan_apex(ctx) -> ApexPlan:
         def lines() -> list[str]:  # ctx.tp / ctx.torch add their imports: call only when the fix runs
             dev = f"{ctx.tp}.current().type"
             extra = "" if on else ", enabled=False"
+            if level_expr is not None:
+                extra = f", enabled={level_expr} != \"O0\""
             if on and static is not None:
-                extra = f", init_scale={static!r}"
+                extra += f", init_scale={static!r}"
             out = [f"global {scaler}"] if shared and top is line else []
-            if on:
+            if level_expr is not None:
+                out.append(f"if {level_expr} != \"O0\":\n    {model} = {ctx.tp}.autocast_forward({model})\n")
+            elif on:
                 out.append(f"{model} = {ctx.tp}.autocast_forward({model})")
             return out + [f"{scaler} = {ctx.torch}.amp.GradScaler({dev}{extra})"]
 
         what = {"O0": "O0: no AMP", "O1": "O1", "O2": "O2 (as O1: the weights stay fp32 and autocast casts per "
                 "op, where apex casts the model to fp16 with fp32 master weights; results agree to fp16 rounding)"}
-        level = what.get(opt_level, opt_level) if enabled is True else "enabled=False: no AMP"
+        level = what.get(opt_level, level_expr) if enabled is True else "enabled=False: no AMP"
         plan.findings.insert(0, (line, f"apex `amp.initialize` ({level}): becomes "
                                        f"{'`torchport.autocast_forward(model)` + ' if on else ''}"
                                        f"`torch.amp.GradScaler`", _flatten(lines)))
@@ -311,8 +333,32 @@ def plan_apex(ctx) -> ApexPlan:
                         f"{scaler} = {ctx.torch}.amp.GradScaler({ctx.tp}.current().type, enabled=False)"]
             plan.findings.append((top, "apex `amp.initialize` runs only in this statement: a disabled "
                                        "GradScaler goes before it", _prepend(off)))
+    if not plan.problems:
+        _drop_nested_imports(plan, walk)
     plan.handled_uses = [n for u in walk.uses for n in ((u.call, u.call.func) if u.qual else (u.call,))]
     return plan
+
+
+def _drop_nested_imports(plan: ApexPlan, walk: _Walk) -> None:
+    """``from apex import amp`` below the module level goes (the engine drops module-level ones): a ``try:`` that
+    only imports apex and only re-raises (``raise ImportError("Please install apex ...")``) goes whole; a lone
+    import line becomes ``pass`` when it is all its block holds. Other ``try:`` blocks (a fallback flag) stay."""
+    for line, stack in walk.nested_imports:
+        block, owner = stack[-1], stack[-2] if len(stack) >= 2 else None
+        if isinstance(owner, cst.Try):
+            only_imports = all(any(line is l2 for l2, _ in walk.nested_imports) for l2 in block.body)
+            reraise = all(len(h.body.body) == 1 and isinstance(h.body.body[0], cst.SimpleStatementLine)
+                          and isinstance(h.body.body[0].body[0], cst.Raise) for h in owner.handlers)
+            if only_imports and reraise and owner.orelse is None and owner.finalbody is None and owner.body is block:
+                if not any(n is owner for n, _, _ in plan.findings):
+                    plan.findings.append((owner, "the apex import is no longer needed: the `try:` goes",
+                                          lambda n: cst.RemovalSentinel.REMOVE))
+            continue
+        if isinstance(block, cst.IndentedBlock):
+            alone = len(block.body) == 1
+            plan.findings.append((line, "the apex import is no longer needed",
+                                  (lambda n: n.with_changes(body=[cst.Pass()])) if alone
+                                  else (lambda n: cst.RemovalSentinel.REMOVE)))
 
 
 def _contains(tree: cst.CSTNode, node: cst.CSTNode) -> bool:
