@@ -278,3 +278,24 @@ def test_run_time_opt_level_and_a_function_level_apex_import_huggingface_style()
                               {**ns, "args": argparse.Namespace(fp16=True, fp16_opt_level=level), "model": model,
                                "x": torch.randn(3, 4), "torch": torch})
         assert seen == [dtype] and trained["m"] is model, (level, seen)
+
+
+def test_several_models_and_losses_share_one_scaler_as_on_the_standin():
+    """apex's DCGAN example: `[netD, netG], [optD, optG] = amp.initialize([netD, netG], [optD, optG], num_losses=3)`;
+    every model's forward gets autocast; one scaler for all losses is what the stand-in does, but apex keeps
+    one per loss_id: an unsafe fix."""
+    src = """\
+    from apex import amp
+    [netD, netG], [optD, optG] = amp.initialize([netD, netG], [optD, optG], opt_level="O1", num_losses=2)
+    with amp.scale_loss(errD, optD, loss_id=0) as errD_scaled:
+        errD_scaled.backward()
+    optD.step()
+    with amp.scale_loss(errG, optG, loss_id=1) as errG_scaled:
+        errG_scaled.backward()
+    optG.step()
+    """
+    assert "apex" in _fix(src)
+    out = _fix(src, unsafe=True)
+    assert "netD = torchport.autocast_forward(netD)\nnetG = torchport.autocast_forward(netG)\n" in out, out
+    assert "scaler.scale(errG).backward()\nscaler.step(optG)\nscaler.update()\n" in out, out
+    assert any("one per `loss_id`" in m for m in _tp210(src))

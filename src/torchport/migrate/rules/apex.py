@@ -188,12 +188,17 @@ def plan_apex(ctx) -> ApexPlan:
         problem(call, "`amp.initialize` with other than `(model, optimizer, **options)`: fix by hand")
     elif not isinstance(line, cst.SimpleStatementLine) or targets is None or len(targets) != len(args) or any(
             code(t) != code(a.value) for t, a in zip(targets, args)) or not all(
-            isinstance(a.value, (cst.Name, cst.Attribute)) for a in args):
+            isinstance(a.value, (cst.Name, cst.Attribute)) or isinstance(a.value, (cst.List, cst.Tuple)) and all(
+                isinstance(e.value, (cst.Name, cst.Attribute)) for e in a.value.elements) for a in args):
         problem(call, "`amp.initialize` is not a `model, optimizer = amp.initialize(model, optimizer, ...)` "
                       "statement: write `model = torchport.autocast_forward(model)` and "
                       "`scaler = torch.amp.GradScaler(torchport.current().type)` by hand")
     if unknown:
         problem(call, f"`amp.initialize(..., {', '.join(unknown)}=...)` has no torch.amp counterpart: fix by hand")
+    if _literal(kwargs.get("num_losses")) not in (None, 1):
+        plan.safety = "unsafe"
+        plan.notes.append("one GradScaler serves every loss: apex keeps one per `loss_id` (`num_losses`), so the "
+                          "scales differ after an overflow of one loss")
     level_expr = None  # `opt_level=args.fp16_opt_level`: decided when the script runs
     if opt_level is _UNKNOWN and enabled is True:
         level_expr = code(kwargs["opt_level"])
@@ -302,7 +307,8 @@ def plan_apex(ctx) -> ApexPlan:
                                            "load)", lambda n, m=method: cst.parse_expression(f"{scaler}.{m}")))
     # the initialize statement itself
     if not plan.problems:
-        model = code(args[0].value)
+        first = args[0].value  # `model` or `[netD, netG]`
+        models = [code(e.value) for e in first.elements] if isinstance(first, (cst.List, cst.Tuple)) else [code(first)]
 
         def lines() -> list[str]:  # ctx.tp / ctx.torch add their imports: call only when the fix runs
             dev = f"{ctx.tp}.current().type"
@@ -313,9 +319,10 @@ def plan_apex(ctx) -> ApexPlan:
                 extra += f", init_scale={static!r}"
             out = [f"global {scaler}"] if shared and top is line else []
             if level_expr is not None:
-                out.append(f"if {level_expr} != \"O0\":\n    {model} = {ctx.tp}.autocast_forward({model})\n")
+                out.append(f"if {level_expr} != \"O0\":\n" + "".join(
+                    f"    {m} = {ctx.tp}.autocast_forward({m})\n" for m in models))
             elif on:
-                out.append(f"{model} = {ctx.tp}.autocast_forward({model})")
+                out.extend(f"{m} = {ctx.tp}.autocast_forward({m})" for m in models)
             return out + [f"{scaler} = {ctx.torch}.amp.GradScaler({dev}{extra})"]
 
         what = {"O0": "O0: no AMP", "O1": "O1", "O2": "O2 (as O1: the weights stay fp32 and autocast casts per "
