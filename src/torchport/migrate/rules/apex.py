@@ -223,7 +223,8 @@ def plan_apex(ctx) -> ApexPlan:
     if opt_level == "O2":
         plan.safety = "unsafe"
 
-    scaler = next((n for n in ("scaler", "amp_scaler", "grad_scaler") if n not in walk.names), None)
+    scaler = next((n for n in ("scaler", "amp_scaler", "grad_scaler") if n not in walk.names and n not in ctx.aliases),
+                  None)
     if scaler is None:
         problem(call, "the names `scaler`, `amp_scaler` and `grad_scaler` are all taken: fix by hand")
 
