@@ -94,3 +94,15 @@ def test_a_wrapper_moved_in_the_same_expression_is_fixed():
     out = _fix("import torch\nmodel = torch.nn.DataParallel(model).cuda()\nsd = model.module.state_dict()\n")
     assert "model = torchport.wrap_ddp(model).to(torchport.device())" in out, out
     assert 'sd = getattr(model, "module", model).state_dict()' in out, out
+
+
+def test_two_wrapped_models_each_keep_their_module_reads():
+    """GAN scripts wrap G and D and save both `.module` state dicts: each read belongs to one of the fixes."""
+    out = _fix("""\
+    import torch.nn as nn
+    netG = nn.DataParallel(netG)
+    netD = nn.DataParallel(netD)
+    state = {"G": netG.module.state_dict(), "D": netD.module.state_dict()}
+    """)
+    assert "netG = torchport.wrap_ddp(netG)\nnetD = torchport.wrap_ddp(netD)\n" in out, out
+    assert '{"G": getattr(netG, "module", netG).state_dict(), "D": getattr(netD, "module", netD).state_dict()}' in out

@@ -126,7 +126,7 @@ class DataParallel(Rule):
     use_instead = ("import torch\nimport torchport\n\nmodel = torchport.wrap_ddp(model)\n"
                    "torch.save(getattr(model, \"module\", model).state_dict(), \"model.pt\")\n")
     fix_notes = ("Safe when the wrapped model is assigned to a name (`model = nn.DataParallel(model, "
-                 "device_ids=...)`, also `nn.DataParallel(model).cuda()`) and every `.module` read in the file is on that name: the call becomes "
+                 "device_ids=...)`, also `nn.DataParallel(model).cuda()`) and every `.module` read in the file is on that name (or on another DataParallel-wrapped name, fixed alike): the call becomes "
                  "`torchport.wrap_ddp(model)` -- the model itself in a single process (what DataParallel computes "
                  "on one device), DistributedDataParallel with the right `device_ids` once the script runs under "
                  "torchrun with `torchport.init_distributed()` -- and `model.module` becomes "
@@ -164,10 +164,22 @@ def _data_parallel_fix(rule: Rule, ctx, node: cst.Call, msg: str) -> None:
     others: list[str] = []
     code = ctx.module.code_for_node
 
+    def data_parallel(value) -> bool:  # another `x = DataParallel(...)`: its own fix rewrites its `.module` reads
+        while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and not ctx.is_call_to(
+                value, "torch.nn.DataParallel"):
+            value = value.func.value
+        return ctx.is_call_to(value, "torch.nn.DataParallel")
+
+    wrapped = {key for key, values in ctx.bindings.items() if any(data_parallel(v) for v in values if v is not None)}
+
     class _Reads(cst.CSTVisitor):
         def visit_Attribute(self, attr: cst.Attribute) -> None:
             if attr.attr.value == "module":
-                (reads.append(attr) if code(attr.value) == target else others.append(code(attr.value)))
+                receiver = code(attr.value)
+                if receiver == target:
+                    reads.append(attr)
+                elif receiver not in wrapped:
+                    others.append(receiver)
 
     ctx.module.visit(_Reads())
     if target is None or others:
