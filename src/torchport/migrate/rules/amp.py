@@ -162,7 +162,8 @@ class ApexAmp(Rule):
                  "`state_dict` keys and `model.module` are unchanged -- and `scaler = "
                  "torch.amp.GradScaler(torchport.current().type[, init_scale=S])` (dynamic scaling unless "
                  "`loss_scale` is a number), after `global scaler` when `amp.initialize` is in one function and "
-                 "the other apex calls in others (the ImageNet / ModelZoo layout; apex's own state is global); `O0` or `enabled=False` gives a disabled scaler and no autocast; "
+                 "the other apex calls in others (the ImageNet / ModelZoo layout; apex's own state is global); "
+                 "`O0` or `enabled=False` gives a disabled scaler and no autocast; "
                  "`combine_grad` (Ascend), `keep_batchnorm_fp32`, `verbosity` are dropped; lists of models "
                  "(`[netD, netG], [optD, optG] = amp.initialize([netD, netG], [optD, optG])`) get one "
                  "`autocast_forward` each and share the scaler (with `num_losses` > 1 an unsafe fix: apex keeps "
@@ -186,7 +187,8 @@ class ApexAmp(Rule):
                  "of `if args.amp: with amp.scale_loss(...)`), whose step would unscale unscaled gradients. Not fixed, "
                  "with a finding naming the line and the hand fix: `O3` (pure fp16), a non-literal "
                  "`loss_scale` / `enabled`, several `amp.initialize` calls, a `scale_loss` without an "
-                 "`optimizer.step()` statement in its function, `delay_unscale`, other apex APIs. The emulator's apex stand-in "
+                 "`optimizer.step()` statement in its function, `delay_unscale`, other apex APIs. "
+                 "The emulator's apex stand-in "
                  "(docs/emulator.md) runs the unfixed script with the same semantics.")
 
     def _plan(self, ctx):

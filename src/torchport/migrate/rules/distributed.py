@@ -126,7 +126,8 @@ class DataParallel(Rule):
     use_instead = ("import torch\nimport torchport\n\nmodel = torchport.wrap_ddp(model)\n"
                    "torch.save(getattr(model, \"module\", model).state_dict(), \"model.pt\")\n")
     fix_notes = ("Safe when the wrapped model is assigned to a name (`model = nn.DataParallel(model, "
-                 "device_ids=...)`, also `nn.DataParallel(model).cuda()`) and every `.module` read in the file is on that name (or on another DataParallel-wrapped name, fixed alike): the call becomes "
+                 "device_ids=...)`, also `nn.DataParallel(model).cuda()`) and every `.module` read in the file is "
+                 "on that name (or on another DataParallel-wrapped name, fixed alike): the call becomes "
                  "`torchport.wrap_ddp(model)` -- the model itself in a single process (what DataParallel computes "
                  "on one device), DistributedDataParallel with the right `device_ids` once the script runs under "
                  "torchrun with `torchport.init_distributed()` -- and `model.module` becomes "
