@@ -160,7 +160,7 @@ def test_module_level_initialize_reaches_a_train_function():
 @pytest.mark.parametrize("change, words", [
     ('opt_level="O3"', "pure fp16"),
     ('opt_level="O4"', "is not \"O0\"-\"O3\""),
-    ('opt_level="O1", loss_scale=args.loss_scale', "`loss_scale` is not a literal"),
+    ('opt_level="O1", loss_scale=scale_for(model)', "`loss_scale` is not a literal number"),
     ('opt_level="O1", cast_model_type=torch.float16', "cast_model_type"),
 ])
 def test_unfixable_initialize_options_are_reported(change, words):
@@ -299,3 +299,34 @@ def test_several_models_and_losses_share_one_scaler_as_on_the_standin():
     assert "netD = torchport.autocast_forward(netD)\nnetG = torchport.autocast_forward(netG)\n" in out, out
     assert "scaler.scale(errG).backward()\nscaler.step(optG)\nscaler.update()\n" in out, out
     assert any("one per `loss_id`" in m for m in _tp210(src))
+
+
+def test_a_loss_scale_from_the_command_line_is_an_unsafe_static_scale():
+    """Ascend ModelZoo: `loss_scale=args.loss_scale` (a number there; apex would also take "dynamic")."""
+    src = """\
+    from apex import amp
+
+    def main_worker(args, model, optimizer):
+        model, optimizer = amp.initialize(model, optimizer, opt_level="O1", loss_scale=args.loss_scale)
+        train(model, optimizer, args)
+
+    def train(model, optimizer, args):
+        with amp.scale_loss(model(1), optimizer) as scaled_loss:
+            scaled_loss.backward()
+        optimizer.step()
+
+    def evaluate(model, optimizer):
+        with amp.scale_loss(model(1), optimizer) as scaled_loss:
+            scaled_loss.backward()
+        optimizer.step()
+    """
+    # `args` is not visible in evaluate(): the whole file is reported, each apex call once + the step
+    messages = _tp210(src)
+    assert any("not visible in the function of `optimizer.step()` (line 15)" in m for m in messages), messages
+    assert len(messages) == 4 and _fix(src, unsafe=True) == textwrap.dedent(src)
+    src = src[:src.index("    def evaluate")]
+    assert "apex" in _fix(src)
+    out = _fix(src, unsafe=True)
+    assert "scaler = torch.amp.GradScaler(torchport.current().type, init_scale=args.loss_scale)" in out, out
+    assert "    scaler.step(optimizer)\n    scaler.update(args.loss_scale)\n" in out, out
+    assert any("taken for a number" in m for m in _tp210(src))

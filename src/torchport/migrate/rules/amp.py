@@ -161,7 +161,8 @@ class ApexAmp(Rule):
                  "(fp16) with float32 outputs, so the loss runs in fp32 as under apex; the module, its "
                  "`state_dict` keys and `model.module` are unchanged -- and `scaler = "
                  "torch.amp.GradScaler(torchport.current().type[, init_scale=S])` (dynamic scaling unless "
-                 "`loss_scale` is a number), after `global scaler` when `amp.initialize` is in one function and "
+                 "`loss_scale` is a number; a name such as `args.loss_scale` is an unsafe fix, taken for a number "
+                 "and passed to every `scaler.update(...)`), after `global scaler` when `amp.initialize` is in one function and "
                  "the other apex calls in others (the ImageNet / ModelZoo layout; apex's own state is global); "
                  "`O0` or `enabled=False` gives a disabled scaler and no autocast; "
                  "`combine_grad` (Ascend), `keep_batchnorm_fp32`, `verbosity` are dropped; lists of models "
@@ -185,8 +186,9 @@ class ApexAmp(Rule):
                  "apex's `loss_scaler0`: a checkpoint written before the migration does not load) and a plain "
                  "`loss.backward()` in a function whose steps now go through the scaler (other than the `else:` "
                  "of `if args.amp: with amp.scale_loss(...)`), whose step would unscale unscaled gradients. Not fixed, "
-                 "with a finding naming the line and the hand fix: `O3` (pure fp16), a non-literal "
-                 "`loss_scale` / `enabled`, several `amp.initialize` calls, a `scale_loss` without an "
+                 "with a finding naming the line and the hand fix: `O3` (pure fp16), a `loss_scale` "
+                 "that is neither a literal nor a name (or a name not visible where the optimizer steps), a "
+                 "non-literal `enabled`, several `amp.initialize` calls, a `scale_loss` without an "
                  "`optimizer.step()` statement in its function, `delay_unscale`, other apex APIs. "
                  "The emulator's apex stand-in "
                  "(docs/emulator.md) runs the unfixed script with the same semantics.")
@@ -203,11 +205,12 @@ class ApexAmp(Rule):
             for node, msg in plan.problems:
                 ctx.report(self, node, f"apex AMP not fixed: {msg}")
             done = {node for node, _ in plan.problems}
-            for node in plan.handled_uses:
+            for node in plan.uses:
                 if node not in done:
                     ctx.report(self, node, "apex AMP (CUDA-only); not fixed because of the finding at line "
                                            f"{line_of(ctx, first[0])}: rewrite the file's apex calls with "
                                            "`torch.amp` together")
+            ctx.claim(*plan.handled_uses)
             return
         note = f" (unsafe: {'; '.join(plan.notes)})" if plan.notes else ""
         for i, (node, msg, fix) in enumerate(plan.findings):

@@ -29,6 +29,8 @@ import dataclasses
 
 import libcst as cst
 
+from torchport.migrate.resolve import assigned_names, param_names
+
 __all__ = ["plan_apex", "ApexPlan", "line_of"]
 
 _IGNORED_KWARGS = frozenset({"combine_grad", "verbosity", "keep_batchnorm_fp32", "num_losses"})
@@ -46,6 +48,8 @@ class ApexPlan:
     #: why the fix is unsafe (added to the messages)
     notes: list[str] = dataclasses.field(default_factory=list)
     handled_uses: list[cst.CSTNode] = dataclasses.field(default_factory=list)
+    #: one node per apex use (the call, or the reference), reported when the file cannot be fixed
+    uses: list[cst.CSTNode] = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass
@@ -211,15 +215,22 @@ def plan_apex(ctx) -> ApexPlan:
     elif opt_level == "O3":
         problem(call, "apex O3 trains in pure fp16 (no fp32 master weights), which torch.amp has no mode for: "
                       "use O1 semantics (`torchport.autocast_forward(model)` + `torch.amp.GradScaler`) by hand")
-    if loss_scale is _UNKNOWN or not (loss_scale is None or loss_scale == "dynamic"
-                                      or isinstance(loss_scale, (int, float)) and not isinstance(loss_scale, bool)):
-        problem(call, "`loss_scale` is not a literal number or \"dynamic\": pass it as "
+    scale_expr = None  # `loss_scale=args.loss_scale`: a number when the script runs, read at every update
+    if loss_scale is _UNKNOWN and isinstance(kwargs["loss_scale"], (cst.Name, cst.Attribute)):
+        scale_expr = code(kwargs["loss_scale"])
+        plan.safety = "unsafe"
+        plan.notes.append(f"`loss_scale={scale_expr}` is taken for a number (a static scale); apex also accepts "
+                          "\"dynamic\" there")
+    elif loss_scale is _UNKNOWN or not (loss_scale is None or loss_scale == "dynamic"
+                                        or isinstance(loss_scale, (int, float)) and not isinstance(loss_scale, bool)):
+        problem(call, "`loss_scale` is not a literal number, \"dynamic\" or a name: pass it as "
                       "`torch.amp.GradScaler(..., init_scale=S)` and `scaler.update(S)` (static) by hand")
     if enabled is _UNKNOWN or not isinstance(enabled, bool):
         problem(call, "`enabled` is not a literal True/False: write `torch.amp.GradScaler(..., enabled=...)` and "
                       "guard `torchport.autocast_forward` by hand")
     on = enabled is True and (opt_level in ("O1", "O2") or level_expr is not None)
-    static = float(loss_scale) if isinstance(loss_scale, (int, float)) and not isinstance(loss_scale, bool) else None
+    static = repr(float(loss_scale)) if isinstance(loss_scale, (int, float)) and not isinstance(loss_scale, bool) \
+        else scale_expr
     if opt_level == "O2":
         plan.safety = "unsafe"
 
@@ -276,9 +287,17 @@ def plan_apex(ctx) -> ApexPlan:
             plan.notes.append(f"`{code(call_)}` (line {line_of(ctx, call_)}) back-propagates without the scaler in "
                               "a function whose `optimizer.step()` now goes through it: make that path call "
                               "`scaler.scale(loss).backward()` or keep its own `optimizer.step()`")
+    root = kwargs["loss_scale"] if scale_expr is not None else None
+    while isinstance(root, cst.Attribute):
+        root = root.value
     for line_, scope, receiver in walk.steps:
+        if (scale_expr is not None and (id(scope), receiver) in scaled_opts and scope is not init.scope
+                and not _visible(ctx, scope, root)):
+            problem(line_, f"`loss_scale={scale_expr}` is not visible in the function of `{receiver}.step()` (line "
+                           f"{line_of(ctx, line_)}): pass the scale there and call `scaler.update(S)` by hand")
+            continue
         if (id(scope), receiver) in scaled_opts:
-            update = f"{scaler}.update({static!r})" if static is not None and on else f"{scaler}.update()"
+            update = f"{scaler}.update({static})" if static is not None and on else f"{scaler}.update()"
             plan.findings.append((line_, f"`{receiver}.step()` after apex `scale_loss`: becomes "
                                          f"`{scaler}.step({receiver})` + `{update}`",
                                   _flatten(lambda u=update, r=receiver: [f"{scaler}.step({r})", u])))
@@ -317,7 +336,7 @@ def plan_apex(ctx) -> ApexPlan:
             if level_expr is not None:
                 extra = f", enabled={level_expr} != \"O0\""
             if on and static is not None:
-                extra += f", init_scale={static!r}"
+                extra += f", init_scale={static}"
             out = [f"global {scaler}"] if shared and top is line else []
             if level_expr is not None:
                 out.append(f"if {level_expr} != \"O0\":\n" + "".join(
@@ -343,6 +362,7 @@ def plan_apex(ctx) -> ApexPlan:
                                        "GradScaler goes before it", _prepend(off)))
     if not plan.problems:
         _drop_nested_imports(plan, walk)
+    plan.uses = [u.call for u in walk.uses]
     plan.handled_uses = [n for u in walk.uses for n in ((u.call, u.call.func) if u.qual else (u.call,))]
     return plan
 
@@ -367,6 +387,17 @@ def _drop_nested_imports(plan: ApexPlan, walk: _Walk) -> None:
             plan.findings.append((line, "the apex import is no longer needed",
                                   (lambda n: n.with_changes(body=[cst.Pass()])) if alone
                                   else (lambda n: cst.RemovalSentinel.REMOVE)))
+
+
+def _visible(ctx, scope: cst.CSTNode, root: cst.CSTNode | None) -> bool:
+    """True when the name ``root`` (of ``args.loss_scale``) is bound in ``scope`` (a parameter or an assignment of
+    that function) or at module level."""
+    if not isinstance(root, cst.Name):
+        return False
+    bound = assigned_names(cst.IndentedBlock(body=list(ctx.module.body)))  # module level, `if __name__` included
+    if isinstance(scope, cst.FunctionDef):
+        bound = bound | param_names(scope.params) | assigned_names(scope.body)
+    return root.value in bound
 
 
 def _contains(tree: cst.CSTNode, node: cst.CSTNode) -> bool:
