@@ -18,9 +18,11 @@ them can move together. The plan, made once per file:
 * ``amp.state_dict()`` / ``amp.load_state_dict(s)`` become the scaler's (the layout differs from apex's:
   that one is an unsafe fix, a checkpoint written before the migration does not load).
 
-Anything else (several ``initialize`` calls, a non-literal ``loss_scale``, ``O3``, a
-``scale_loss`` without an ``optimizer.step()`` beside it, other apex APIs)
-leaves the whole file's apex code as it is, with a finding that names the line and what to do by hand.
+Unsafe (the user opts in): ``O2``, a run-time ``opt_level`` or ``loss_scale`` (``args.loss_scale``),
+``num_losses`` > 1, ``amp.load_state_dict``, a plain ``loss.backward()`` beside a step that now goes through
+the scaler. Anything else (several ``initialize`` calls, a ``loss_scale`` expression other than a literal or
+a name, ``O3``, a ``scale_loss`` without an ``optimizer.step()`` beside it, other apex APIs) leaves the whole
+file's apex code as it is, with a finding that names the line and what to do by hand.
 """
 
 from __future__ import annotations
