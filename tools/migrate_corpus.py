@@ -4,7 +4,8 @@ For each corpus script, four modes run in fresh interpreters on the same seed:
 
 * ``run cpu``  -- the original under ``torchport run --device cpu``
 * ``run npu``  -- the original under ``torchport run`` with the emulated npu (``TORCHPORT_EMULATE=npu``)
-* ``fix cpu``  -- ``torchport fix --write`` applied to a copy, run with ``TORCHPORT_DEVICE=cpu``
+* ``fix cpu``  -- ``torchport fix --write`` applied to a copy, run with ``TORCHPORT_DEVICE=cpu`` (and no visible
+  CUDA devices, so ``--emit torch`` output, which reads no torchport setting, is on the CPU too)
 * ``fix npu``  -- the fixed copy on the emulated npu
 
 A probe (``tools/equivalence_probe/sitecustomize.py``) records per optimizer step the back-propagated losses,
@@ -26,6 +27,7 @@ Usage::
     python tools/migrate_corpus.py                         # own corpus, table on stdout
     python tools/migrate_corpus.py --markdown docs/migrate-corpus.md --json corpus.json
     python tools/migrate_corpus.py --corpus pinned --mirrors /work/.mirror
+    python tools/migrate_corpus.py --emit torch            # the fix modes use `torchport fix --emit torch`
 
 Exit code: 0 when every row is equivalent in every mode that ran on both sides, 1 otherwise.
 """
@@ -104,6 +106,7 @@ def _env(out: Path, steps: int, device: str, seed: int, fake_data: bool = False)
         env["TORCHPORT_EMULATE"] = f"npu:{NPU_DEVICES}"  # two cards: a spawn/DDP script runs two ranks
     else:
         env["TORCHPORT_DEVICE"] = "cpu"
+        env["CUDA_VISIBLE_DEVICES"] = ""  # torch-only fixed code picks its device from torch.accelerator
     return env
 
 
@@ -139,8 +142,8 @@ def run_mode(script: Script, mode: str, work: Path, steps: int, seed: int, timeo
     return ModeResult(rc=rc, ranks=_read(out), error=error)
 
 
-def fix_copy(script: Script, work: Path, unsafe: bool) -> tuple[bool, int]:
-    """Copy ``script`` to ``work/orig`` and ``work/fixed``; run ``torchport fix --write`` on the latter.
+def fix_copy(script: Script, work: Path, unsafe: bool, emit: str = "torchport") -> tuple[bool, int]:
+    """Copy ``script`` to ``work/orig`` and ``work/fixed``; run ``torchport fix --write --emit EMIT`` on the latter.
 
     Returns (the fixed file imports torchport, lines changed)."""
     for sub in ("orig", "fixed"):
@@ -150,7 +153,8 @@ def fix_copy(script: Script, work: Path, unsafe: bool) -> tuple[bool, int]:
             (work / sub).mkdir(parents=True, exist_ok=True)
             shutil.copy2(script.path, work / sub / script.path.name)
     target = work / "fixed" / script.path.name
-    cmd = [sys.executable, "-m", "torchport", "fix", "--write", *(["--unsafe-fixes"] if unsafe else []),
+    cmd = [sys.executable, "-m", "torchport", "fix", "--write", "--isolated", "--emit", emit,
+           *(["--unsafe-fixes"] if unsafe else []),
            str(work / "fixed" if script.root is not None else target)]
     subprocess.run(cmd, cwd=work, capture_output=True, text=True, timeout=300)
     before = script.path.read_text(encoding="utf-8").splitlines()
@@ -195,11 +199,12 @@ def compare(run: ModeResult, fix: ModeResult, amp_rtol: float) -> str:
 
 
 def check(script: Script, *, steps: int = 3, seed: int = 0, devices: tuple[str, ...] = ("cpu", "npu"),
-          unsafe: bool = False, amp_rtol: float = 5e-3, timeout: float = 300, keep: Path | None = None) -> Row:
-    """Run the modes of ``script`` on ``devices`` and compare run with fix on each."""
+          unsafe: bool = False, amp_rtol: float = 5e-3, timeout: float = 300, keep: Path | None = None,
+          emit: str = "torchport") -> Row:
+    """Run the modes of ``script`` on ``devices`` and compare run with fix on each (``emit``: what fix writes)."""
     work = Path(tempfile.mkdtemp(prefix=f"equiv-{script.name}-", dir=keep))
     try:
-        imports, changed = fix_copy(script, work, unsafe)
+        imports, changed = fix_copy(script, work, unsafe, emit)
         modes = {f"{kind} {dev}": run_mode(script, f"{kind} {dev}", work, steps, seed, timeout)
                  for dev in devices for kind in ("run", "fix")}
         equivalent = {dev: compare(modes[f"run {dev}"], modes[f"fix {dev}"], amp_rtol) for dev in devices}
@@ -332,6 +337,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--devices", default="cpu,npu")
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--unsafe-fixes", action="store_true")
+    ap.add_argument("--emit", choices=("torchport", "torch"), default="torchport",
+                    help="what `torchport fix` writes for the fix modes")
     ap.add_argument("--markdown", type=Path)
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
@@ -341,7 +348,8 @@ def main(argv: list[str] | None = None) -> int:
             scripts = [s for s in scripts if s.name in args.only]
         rows = []
         for s in scripts:
-            row = check(s, steps=args.steps, devices=tuple(args.devices.split(",")), unsafe=args.unsafe_fixes)
+            row = check(s, steps=args.steps, devices=tuple(args.devices.split(",")), unsafe=args.unsafe_fixes,
+                        emit=args.emit)
             rows.append(row)
             print(f"{s.name}: " + ", ".join(f"{m}={_cell(row.modes.get(m))}" for m in MODES)
                   + f"; equivalent {row.equivalent}", file=sys.stderr)

@@ -195,7 +195,7 @@ def test_config_unknown_key_is_one_usage_line(repo):
     assert res.exit_code == 2
     assert res.stderr.splitlines() == [
         f"torchport scan: error: {repo / 'pyproject.toml'}: unknown key 'selct' in [tool.torchport]; "
-        "known keys: select, ignore, extend-exclude, per-file-ignores, unsafe-fixes"]
+        "known keys: select, ignore, extend-exclude, per-file-ignores, unsafe-fixes, emit"]
 
 
 def test_config_wrong_type_and_bad_toml(repo):

@@ -4,6 +4,7 @@ test files is here (``tools/torch_npu_suite.py`` runs those at a pinned commit).
 
 from __future__ import annotations
 
+import ctypes
 import importlib
 import importlib.util
 import os
@@ -348,8 +349,107 @@ def test_streams_carry_torch_npus_identity(npu):
             torch.npu.Stream(**bad)
     assert torch.npu.current_stream() == torch.npu.default_stream() and torch.npu.default_stream().stream_id == 0
     with torch.npu.stream(s):
-        assert torch.npu.current_stream() is s
+        assert torch.npu.current_stream() == s  # a fresh object per call, as on the card
     assert torch.npu.current_stream() == torch.npu.default_stream()
+
+
+def test_stream_ids_follow_torch_npus_pools(npu):
+    import torch_npu
+
+    # the class in bits 5+ (3 normal pool, 4 high priority, 2 sync-launch), the index in bits 0-4
+    assert {torch.npu.Stream(priority=p).stream_id >> 5 for p in (0, 1)} == {3}
+    assert {torch.npu.Stream(priority=p).stream_id >> 5 for p in (-1, -2)} == {4}
+    assert len({torch.npu.Stream().stream_id for _ in range(32)}) == 32  # round robin over a pool of 32
+    sync = torch.npu.Stream(is_sync_launch=True)
+    assert sync.stream_id >> 5 == 2 and torch.npu.SyncLaunchStream().stream_id >> 5 == 2
+    # ids the card never handed out are rejected when a stream is rebuilt, with the card's message
+    for bad_id, message in ((99999, "I didn't recognize the stream type"), (sync.stream_id + 4, "Invalid sync launch"),
+                            (1, "non-zero index")):
+        with pytest.raises(RuntimeError, match=message) as info:
+            torch.npu.Stream(stream_id=bad_id, device_index=0, device_type=20)
+        assert "ERR00001 PTA invalid parameter" in str(info.value)
+    # every stream has its own handle, the same for a rebuilt stream; the current one is torch.accelerator's
+    user = torch.npu.Stream()
+    assert user != torch.npu.current_stream() and user.npu_stream not in (0, torch.npu.default_stream().npu_stream)
+    with torch.npu.stream(user):
+        assert torch.accelerator.current_stream() == user
+        assert torch_npu._C._npu_getCurrentRawStream(0) == user.npu_stream
+    assert torch.npu.current_stream() == torch.npu.default_stream()
+
+
+def test_external_streams_on_emulated_runtime_streams(npu):
+    import torch_npu
+
+    rt = torch_npu.npu.npurt()
+    handle = ctypes.c_void_p(0)
+    assert rt.npuStreamCreate(ctypes.addressof(handle)) == 0 and handle.value
+    ext = torch_npu.npu.ExternalStream(handle.value)
+    assert ext.npu_stream == handle.value and ext == torch_npu.npu.ExternalStream(handle.value)
+    assert isinstance(ext, torch_npu.npu.Stream) and ext.stream_id & (1 << 30)
+    with torch.npu.stream(ext):  # ops run while it is current
+        x = torch.ones(4, device="npu")
+        assert torch.npu.current_stream().npu_stream == handle.value and (x + 1).sum().item() == 8
+    # what the card leaves to the stream's owner is rejected with its messages
+    with pytest.raises(RuntimeError, match="NPUStream::synchronize"):
+        ext.synchronize()
+    with pytest.raises(RuntimeError, match="Cannot query"):
+        ext.query()
+    with pytest.raises(RuntimeError, match="not supported in record_stream"):
+        x.record_stream(ext)
+    with pytest.raises(RuntimeError, match="not supported in NPUEvent::record"):
+        torch.npu.Event().record(ext)
+    with pytest.raises(RuntimeError, match="Priority was explicitly set"):
+        torch_npu.npu.ExternalStream(handle.value, priority=-1)
+    assert rt.npuStreamDestroy(handle.value) == 0 and rt.npuStreamDestroy(handle.value) != 0
+
+
+def test_torch_event_on_npu_times_work(npu):
+    start, end = torch.Event(enable_timing=True), torch.Event(enable_timing=True)  # the C++ guard's events
+    start.record()
+    torch.randn(200, 200, device="npu") @ torch.randn(200, 200, device="npu")
+    end.record()
+    assert start.elapsed_time(end) > 0
+    with pytest.raises(ValueError, match="enable_timing=True"):
+        torch.Event().elapsed_time(torch.Event())
+
+
+def test_manual_seed_reseeds_the_npu_and_its_state_leads_with_the_seed(npu):
+    torch.manual_seed(3)
+    cpu_state = torch.get_rng_state()
+    assert int(torch.npu.get_rng_state()[0]) == 3 == int(cpu_state[0])  # the card's (seed, offset) layout first
+    torch.npu.manual_seed(2)
+    assert int(torch.npu.get_rng_state()[0]) == 2 and torch.equal(torch.get_rng_state(), cpu_state)
+    state = torch.npu.get_rng_state()
+    first = torch.randn(4, device="npu")
+    torch.npu.set_rng_state(state)
+    assert torch.equal(torch.randn(4, device="npu"), first)
+    torch.npu.set_rng_state(state[:16])  # a state saved on a card: its seed comes back
+    assert torch.npu.initial_seed() == 2
+    with pytest.raises(RuntimeError, match="wrong size"):
+        torch.npu.set_rng_state(state[:20])
+
+
+def test_contiguous_rejects_formats_the_card_cannot_copy_to(npu):
+    x = torch.randn(1, 16, 5, 5).npu()
+    x.set_(x.untyped_storage(), 0, x.size(), (20, 25, 5, 1))  # still contiguous: size[0] is 1
+    assert x.contiguous() is x and x.contiguous(memory_format=torch.preserve_format) is x
+    for fmt in (torch.channels_last, torch.channels_last_3d):
+        with pytest.raises(RuntimeError, match="ERR01007 OPS feature not supported"):
+            x.contiguous(memory_format=fmt)
+    cl = torch.randn(2, 3, 4, 4).to(memory_format=torch.channels_last).npu()
+    assert cl.contiguous(memory_format=torch.channels_last) is cl  # already in the format: accepted
+    y = torch.randn(2, 3, 4, 4, device="npu", requires_grad=True)
+    y.permute(0, 2, 1, 3).contiguous().sum().backward()  # the plain format still copies, with gradients
+    assert torch.equal(y.grad, torch.ones_like(y))
+
+
+def test_accelerator_device_functions_are_torchs_over_the_guard(npu):
+    with pytest.raises(ValueError, match="doesn't match the current accelerator"):
+        torch.accelerator.set_device_index("cpu")
+    with torch.accelerator.device_index(0):
+        assert torch.accelerator.current_device_index() == torch.npu.current_device() == 0
+    with pytest.raises(RuntimeError, match="Invalid device ordinal"):
+        torch.accelerator.set_device_index(100)
 
 
 def test_the_card_rejects_what_the_emulator_now_rejects(npu, monkeypatch):
@@ -466,3 +566,66 @@ def test_suite_harness_counts_each_file_and_hidden_tests(tmp_path):
     assert (b["passed"], b["failed"], b["imported"]) == (0, 2, False)
     md = (out / "torch_npu_suite.md").read_text()
     assert "pass rate: 1/4 = 25.0%" in md and "a reason of ours" in md and "No module named" in md
+
+
+def test_device_and_stream_core_limits_are_stored_and_checked_like_the_cards(npu, monkeypatch):
+    monkeypatch.setattr(torch.npu.set_device_limit, "called", False)
+    monkeypatch.setattr(torch.npu, "_device_limits", {})
+    for bad in ("0", 0.0, None, True):
+        with pytest.raises(TypeError, match="device must be an int"):
+            torch.npu.get_device_limit(bad)
+        with pytest.raises(TypeError, match="device must be an int"):
+            torch.npu.set_device_limit(bad)
+        torch.npu.set_device_limit.called = False
+    assert torch.npu.get_device_limit(1) == {"cube_core_num": 20, "vector_core_num": 40}  # the 910B3's cores
+    with pytest.raises(RuntimeError, match=r"cube_core_num must be an int in \[1, 20\]"):
+        torch.npu.set_device_limit(1, cube_num=21)
+    torch.npu.set_device_limit.called = False
+    torch.npu.set_device_limit(1, cube_num=8)
+    assert torch.npu.get_device_limit(1) == {"cube_core_num": 8, "vector_core_num": 40}
+    assert torch.npu.get_device_limit(0) == {"cube_core_num": 20, "vector_core_num": 40}
+    with pytest.raises(RuntimeError, match="only set this interface once"):
+        torch.npu.set_device_limit(0, cube_num=4)
+    s = torch.npu.Stream(device=1)
+    torch.npu.set_stream_limit(s, vector_num=10)
+    assert torch.npu.get_stream_limit(s) == {"cube_core_num": 8, "vector_core_num": 10}
+    torch.npu.reset_stream_limit(s)
+    assert torch.npu.get_stream_limit(s) == torch.npu.get_device_limit(1)
+    with pytest.raises(AssertionError, match="stream should be torch_npu.npu.Stream"):
+        torch.npu.get_stream_limit(object())
+
+
+def test_blas_handle_and_aclnn_version_answer_as_torch_npu_does(npu):
+    import torch_npu
+
+    with pytest.warns(UserWarning, match="NPU does not use blas handle"):
+        assert torch_npu.npu.current_blas_handle() is None
+    with pytest.warns(UserWarning, match="aclnn.version isn't implemented"):
+        assert torch_npu.npu.aclnn.version() is None
+
+
+def test_erase_stream_checks_its_arguments_like_the_card(npu):
+    import torch_npu
+
+    t = torch.ones(8, device="npu")
+    s = torch.npu.Stream()
+    t.record_stream(s)
+    torch_npu.erase_stream(t, s)  # nothing cached to erase: memory goes back to the host at once
+    with pytest.raises(TypeError, match="stream should be torch_npu.npu.Stream"):
+        torch_npu.erase_stream(t, 3)
+    with pytest.raises(TypeError, match="tensor should be torch.Tensor"):
+        torch_npu.erase_stream([t], s)
+
+
+def test_the_current_stream_is_per_thread_as_on_the_card(npu):
+    import threading
+
+    s = torch.npu.Stream()
+    assert s != torch.npu.default_stream()
+    seen = []
+    with torch.npu.stream(s):
+        t = threading.Thread(target=lambda: seen.append(torch.npu.current_stream()))
+        t.start()
+        t.join()
+        assert torch.npu.current_stream() == s
+    assert seen == [torch.npu.default_stream()]

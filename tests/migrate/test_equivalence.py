@@ -79,3 +79,15 @@ def test_fixed_apex_script_is_equivalent_on_the_emulated_npu():
         assert "float16" in {d for rec in row.modes[mode].ranks[0] for d in rec["dtypes"]}, mode
     assert row.modes["fix cpu"].rc == 0 and row.modes["fix cpu"].ranks, row.modes["fix cpu"].error
     assert "apex" in row.modes["run cpu"].error  # the original needs apex: only the emulator serves it here
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name, device", [("spawn_ddp_set_device", "cpu"), ("unet_amp_guard", "npu")])
+def test_torch_only_fix_is_equivalent(name, device):
+    """`fix --emit torch` output imports no torchport and behaves like the original under `torchport run`:
+    one spawned rank on the CPU (device_count 0 would spawn none), fp16 autocast on the emulated npu."""
+    row = corpus.check(SCRIPTS[name], devices=(device,), steps=2, timeout=300, emit="torch")
+    assert row.equivalent == {device: "yes"}, (row.equivalent, {m: r.error for m, r in row.modes.items()})
+    assert not row.fixed_imports_torchport
+    if device == "npu":
+        assert "float16" in {d for rec in row.modes["fix npu"].ranks[0] for d in rec["dtypes"]}

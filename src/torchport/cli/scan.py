@@ -102,12 +102,12 @@ def _stdin_text(verb: str) -> str:
 
 
 def _run(paths, select, ignore, exclude, no_gitignore, jobs, *, fix=False, unsafe=False, write=False, verb="scan",
-         settings=None):
+         settings=None, emit=None):
     """Run the scanner over ``paths`` (default ``.``; ``-`` = stdin, shown as ``settings.stdin_filename``).
 
     ``settings`` (:class:`_Settings`) carries the config file choice; the file's values merge with the
     flags: ``--select`` replaces ``select``, ``--ignore`` / ``--exclude`` add, ``--unsafe-fixes`` or the file's
-    ``unsafe-fixes`` turns unsafe fixes on.
+    ``unsafe-fixes`` turns unsafe fixes on, ``--emit`` replaces ``emit``.
     """
     from torchport.errors import ConfigError
     from torchport.migrate.catalog import UnknownRuleError
@@ -127,7 +127,7 @@ def _run(paths, select, ignore, exclude, no_gitignore, jobs, *, fix=False, unsaf
         options = Options(select=_tokens(select) or cfg.select, ignore=cfg.ignore + _tokens(ignore),
                           exclude=cfg.extend_exclude + _tokens(exclude), respect_gitignore=not no_gitignore,
                           jobs=jobs, fix=fix, unsafe_fixes=unsafe or cfg.unsafe_fixes, write=write,
-                          per_file_ignores=cfg.per_file_ignores)
+                          per_file_ignores=cfg.per_file_ignores, emit=emit or cfg.emit or "torchport")
         if stdin:
             from torchport.migrate import catalog
 
@@ -241,6 +241,11 @@ def register(app: typer.Typer) -> None:
         config: Optional[Path] = _CONFIG,
         isolated: bool = _ISOLATED,
         stdin_filename: Optional[str] = _STDIN_FILENAME,
+        emit: Optional[str] = typer.Option(
+            None, "--emit", metavar="torchport|torch",
+            help="What the fixed code calls: 'torchport' (the torchport runtime; default) or 'torch' (torch core "
+                 "only, torch >= 2.7, where torch has the API: torch.accelerator, torch.amp; the rest stays on "
+                 "torchport). Default: emit in [tool.torchport], else torchport."),
     ) -> None:
         """Rewrite device-specific code into device-agnostic code (torchport runtime / torch core).
 
@@ -250,8 +255,13 @@ def register(app: typer.Typer) -> None:
 
         Example: torchport fix train.py --write --unsafe-fixes -o changes.csv
         """
+        from torchport.migrate.emit import EMITS
         from torchport.migrate.runner import unified_diff
 
+        if emit is not None and emit not in EMITS:
+            from torchport.cli._common import fail
+
+            fail("fix", f"--emit {emit}: choose one of {', '.join(EMITS)}")
         shown, outputs, to_stdout = _reports("fix", fmt, output, json_out)
         if check and write:
             from torchport.cli._common import fail
@@ -261,13 +271,14 @@ def register(app: typer.Typer) -> None:
         stdin = [str(p) for p in paths or ()] == ["-"]
         if check:
             report = _nothing_written(_run(paths, select, ignore, exclude, no_gitignore, jobs, fix=True,
-                                           unsafe=unsafe_fixes, write=False, verb="fix", settings=settings))
+                                           unsafe=unsafe_fixes, write=False, verb="fix", settings=settings,
+                                           emit=emit))
             # the report files (-o, --json) as without --check; a non-text --format replaces the "would fix" lines
             shown_check = None if shown == "text" else shown
             written = _emit("fix", report, shown_check, outputs, json_out, to_stdout=to_stdout)
             _check_report(report, lines=shown_check is None and not to_stdout, written=written)
         report = _run(paths, select, ignore, exclude, no_gitignore, jobs, fix=True, unsafe=unsafe_fixes,
-                      write=write and not stdin, verb="fix", settings=settings)
+                      write=write and not stdin, verb="fix", settings=settings, emit=emit)
         if stdin and write:   # like ruff: the fixed source (or the source as it was) on stdout
             res = report.results[0] if report.results else None
             if res is not None:

@@ -1,11 +1,10 @@
 """``torch.accelerator`` on the emulated NPU.
 
-While the emulator is installed torch reports ``npu`` as the current accelerator, but
-several ``torch.accelerator`` functions need C++ pieces a Python backend cannot
-register (a ``DeviceAllocator`` for the memory functions, a device guard that really
-switches devices). Device-agnostic code -- including what ``torchport fix`` writes --
-calls exactly these, so while installed they are routed to ``torch.npu``; uninstall
-puts torch's own functions back.
+While the emulator is installed torch reports ``npu`` as the current accelerator. Devices,
+streams and events go through torch's own functions to the emulator's C++ device guard;
+the memory functions need a ``DeviceAllocator`` the emulator does not register, and device
+capabilities a guard method, so those are routed to ``torch.npu`` while installed;
+uninstall puts torch's own functions back.
 """
 
 from __future__ import annotations
@@ -32,39 +31,8 @@ def _npu() -> Any:
     return torch.npu
 
 
-def current_device_index() -> int:
-    return _npu().current_device()
-
-
-def set_device_index(device: Any, /) -> None:
-    idx = _index(device)
-    if idx is not None and idx >= 0:
-        _npu().set_device(idx)
-
-
-def synchronize(device: Any = None, /) -> None:
-    _npu().synchronize(_index(device))
-
-
 def get_device_capability(device: Any = None, /) -> dict[str, Any]:
     return {"supported_dtypes": set(_npu().get_amp_supported_dtype()) | {torch.int8, torch.int32, torch.int64}}
-
-
-class device_index:
-    """``with torch.accelerator.device_index(i):`` -- select emulated device ``i`` inside the block."""
-
-    def __init__(self, device: int | None, /) -> None:
-        self.idx = device
-        self.prev_idx = -1
-
-    def __enter__(self) -> None:
-        if self.idx is not None:
-            self.prev_idx = _npu().current_device()
-            _npu().set_device(self.idx)
-
-    def __exit__(self, *exc_info: object) -> None:
-        if self.idx is not None:
-            _npu().set_device(self.prev_idx)
 
 
 def empty_cache() -> None:
@@ -108,15 +76,13 @@ def get_memory_info(device_index: Any = None, /) -> tuple[int, int]:
 
 
 _ROUTED = {
-    "": ["current_device_index", "set_device_index", "synchronize", "get_device_capability", "device_index",
-         "empty_cache", "empty_host_cache", "memory_stats", "memory_allocated", "max_memory_allocated",
+    "": ["get_device_capability", "empty_cache", "empty_host_cache", "memory_stats", "memory_allocated", "max_memory_allocated",
          "memory_reserved", "max_memory_reserved", "reset_accumulated_memory_stats", "reset_peak_memory_stats",
          "get_memory_info"],
     "memory": ["empty_cache", "empty_host_cache", "memory_stats", "memory_allocated", "max_memory_allocated",
                "memory_reserved", "max_memory_reserved", "reset_accumulated_memory_stats",
                "reset_peak_memory_stats", "get_memory_info"],
 }
-_ALIASES = {"current_device_idx": "current_device_index", "set_device_idx": "set_device_index"}
 
 
 def install() -> None:
@@ -133,10 +99,6 @@ def install() -> None:
             if hasattr(owner, name):
                 _saved.append((owner, name, getattr(owner, name)))
                 setattr(owner, name, ours[name])
-    for alias, target in _ALIASES.items():
-        if hasattr(acc, alias):
-            _saved.append((acc, alias, getattr(acc, alias)))
-            setattr(acc, alias, ours[target])
 
 
 def uninstall() -> None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import functools
 import os
 import time
 import uuid
@@ -433,7 +434,8 @@ _DEVICE_TYPE = 20
 
 
 def _check_stream_ids(stream_id: Any, device_index: Any, device_type: Any) -> None:
-    """The card's checks on ``Stream(stream_id=, device_index=, device_type=)`` (a rebuilt stream)."""
+    """The card's checks on ``Stream(stream_id=, device_index=, device_type=)`` (a rebuilt stream): the
+    type checks of its argument parser, then ``NPUStream_internals`` (an id never handed out is rejected)."""
     for name, value in (("stream_id", stream_id), ("device_index", device_index), ("device_type", device_type)):
         if not isinstance(value, int):
             raise RuntimeError(f"Stream(): {name} must be an int, got {value!r}")
@@ -444,54 +446,119 @@ def _check_stream_ids(stream_id: Any, device_index: Any, device_type: Any) -> No
     if device_index >= device_count():
         raise RuntimeError(f"Stream(): device_index {device_index} is out of range (device_count() is "
                            f"{device_count()})")
+    STATE.native.stream_handle(stream_id, device_index)
+
+
+def _is_external(stream_id: int) -> bool:
+    return bool(stream_id & (1 << 30))
 
 
 class Stream(torch.Stream):
-    """A device stream (a ``torch.Stream`` of the npu device, so ``record_stream`` and
-    ``torch.accelerator`` accept it); the emulator executes synchronously, so every stream is idle.
-    ``Stream(stream_id=, device_index=, device_type=)`` rebuilds one, with the card's checks."""
+    """A device stream (a ``torch.Stream`` of the npu device, so ``record_stream`` and ``torch.accelerator``
+    accept it), with torch_npu's stream ids: ``stream_id >> 5`` is the class (3 normal pool, 4 high priority,
+    2 sync-launch, 0 default), the low 5 bits the index in its pool. ``Stream(stream_id=, device_index=,
+    device_type=)`` rebuilds one, with the card's checks; ``is_sync_launch=True`` takes a sync-launch stream.
+    The emulator executes synchronously, so every stream is idle."""
 
-    def __new__(cls, device: Any = None, priority: int = 0, **kwargs: Any) -> "Stream":
-        ids = [kwargs.get(k) for k in ("stream_id", "device_index", "device_type")]
-        if any(v is not None for v in ids):
+    def __new__(cls, device: Any = None, priority: int = 0, is_sync_launch: Any = False, stream_ptr: int = 0,
+                **kwargs: Any) -> "Stream":
+        ids = [kwargs.pop(k, None) for k in ("stream_id", "device_index", "device_type")]
+        if kwargs:
+            raise TypeError(f"Stream() got an unexpected keyword argument {next(iter(kwargs))!r}")
+        if any(ids):  # the card rebuilds only when one of the three is non-zero
+            ids = [0 if v is None else v for v in ids]
             _check_stream_ids(*ids)
             return super().__new__(cls, stream_id=ids[0], device_index=ids[1], device_type=ids[2])
-        return super().__new__(cls, device=torch.device("npu", _get_device_index(device, optional=True)),
-                               priority=priority)
+        idx = _get_device_index(device, optional=True)
+        if stream_ptr:
+            if priority != 0:
+                raise RuntimeError("Priority was explicitly set for an external stream" + _card_error(0, 1))
+            if is_sync_launch:
+                raise RuntimeError("is_sync_launch was explicitly set for an external stream" + _card_error(0, 1))
+            sid = STATE.native.stream_external(int(stream_ptr), idx)
+        elif is_sync_launch:
+            sid = STATE.native.stream_sync_launch(idx)
+        else:
+            sid = STATE.native.stream_new(idx, int(priority))
+        return super().__new__(cls, stream_id=sid, device_index=idx, device_type=_DEVICE_TYPE)
 
     @property
     def npu_stream(self) -> int:
-        """A stable handle per stream (no aclrtStream exists on the emulator)."""
-        return ((self.device_index + 1) << 32) | (self.stream_id & 0xFFFFFFFF)
+        """The stream's runtime handle (its emulated aclrtStream; an external stream's own handle)."""
+        if _is_external(self.stream_id) and os.environ.get("PER_STREAM_QUEUE") == "1":
+            raise RuntimeError("External NPU stream is not supported in NPUStream::stream() with per-stream task "
+                               "queue." + _card_error(0, 7))
+        return STATE.native.stream_handle(self.stream_id, self.device_index)
+
+    @property
+    def _as_parameter_(self) -> Any:
+        import ctypes
+
+        return ctypes.c_void_p(self.npu_stream)
 
     def __init__(self, device: Any = None, priority: int = 0, **kwargs: Any) -> None:
         pass
 
     def wait_event(self, event: "Event") -> None:
-        pass
+        event.wait(self)
 
     def wait_stream(self, stream: "Stream") -> None:
-        pass
+        self.wait_event(stream.record_event())
 
     def record_event(self, event: "Event | None" = None) -> "Event":
         event = event or Event()
         event.record(self)
         return event
 
-    def query(self) -> bool:
-        return True
+    def __eq__(self, other: Any) -> bool:
+        return isinstance(other, torch.Stream) and super().__eq__(other)
 
-    def synchronize(self) -> None:
-        pass
+    def __hash__(self) -> int:
+        return hash((self.stream_id, self.device_index))
 
     def __repr__(self) -> str:
         return f"<torch_npu.npu.Stream device={self.device} npu_stream={self.npu_stream:#x}>"
 
 
+class ExternalStream(Stream):
+    """A stream made outside torch_npu (a raw handle, e.g. from ``torch_npu.npu.npurt().npuStreamCreate``):
+    ops run on it, it can be current; ``synchronize``, ``query``, events and ``record_stream`` on it are
+    rejected with the card's messages (the caller tracks its work)."""
+
+    def __new__(cls, stream_ptr: int, device: Any = None, **kwargs: Any) -> "ExternalStream":
+        with globals()["device"](device):
+            return super().__new__(cls, stream_ptr=stream_ptr, **kwargs)
+
+
+def _card_error(sub: int, code: int) -> str:
+    """torch_npu's error suffix (``ERR<sub><code> PTA invalid parameter`` ...), from the native module."""
+    return STATE.native.card_error(sub, code)
+
+
+class _Npurt:
+    """``torch_npu.npu.npurt()``: the runtime's stream calls, on the emulator's own runtime streams."""
+
+    @staticmethod
+    def npuStreamCreate(ptr: int) -> int:  # noqa: N802 - torch_npu's name
+        """Create a runtime stream and write its handle at address ``ptr``; 0 on success."""
+        return STATE.native.npurt_stream_create(int(ptr))
+
+    @staticmethod
+    def npuStreamDestroy(stream: int) -> int:  # noqa: N802
+        """Destroy a stream made by ``npuStreamCreate``; 0 on success, ACL_ERROR_INVALID_PARAM otherwise."""
+        return STATE.native.npurt_stream_destroy(int(stream))
+
+
+def npurt() -> _Npurt:
+    """The runtime API module (stream create/destroy on the emulator's runtime)."""
+    return _Npurt()
+
+
 class Event(torch.Event):
-    """A timing event; ``elapsed_time`` is host wall-clock between two ``record`` calls (ms). A ``torch.Event``
-    of the npu device, so ``torch.Stream.wait_event`` (``torch.accelerator.current_stream()``, as FSDP2 calls
-    it with the events it made through ``torch.npu.Event``) accepts it."""
+    """A timing event: ``elapsed_time`` is the host time between two ``record`` calls (ms), kept by the
+    device's C++ event (so a plain ``torch.Event`` on npu times the same way). A ``torch.Event`` of the npu
+    device, so ``torch.Stream.wait_event`` (``torch.accelerator.current_stream()``, as FSDP2 calls it with the
+    events it made through ``torch.npu.Event``) accepts it."""
 
     def __new__(cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False) -> "Event":
         return super().__new__(cls, device=torch.device("npu"), enable_timing=enable_timing, blocking=blocking,
@@ -499,19 +566,14 @@ class Event(torch.Event):
 
     def __init__(self, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False) -> None:
         self.enable_timing = enable_timing
-        self._t: float | None = None
+        self._t: int | None = None
 
     def record(self, stream: Stream | None = None) -> None:
-        self._t = time.perf_counter()
+        super().record(stream if stream is not None else current_stream())
+        self._t = time.perf_counter_ns()
 
     def wait(self, stream: Stream | None = None) -> None:
-        pass
-
-    def query(self) -> bool:
-        return True
-
-    def synchronize(self) -> None:
-        pass
+        super().wait(stream if stream is not None else current_stream())
 
     def __repr__(self) -> str:
         state = "recorded" if self._t is not None else "uninitialized"
@@ -521,36 +583,32 @@ class Event(torch.Event):
         """When the event was recorded (ns, host clock)."""
         if self._t is None:
             raise RuntimeError("Event must be recorded before recorded_time()")
-        return int(self._t * 1e9)
+        return self._t
 
     def elapsed_time(self, end_event: "Event") -> float:
-        if not self.enable_timing or self._t is None or end_event._t is None:
-            raise RuntimeError("Both events must be recorded with enable_timing=True before elapsed_time()")
-        return (end_event._t - self._t) * 1000.0
-
-
-_streams: dict[int, Stream] = {}
+        # torch.Event.elapsed_time takes only a plain torch.Event as `end_event`, so this subclass keeps the
+        # host clock of its records itself (the C++ event behind a plain torch.Event on npu does the same)
+        if not self.enable_timing or not getattr(end_event, "enable_timing", False):
+            raise ValueError("Both events must be created with argument 'enable_timing=True'.")
+        if self._t is None or end_event._t is None:
+            raise RuntimeError("Both events must be recorded before calculating elapsed time." + _card_error(0, 5))
+        return (end_event._t - self._t) / 1e6
 
 
 def default_stream(device: Any = None) -> Stream:
-    idx = _get_device_index(device, optional=True)
-    if idx not in _streams:
-        _streams[idx] = Stream(stream_id=0, device_index=idx, device_type=_DEVICE_TYPE)
-    return _streams[idx]
-
-
-_current_streams: dict[int, Stream] = {}
+    return Stream(stream_id=0, device_index=_get_device_index(device, optional=True), device_type=_DEVICE_TYPE)
 
 
 def current_stream(device: Any = None) -> Stream:
-    """The stream last made current on ``device`` (``set_stream`` / ``with torch.npu.stream(s)``), else the default."""
+    """The stream made current on ``device`` in this thread (``set_stream``, ``with torch.npu.stream(s)``,
+    ``torch.accelerator.set_stream``: one record, in the device guard), else the default stream."""
     idx = _get_device_index(device, optional=True)
-    return _current_streams.get(idx) or default_stream(idx)
+    return Stream(stream_id=STATE.native.stream_current(idx), device_index=idx, device_type=_DEVICE_TYPE)
 
 
 def set_stream(stream: Stream) -> None:
     if stream is not None:
-        _current_streams[stream.device.index] = stream
+        STATE.native.stream_set(stream.stream_id, stream.device_index)
 
 
 class StreamContext(contextlib.AbstractContextManager):
@@ -766,8 +824,99 @@ ShortTensor = _legacy_type("ShortTensor", torch.int16)
 BFloat16Tensor = _legacy_type("BFloat16Tensor", torch.bfloat16)
 
 
+# ----------------------------------------------------------------------------- AI Core resource limits
+#: the 910B3's cores (get_device_properties): what get_device_limit reports until set_device_limit
+_CORES = {"cube_core_num": 20, "vector_core_num": 40}
+_device_limits: dict[int, dict[str, int]] = {}
+_stream_limits: dict[tuple[int, int], dict[str, int]] = {}
+
+
+def _limit_device(device: Any) -> int:
+    """torch_npu's checks on a device argument of the limit functions (an int, a present device)."""
+    if isinstance(device, bool) or not isinstance(device, int):
+        raise TypeError(f"device must be an int, but got {type(device).__name__}" + _card_error(0, 2))
+    return _checked(device)  # "Invalid device id" outside [0, device_count())
+
+
+def _limited(base: dict[str, int], cube_num: int, vector_num: int) -> dict[str, int]:
+    out = dict(base)
+    for key, value in (("cube_core_num", cube_num), ("vector_core_num", vector_num)):
+        if value == -1:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= _CORES[key]:
+            raise RuntimeError(f"{key} must be an int in [1, {_CORES[key]}] (the card's {key}), got {value!r}"
+                               + _card_error(0, 3))
+        out[key] = value
+    return out
+
+
+class _CallOnce:
+    """torch_npu's ``_call_once_class``: ``set_device_limit`` may be called once per process (``.called``)."""
+
+    def __init__(self, func: Any) -> None:
+        self.func, self.called, self.result = func, False, None
+        functools.update_wrapper(self, func)  # its name, doc and signature
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self.called:
+            raise RuntimeError(f"Function '{self.func.__name__}' has already been called, You can only set this "
+                               "interface once.")
+        self.called = True
+        self.result = self.func(*args, **kwargs)
+        return self.result
+
+
+@_CallOnce
+def set_device_limit(device: int, cube_num: int = -1, vector_num: int = -1) -> None:
+    """Limit the AI Cores a device's operators use (``-1``: keep); once per process, as on the card."""
+    idx = _limit_device(device)
+    _device_limits[idx] = _limited(get_device_limit(idx), cube_num, vector_num)
+
+
+def get_device_limit(device: int) -> dict[str, int]:
+    """``{"cube_core_num": .., "vector_core_num": ..}`` of the device (its cores unless limited)."""
+    return dict(_device_limits.get(_limit_device(device), _CORES))
+
+
+def _limit_stream(stream: Any) -> tuple[int, int]:
+    if stream is None:
+        raise AssertionError("stream cannot be None" + _card_error(0, 1))
+    if not isinstance(stream, Stream):
+        raise AssertionError(f"stream should be torch_npu.npu.Stream, could not be {type(stream)}"
+                             + _card_error(0, 2))
+    return stream.device_index, stream.stream_id
+
+
+def set_stream_limit(stream: Stream, cube_num: int = -1, vector_num: int = -1) -> None:
+    """Limit the AI Cores of the operators launched on ``stream`` (``-1``: keep)."""
+    key = _limit_stream(stream)
+    _stream_limits[key] = _limited(get_stream_limit(stream), cube_num, vector_num)
+
+
+def reset_stream_limit(stream: Stream) -> None:
+    _stream_limits.pop(_limit_stream(stream), None)
+
+
+def get_stream_limit(stream: Stream) -> dict[str, int]:
+    """The stream's limits (its device's unless set on the stream)."""
+    idx, sid = _limit_stream(stream)
+    return dict(_stream_limits.get((idx, sid)) or get_device_limit(idx))
+
+
+def current_blas_handle() -> None:
+    """None, with torch_npu's warning: the NPU has no BLAS handle (the card's answer, not a stand-in)."""
+    import warnings
+
+    warnings.warn("NPU does not use blas handle.")
+    return None
+
+
 class SyncLaunchStream(Stream):
-    """A stream whose launches are synchronous (every emulated stream is)."""
+    """A stream from the device's sync-launch pool (4 per device; launches bypass the task queue on the
+    card; every emulated stream is synchronous)."""
+
+    def __new__(cls, device: Any = None, priority: int = 0, **kwargs: Any) -> "SyncLaunchStream":
+        return super().__new__(cls, device, priority, is_sync_launch=True, **kwargs)
 
 
 def _mstx() -> Any:
@@ -790,18 +939,13 @@ NOT_EMULATED: dict[str, str] = {
         "DoubleStorage", "FloatStorage", "BFloat16Storage")},
     **{n: "hardware fault handling (UCE, device stop/restart, stress self-test)" for n in (
         "stop_device", "restart_device", "check_uce_in_memory", "stress_detect")},
-    **{n: "AI Core / stream resource limits are a device-runtime setting" for n in (
-        "set_device_limit", "get_device_limit", "set_stream_limit", "reset_stream_limit", "get_stream_limit")},
     **{n: "model obfuscation needs the Ascend crypto runtime" for n in (
         "obfuscation_initialize", "obfuscation_finalize", "obfuscation_calculate")},
     **{n: "host (pinned) memory statistics of the device allocator" for n in (
         "host_memory_stats", "host_memory_stats_as_nested_dict", "reset_accumulated_host_memory_stats",
         "reset_peak_host_memory_stats")},
-    "ExternalStream": "wraps a raw aclrtStream handle",
     "ExternalEvent": "wraps a raw aclrtEvent handle",
-    "current_blas_handle": "returns a raw aclBLAS handle",
     "CubeMathType": "cube-unit math modes of the real chip",
-    "npurt": "bindings of the Ascend runtime library",
 }
 
 __all__ += [  # noqa: F822 - mstx comes from the module __getattr__
@@ -814,13 +958,15 @@ __all__ += [  # noqa: F822 - mstx comes from the module __getattr__
     "caching_allocator_alloc", "caching_allocator_delete", "memory_stats_as_nested_dict", "memory_snapshot",
     "get_allocator_backend", "BoolTensor", "ByteTensor", "CharTensor", "DoubleTensor", "FloatTensor",
     "HalfTensor", "IntTensor", "LongTensor", "ShortTensor", "BFloat16Tensor", "SyncLaunchStream", "mstx",
+    "ExternalStream", "npurt", "set_device_limit", "get_device_limit", "set_stream_limit", "reset_stream_limit",
+    "get_stream_limit", "current_blas_handle",
 ]
 
 
 def __getattr__(name: str) -> Any:
     if name == "mstx":
         return _mstx()
-    if name in ("utils", "memory", "random", "streams") and STATE.installed:  # torch_npu.npu.<submodule>
+    if name in ("utils", "memory", "random", "streams", "aclnn") and STATE.installed:  # torch_npu.npu.<submodule>
         import importlib
 
         return importlib.import_module(f"torch_npu.npu.{name}")

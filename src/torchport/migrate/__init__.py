@@ -42,11 +42,14 @@ def scan_source(source: str, path: str = "<string>", *, select: Sequence[str] = 
     return analyze_text(source, path, Options(select=tuple(select), ignore=tuple(ignore)))
 
 
-def fix_source(source: str, *, select: Sequence[str] = (), ignore: Sequence[str] = (), unsafe: bool = False) -> str:
+def fix_source(source: str, *, select: Sequence[str] = (), ignore: Sequence[str] = (), unsafe: bool = False,
+               emit: str = "torchport") -> str:
     """Return ``source`` with the applicable fixes applied (unchanged when there are none).
 
     Args:
         unsafe: also apply fixes marked unsafe (they may change behaviour; see each rule's page).
+        emit: ``"torchport"`` (the fixes call the torchport runtime) or ``"torch"`` (torch core where torch
+            has the API, e.g. ``torch.accelerator``; see :mod:`torchport.migrate.emit`).
 
     Raises:
         ValueError: the source does not parse (the message says where).
@@ -54,7 +57,7 @@ def fix_source(source: str, *, select: Sequence[str] = (), ignore: Sequence[str]
     from torchport.migrate.runner import Options, analyze_text
 
     res = analyze_text(source, "<string>", Options(select=tuple(select), ignore=tuple(ignore), fix=True,
-                                                   unsafe_fixes=unsafe))
+                                                   unsafe_fixes=unsafe, emit=emit))
     if res.error is not None:
         raise ValueError(res.error.message)
     return res.fixed_source if res.fixed_source is not None else source

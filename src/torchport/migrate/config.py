@@ -4,7 +4,7 @@
 table, from the first path given (or the current directory) upward; ``--config FILE`` names one,
 ``--isolated`` ignores them all. Command-line options win over the file: ``--select`` replaces
 ``select``, ``--ignore`` adds to ``ignore``, ``--exclude`` adds to ``extend-exclude``,
-``--unsafe-fixes`` turns on what the file may leave off.
+``--unsafe-fixes`` turns on what the file may leave off, ``--emit`` replaces ``emit``.
 
 Example::
 
@@ -13,6 +13,7 @@ Example::
     ignore = ["TP109"]
     extend-exclude = ["third_party/", "**/gen_*.py"]
     unsafe-fixes = false
+    emit = "torch"                       # what fixes write: "torchport" (default) or "torch"
 
     [tool.torchport.per-file-ignores]
     "tests/**" = ["TP1"]
@@ -37,11 +38,12 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from torchport.errors import ConfigError
+from torchport.migrate.emit import EMITS
 
 __all__ = ["Config", "load_config", "find_config", "read_config", "KEYS"]
 
 #: Every key ``[tool.torchport]`` accepts (TOML spelling).
-KEYS = ("select", "ignore", "extend-exclude", "per-file-ignores", "unsafe-fixes")
+KEYS = ("select", "ignore", "extend-exclude", "per-file-ignores", "unsafe-fixes", "emit")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -55,6 +57,7 @@ class Config:
             (a pattern with a ``/`` is made absolute under :attr:`root`).
         per_file_ignores: ``(absolute pattern root, pattern, codes)`` triples.
         unsafe_fixes: apply unsafe fixes by default.
+        emit: what fixes write (``"torchport"`` or ``"torch"``), None when the file does not say.
         path: the ``pyproject.toml`` read, or None.
     """
 
@@ -63,6 +66,7 @@ class Config:
     extend_exclude: tuple[str, ...] = ()
     per_file_ignores: tuple[tuple[str, str, tuple[str, ...]], ...] = ()
     unsafe_fixes: bool = False
+    emit: str | None = None
     path: Path | None = None
 
     @property
@@ -144,6 +148,10 @@ def read_config(path: str | os.PathLike) -> Config:
     unsafe = table.get("unsafe-fixes", False)
     if not isinstance(unsafe, bool):
         raise ConfigError(f"{path}: [tool.torchport] unsafe-fixes must be true or false")
+    emit = table.get("emit")
+    if emit is not None and emit not in EMITS:
+        raise ConfigError(f"{path}: [tool.torchport] emit must be one of {', '.join(repr(e) for e in EMITS)}, "
+                          f"not {emit!r}")
     return Config(
         select=_strings(path, "select", table.get("select", [])),
         ignore=_strings(path, "ignore", table.get("ignore", [])),
@@ -152,6 +160,7 @@ def read_config(path: str | os.PathLike) -> Config:
         per_file_ignores=tuple((root.as_posix(), pattern, _strings(path, f"per-file-ignores {pattern!r}", codes))
                                for pattern, codes in pfi.items()),
         unsafe_fixes=unsafe,
+        emit=emit,
         path=path,
     )
 

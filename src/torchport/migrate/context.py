@@ -26,6 +26,7 @@ Fix = Callable[[cst.CSTNode], cst.CSTNode]
 _DEVICE = re.compile(r"^(cuda|npu|xpu|mps)(?::(\d+))?$")
 _COLLECTIVES = frozenset({"nccl", "hccl", "xccl"})
 _DEVICE_WORDS = ("cuda", "nccl", "npu", "xpu", "mps", "hccl", "xccl")
+_IMPORTS_TORCHPORT = re.compile(r"^\s*(import|from)\s+torchport\b", re.M)
 #: names that hold an integer device index when bound to an int (or taken as a parameter)
 DEVICE_INDEX_NAMES = frozenset({"rank", "local_rank", "gpu", "gpu_id", "gpu_idx", "device_id", "device_idx",
                                 "gpu_index", "device_index", "local_gpu", "ddp_local_rank", "ddp_rank"})
@@ -127,9 +128,10 @@ class FileContext:
         needs: modules a fix referenced that the file does not import yet.
     """
 
-    def __init__(self, module: cst.Module, ruleset: RuleSet) -> None:
+    def __init__(self, module: cst.Module, ruleset: RuleSet, *, emit: str = "torchport") -> None:
         self.module = module
         self.ruleset = ruleset
+        self.emit = emit
         self.imports = ImportTable.from_module(module)
         self.aliases = self.imports.aliases
         self.shadowed: frozenset[str] = frozenset()
@@ -144,6 +146,15 @@ class FileContext:
         self.alias_uses: dict[str, int] = {}
         #: per-file results a rule computes once for the whole file (keyed by rule code)
         self.memo: dict[str, object] = {}
+
+    @functools.cached_property
+    def emit_torch(self) -> bool:
+        """True when the fixes are lowered to torch core (:mod:`torchport.migrate.emit`): ``--emit torch``,
+        or a file already written against ``torch.accelerator``; never in a file that imports torchport.
+        The file's own style wins, so fixing ``--emit torch`` output with either choice changes nothing."""
+        if _IMPORTS_TORCHPORT.search(self.module.code) is not None:
+            return False
+        return self.emit == "torch" or re.search(r"\btorch\.accelerator\.", self.module.code) is not None
 
     @property
     def quote(self) -> str:
@@ -339,9 +350,12 @@ class FileContext:
         """True when the file uses CUDA (``torch.cuda``, ``.cuda()``, ``"cuda"``): a comparison with
         ``"mps"`` / ``"npu"`` there special-cases that backend and must keep meaning it.
 
-        A file that already imports torchport counts too: it is (or reads like) the output of a fix of
-        CUDA code, so fixing it again must take the same decision (fix is idempotent)."""
-        return re.search(r"\bcuda\b|^\s*(import|from)\s+torchport\b", self.module.code, re.M) is not None
+        A file that already imports torchport, or uses ``torch.accelerator``, counts too: it is (or reads
+        like) the output of a fix of CUDA code (``--emit torchport`` / ``--emit torch``), so fixing it again
+        must take the same decision (fix is idempotent)."""
+        code = self.module.code
+        return (re.search(r"\bcuda\b|\btorch\.accelerator\.", code) is not None
+                or _IMPORTS_TORCHPORT.search(code) is not None)
 
     @functools.cached_property
     def distributed(self) -> bool:

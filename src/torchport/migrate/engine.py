@@ -12,8 +12,9 @@ Flow for one file (:func:`analyze`):
 4. positions are computed only when something was found;
 5. with ``fix=True``: one transformer pass applies the chosen fixes bottom-up (each
    fix receives the node with its children already rewritten), adds ``import
-   torchport`` / ``import torch`` once, drops imports whose every use the rewrite
-   replaced (``from torch.cuda.amp import autocast``), and checks that the result
+   torchport`` / ``import torch`` once (with ``emit="torch"`` first lowering the
+   torchport spellings torch core has, :mod:`torchport.migrate.emit`), drops imports
+   whose every use the rewrite replaced (``from torch.cuda.amp import autocast``), and checks that the result
    parses -- a rewrite that does not parse is discarded and reported, never returned.
 """
 
@@ -25,6 +26,7 @@ import re
 import libcst as cst
 
 from torchport.migrate.context import LOOP_INDEX, FileContext, Fix, Reported, RuleSet
+from torchport.migrate.emit import lower
 from torchport.migrate.finding import FileError, FileResult, Finding
 from torchport.migrate.imports import add_imports, count_names, drop_unused
 from torchport.migrate.positions import positions
@@ -363,7 +365,7 @@ def _line_count(source: str) -> int:
 
 
 def analyze(source: str, path: str, ruleset: RuleSet, *, fix: bool = False, unsafe: bool = False,
-            positions_after_fix: bool = False) -> FileResult:
+            positions_after_fix: bool = False, emit: str = "torchport") -> FileResult:
     """Scan (and optionally fix) one file's source.
 
     Args:
@@ -391,7 +393,7 @@ def analyze(source: str, path: str, ruleset: RuleSet, *, fix: bool = False, unsa
     except Exception as exc:  # LibCST raises a few other types on exotic input
         result.error = FileError(path=path, message=f"could not parse: {type(exc).__name__}: {exc}")
         return result
-    ctx = FileContext(module, ruleset)
+    ctx = FileContext(module, ruleset, emit=emit)
     module.visit(_Scanner(ctx))
     for later in ctx.deferred:  # checks that need every binding in the file (integer device indices)
         later()
@@ -417,7 +419,7 @@ def analyze(source: str, path: str, ruleset: RuleSet, *, fix: bool = False, unsa
                 result.source, result.fixed_source = source, fixed_source
     findings = [_finding(path, r, pos[r.node], fixed=r.node in applied) for r in raws]
     if applied and positions_after_fix and result.fixed_source is not None:
-        after = analyze(result.fixed_source, path, ruleset)
+        after = analyze(result.fixed_source, path, ruleset, emit=emit)
         findings = [f for f in findings if f.fixed] + after.findings
     result.findings = findings
     return result
@@ -438,6 +440,10 @@ def _apply(module: cst.Module, ctx: FileContext, wanted: dict[cst.CSTNode, Fix])
         return set(), module.code, f"internal error in a fix ({detail}); file left unchanged"
     if not fixer.applied:
         return set(), module.code, None
+    if ctx.emit_torch and "torchport" in ctx.needs:   # --emit torch: torch core where torch has the API
+        new, uses_torchport = lower(new, ctx.torch, ctx.imports.module_alias("torch.distributed"))
+        if not uses_torchport:
+            ctx.needs.discard("torchport")
     imported = set(ctx.imports.top_level)
     if imported:  # an import whose every use a fix replaced goes too (e.g. `from torch.cuda.amp import autocast`)
         before = count_names(module, imported)

@@ -9,7 +9,7 @@ from typing import Iterable
 
 import libcst as cst
 
-__all__ = ["add_imports", "drop_unused", "count_names"]
+__all__ = ["add_imports", "insert_after_imports", "binding_statement", "drop_unused", "count_names"]
 
 
 def _is_import_line(stmt: cst.CSTNode) -> bool:
@@ -36,6 +36,13 @@ def add_imports(module: cst.Module, modules: Iterable[str]) -> cst.Module:
     wanted = sorted(set(modules))
     if not wanted:
         return module
+    new = [cst.SimpleStatementLine(body=[cst.Import(names=[cst.ImportAlias(name=cst.Name(m))])]) for m in wanted]
+    return insert_after_imports(module, new)
+
+
+def insert_after_imports(module: cst.Module, statements: list[cst.BaseStatement], *, not_before: int = 0) -> cst.Module:
+    """Insert module-level ``statements`` after the leading block of docstring and imports (and not before
+    the top-level statement ``not_before``)."""
     body = list(module.body)
     insert_at = 0
     for i, stmt in enumerate(body):
@@ -45,17 +52,41 @@ def add_imports(module: cst.Module, modules: Iterable[str]) -> cst.Module:
             insert_at = 1
         else:
             break
-    new = [cst.SimpleStatementLine(body=[cst.Import(names=[cst.ImportAlias(name=cst.Name(m))])]) for m in wanted]
+    insert_at = max(insert_at, not_before)
     if insert_at == 0 and body:
-        # a blank line between the new imports and the code; the code keeps its comments
+        # a blank line between the new lines and the code; the code keeps its comments
         first = body[0]
         lines = list(first.leading_lines)
         if not lines or lines[0].comment is not None:
             body[0] = first.with_changes(leading_lines=[cst.EmptyLine(), *lines])
-        body = new + body
+        body = list(statements) + body
     else:
-        body[insert_at:insert_at] = new
+        body[insert_at:insert_at] = statements
     return module.with_changes(body=body)
+
+
+def binding_statement(module: cst.Module, name: str) -> int | None:
+    """The index of the first top-level statement that imports ``name`` (``import torch`` inside a
+    ``try:`` counts), or None."""
+
+    class _Finder(cst.CSTVisitor):
+        found = False
+
+        def visit_Import(self, node: cst.Import) -> bool:
+            self.found = self.found or any(_local_name(a) == name for a in node.names)
+            return False
+
+        def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
+            if not isinstance(node.names, cst.ImportStar):
+                self.found = self.found or any(_local_name(a) == name for a in node.names)
+            return False
+
+    for i, stmt in enumerate(module.body):
+        finder = _Finder()
+        stmt.visit(finder)
+        if finder.found:
+            return i
+    return None
 
 
 class _NameCounter(cst.CSTVisitor):

@@ -23,6 +23,7 @@ import tokenize
 from pathlib import Path
 from typing import Sequence
 
+from torchport.migrate.emit import EMITS
 from torchport.migrate.finding import FileError, FileResult, Report
 from torchport.migrate.files import IgnoreRules, iter_python_files
 
@@ -52,6 +53,8 @@ class Options:
         write: write rewrites back to the files (implies ``fix``).
         per_file_ignores: ``(root, pattern, codes)``: ``codes`` are ignored in the files the gitignore-style
             ``pattern`` matches relative to the directory ``root`` (``[tool.torchport.per-file-ignores]``).
+        emit: what fixes write: ``"torchport"`` (the runtime) or ``"torch"`` (torch core where torch has
+            the API; :mod:`torchport.migrate.emit`).
     """
 
     select: tuple[str, ...] = ()
@@ -63,6 +66,7 @@ class Options:
     unsafe_fixes: bool = False
     write: bool = False
     per_file_ignores: tuple[tuple[str, str, tuple[str, ...]], ...] = ()
+    emit: str = "torchport"
 
     def __post_init__(self) -> None:
         for name in ("select", "ignore", "exclude"):
@@ -75,6 +79,8 @@ class Options:
             object.__setattr__(self, "fix", True)
         if self.jobs is not None and self.jobs < 1:
             raise ValueError(f"jobs={self.jobs}: must be >= 1")
+        if self.emit not in EMITS:
+            raise ValueError(f"emit={self.emit!r}: choose one of {', '.join(EMITS)}")
 
 
 _worker_options: Options | None = None
@@ -173,7 +179,7 @@ def analyze_text(text: str, path: str, options: Options | None = None):
     extra = _known((silenced or ()) + _per_file_ignores(path, options))
     ruleset = catalog.ruleset(options.select, options.ignore + extra)
     return analyze(text, path, ruleset, fix=options.fix, unsafe=options.unsafe_fixes,
-                   positions_after_fix=options.write)
+                   positions_after_fix=options.write, emit=options.emit)
 
 
 def run_source(text: str, path: str = "-", options: Options | None = None) -> Report:

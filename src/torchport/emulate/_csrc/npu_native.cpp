@@ -11,7 +11,8 @@
 //   native_dropout (device RNG), and pinning;
 // * a device guard with real indices (per-thread current device), accelerator hooks, device
 //   generators (each delegating to a host generator on a stream of its own), a pinned host allocator.
-// Streams and events are synchronous no-ops (host memory, synchronous execution).
+// * streams with torch_npu's ids (pools, sync-launch, external) and timing events; execution is
+//   synchronous (host memory), so every stream is idle.
 //
 // Python hooks (optional, set by torchport.emulate): a per-operator classifier called once per
 // operator (bits: warn as CPU fallback, upcast fp16 matmul/conv to fp32, post-process outputs,
@@ -35,7 +36,11 @@
 #include <c10/core/impl/alloc_cpu.h>
 #include <torch/csrc/Generator.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <ctime>
 #include <cstdio>
 #include <memory>
 #include <mutex>
@@ -43,6 +48,8 @@
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
+
+#include <unistd.h>
 
 namespace {
 
@@ -65,6 +72,14 @@ c10::DeviceIndex checked_index(c10::DeviceIndex idx) {
   TORCH_CHECK(idx < g_devices.load(), "Invalid device ordinal: ", static_cast<int>(idx),
               ", device count: ", static_cast<int>(g_devices.load()));
   return idx;
+}
+
+// The current device becomes `idx` (negative: unchanged). Checked against the guard's count (the autograd
+// engine starts a thread per index below it), so devices of a larger earlier install stay selectable.
+void select_device(c10::DeviceIndex idx) {
+  TORCH_CHECK(idx < g_capacity.load(), "Invalid device ordinal: ", static_cast<int>(idx),
+              ", device count: ", g_capacity.load());
+  if (idx >= 0) t_current = idx;
 }
 
 // ------------------------------------------------------------------------------------ memory
@@ -239,6 +254,169 @@ bool is_pinned_ptr(const void* p) {
   return g_pinned.count(p) > 0;
 }
 
+// ------------------------------------------------------------------------------------ card errors
+// torch_npu's error suffix (NPUException.cpp formatErrorCode): "\n[ERROR] <time> (PID:, Device:, RankID:)
+// ERR<submodule:2><code:3> <SUBMODULE> <text>", so messages match the card's and its tests' regexes.
+enum CardSub : int { kPTA = 0, kOPS = 1 };
+enum CardErr : int { kErrParam = 1, kErrType = 2, kErrValue = 3, kErrInternal = 5, kErrNotSupport = 7 };
+
+std::string card_error(CardSub sub, CardErr code) {
+  static const char* subs[] = {"PTA", "OPS"};
+  const char* text = code == kErrParam ? "invalid parameter"
+                     : code == kErrType ? "invalid type"
+                     : code == kErrValue ? "invalid value"
+                     : code == kErrInternal ? "internal error"
+                                            : "feature not supported";
+  char when[32];
+  std::time_t now = std::time(nullptr);
+  std::strftime(when, sizeof(when), "%Y-%m-%d-%H:%M:%S", std::localtime(&now));
+  const char* rank = std::getenv("RANK");
+  char buf[256];
+  std::snprintf(buf, sizeof(buf), "\n[ERROR] %s (PID:%d, Device:%d, RankID:%s) ERR%02d%03d %s %s", when,
+                static_cast<int>(getpid()), static_cast<int>(t_current), rank ? rank : "-1", static_cast<int>(sub),
+                static_cast<int>(code), subs[sub], text);
+  return buf;
+}
+
+// ------------------------------------------------------------------------------------ streams
+// torch_npu's stream ids (torch_npu/csrc/core/npu/NPUStream.cpp): bits 5+ name the class (0 default,
+// 1 secondary, 2 sync-launch, 3 the normal-priority pool, 4 the high-priority pool), bits 0-4 the index in a
+// pool of 32 (4 sync-launch streams); bit 30 marks an external stream (bits 0-29: its registration index).
+// Pools come into being when a stream is first taken from them; an id naming a stream never handed out is
+// rejected, as on the card. Each stream's "aclrtStream" handle is the stable address of its record; an
+// external stream's handle is the one it wraps (emulated runtime streams: npurt_create / npurt_destroy).
+// Work is synchronous on the emulator, so every stream is idle.
+namespace streams {
+enum Kind : int { kDefault = 0, kSecondary = 1, kSyncLaunch = 2, kNormal = 3, kHigh = 4 };
+constexpr int kPoolBits = 5;
+constexpr int kPoolSize = 1 << kPoolBits;
+constexpr int kPriorities = 2;
+constexpr int kSyncLaunchStreams = 4;
+constexpr int64_t kExternalMarker = int64_t(1) << 30;
+
+struct Record {  // what an emulated aclrtStream handle points at
+  int64_t id = 0;
+};
+struct Device {
+  Record default_, secondary, sync[kSyncLaunchStreams], pool[kPriorities][kPoolSize];
+  std::atomic<bool> pool_ready[kPriorities] = {false, false};
+  std::atomic<bool> sync_ready{false};
+  std::atomic<uint32_t> counter[kPriorities] = {0, 0};
+  std::atomic<uint32_t> sync_counter{0};
+  std::vector<uintptr_t> external;  // guarded by g_mutex
+};
+Device g_dev[kMaxDevices];
+std::mutex g_mutex;
+std::unordered_set<uintptr_t> g_runtime;  // live handles made by npurt_create (guarded by g_mutex)
+thread_local int64_t t_current_stream[kMaxDevices] = {};  // per device; 0: the default stream
+
+// the guard's device for a stream (torch's autograd engine asks for every index below the guard's capacity)
+c10::DeviceIndex device_of(c10::DeviceIndex idx) {
+  if (idx < 0) return t_current;
+  TORCH_CHECK(idx < kMaxDevices, "Invalid device_index: ", static_cast<int>(idx));
+  return idx;
+}
+
+int64_t make_id(int kind, int64_t index) { return (static_cast<int64_t>(kind) << kPoolBits) | index; }
+bool is_external(int64_t id) { return (static_cast<uint64_t>(id) & kExternalMarker) != 0; }
+c10::Stream as_stream(int64_t id, c10::DeviceIndex dev) {
+  return c10::Stream(c10::Stream::UNSAFE, c10::Device(kNpu, dev), id);
+}
+
+// the card's NPUStream_internals: the record behind (id, dev), or the card's error
+uintptr_t handle(int64_t id, c10::DeviceIndex dev) {
+  TORCH_CHECK(dev >= 0 && dev < kMaxDevices, "Invalid device_index: ", static_cast<int>(dev), ", valid range is [0, ",
+              kMaxDevices, ")", card_error(kPTA, kErrValue));
+  auto& d = g_dev[dev];
+  const auto s = as_stream(id, dev);
+  if (is_external(id)) {
+    const auto index = static_cast<size_t>(static_cast<uint64_t>(id) & (kExternalMarker - 1));
+    std::lock_guard<std::mutex> lock(g_mutex);
+    TORCH_CHECK(index < d.external.size(), "Unrecognized external NPU stream ", s, card_error(kPTA, kErrParam));
+    return d.external[index];
+  }
+  const auto kind = static_cast<uint8_t>(static_cast<uint32_t>(id) >> kPoolBits);
+  const auto index = static_cast<size_t>(static_cast<uint32_t>(id) & (kPoolSize - 1));
+  switch (kind) {
+    case kDefault:
+      TORCH_CHECK(index == 0, "Unrecognized stream ", s, " (I think this should be the default stream, but I got a "
+                  "non-zero index ", index, "). Did you manufacture the StreamId yourself?  Don't do that; use the "
+                  "official API like c10_npu::getStreamFromPool() to get a new stream.", card_error(kPTA, kErrParam));
+      return reinterpret_cast<uintptr_t>(&d.default_);
+    case kSecondary:
+      return reinterpret_cast<uintptr_t>(&d.secondary);
+    case kNormal:
+    case kHigh:
+      TORCH_CHECK(d.pool_ready[kind - kNormal].load(), "Uninitialized NPU stream ", s, " Did you manufacture the "
+                  "StreamId yourself?  Don't do that; use the official API like c10_npu::getStreamFromPool() to get a "
+                  "new stream.", card_error(kPTA, kErrParam));
+      return reinterpret_cast<uintptr_t>(&d.pool[kind - kNormal][index]);
+    case kSyncLaunch:
+      TORCH_CHECK(index < kSyncLaunchStreams, "Invalid sync launch stream index ", index, " for NPU stream ", s,
+                  " (pool size is ", kSyncLaunchStreams, ")", card_error(kPTA, kErrParam));
+      TORCH_CHECK(d.sync_ready.load(), "Uninitialized sync launch NPU stream for device ", static_cast<int>(dev),
+                  ", index ", index, card_error(kPTA, kErrParam));
+      return reinterpret_cast<uintptr_t>(&d.sync[index]);
+    default:
+      TORCH_CHECK(false, "Unrecognized stream ", s, " (I didn't recognize the stream type, ", static_cast<int>(kind),
+                  ")", card_error(kPTA, kErrParam));
+  }
+}
+
+int64_t from_pool(c10::DeviceIndex dev, int priority) {  // getStreamFromPool: round robin over 32 per class
+  const int p = std::clamp(-priority, 0, kPriorities - 1);
+  auto& d = g_dev[dev];
+  d.pool_ready[p].store(true);
+  return make_id(kNormal + p, (d.counter[p]++) % kPoolSize);
+}
+
+int64_t sync_launch(c10::DeviceIndex dev) {
+  auto& d = g_dev[dev];
+  d.sync_ready.store(true);
+  return make_id(kSyncLaunch, (d.sync_counter++) % kSyncLaunchStreams);
+}
+
+int64_t external(uintptr_t stream, c10::DeviceIndex dev) {  // getStreamFromExternal: one id per handle
+  TORCH_CHECK(stream != 0, "External NPU stream does not support nullptr.", card_error(kPTA, kErrParam));
+  std::lock_guard<std::mutex> lock(g_mutex);
+  auto& ext = g_dev[dev].external;
+  for (size_t i = 0; i < ext.size(); ++i) {
+    if (ext[i] == stream) return kExternalMarker | static_cast<int64_t>(i);
+  }
+  ext.push_back(stream);
+  return kExternalMarker | static_cast<int64_t>(ext.size() - 1);
+}
+
+void check_not_external(int64_t id, const char* api) {
+  TORCH_CHECK(!is_external(id), "External NPU stream is not supported in ", api,
+              ". This path requires a torch_npu-managed stream.", card_error(kPTA, kErrNotSupport));
+}
+
+// npurt: the emulator's runtime streams (aclrtCreateStream / aclrtDestroyStream); 0 or ACL_ERROR_INVALID_PARAM
+constexpr int kAclInvalidParam = 100000;
+int npurt_create(uintptr_t out) {
+  if (out == 0) return kAclInvalidParam;
+  auto* r = new Record();
+  std::lock_guard<std::mutex> lock(g_mutex);
+  g_runtime.insert(reinterpret_cast<uintptr_t>(r));
+  *reinterpret_cast<void**>(out) = r;
+  return 0;
+}
+int npurt_destroy(uintptr_t stream) {
+  if (stream == 0) return kAclInvalidParam;
+  std::lock_guard<std::mutex> lock(g_mutex);
+  if (g_runtime.erase(stream) == 0) return kAclInvalidParam;
+  delete reinterpret_cast<Record*>(stream);
+  return 0;
+}
+}  // namespace streams
+
+// ------------------------------------------------------------------------------------ events
+// An event records the host clock (work is synchronous, so "recorded" is "completed").
+struct EmuEvent {
+  std::chrono::steady_clock::time_point when;
+};
+
 // ------------------------------------------------------------------------------------ guard
 struct NpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   c10::DeviceType type() const override { return kNpu; }
@@ -250,24 +428,60 @@ struct NpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   c10::Device getDevice() const override { return c10::Device(kNpu, t_current); }
   void setDevice(c10::Device d) const override {
     TORCH_CHECK(d.type() == kNpu, "expected a npu device, got ", d);
-    if (d.index() >= 0) t_current = d.index();
+    select_device(d.index());
   }
   void uncheckedSetDevice(c10::Device d) const noexcept override {
     if (d.index() >= 0) t_current = d.index();
   }
-  c10::Stream getStream(c10::Device d) const override { return c10::Stream(c10::Stream::DEFAULT, d); }
-  c10::Stream getDefaultStream(c10::Device d) const override { return c10::Stream(c10::Stream::DEFAULT, d); }
-  c10::Stream getNewStream(c10::Device d, int priority = 0) const override {
-    return c10::Stream(c10::Stream::DEFAULT, d);
+  // streams and events: see the "streams" and "events" blocks above
+  c10::Stream getStream(c10::Device d) const override {
+    const auto dev = streams::device_of(d.index());
+    return streams::as_stream(streams::t_current_stream[dev], dev);
   }
-  c10::Stream exchangeStream(c10::Stream s) const override { return c10::Stream(c10::Stream::DEFAULT, s.device()); }
+  c10::Stream getDefaultStream(c10::Device d) const override { return streams::as_stream(0, streams::device_of(d.index())); }
+  c10::Stream getStreamFromGlobalPool(c10::Device d, bool high = false) const override {
+    const auto dev = streams::device_of(d.index());
+    return streams::as_stream(streams::from_pool(dev, high ? -1 : 0), dev);
+  }
+  c10::Stream getNewStream(c10::Device d, int priority = 0) const override {
+    const auto dev = streams::device_of(d.index());
+    return streams::as_stream(streams::from_pool(dev, priority), dev);
+  }
+  c10::Stream exchangeStream(c10::Stream s) const override {
+    const auto dev = streams::device_of(s.device_index());
+    streams::handle(s.id(), dev);
+    const auto old = streams::t_current_stream[dev];
+    streams::t_current_stream[dev] = s.id();
+    return streams::as_stream(old, dev);
+  }
+  void* getStreamNativeHandle(const c10::Stream s) const override {
+    return reinterpret_cast<void*>(streams::handle(s.id(), s.device_index()));
+  }
   c10::DeviceIndex deviceCount() const noexcept override { return static_cast<c10::DeviceIndex>(g_capacity.load()); }
-  void record(void** event, const c10::Stream&, const c10::DeviceIndex, const c10::EventFlag) const override {}
-  void block(void*, const c10::Stream&) const override {}
+  void record(void** event, const c10::Stream& s, const c10::DeviceIndex, const c10::EventFlag) const override {
+    streams::check_not_external(s.id(), "NPUEvent::record");
+    if (*event == nullptr) *event = new EmuEvent();
+    static_cast<EmuEvent*>(*event)->when = std::chrono::steady_clock::now();
+  }
+  void block(void*, const c10::Stream& s) const override { streams::check_not_external(s.id(), "NPUEvent::block"); }
   bool queryEvent(void*) const override { return true; }
-  void destroyEvent(void*, const c10::DeviceIndex) const noexcept override {}
-  bool queryStream(const c10::Stream&) const override { return true; }
-  void synchronizeStream(const c10::Stream&) const override {}
+  void destroyEvent(void* event, const c10::DeviceIndex) const noexcept override { delete static_cast<EmuEvent*>(event); }
+  double elapsedTime(void* start, void* end, const c10::DeviceIndex) const override {
+    TORCH_CHECK(start != nullptr && end != nullptr, "Both events must be recorded before calculating elapsed time.");
+    const auto d = static_cast<EmuEvent*>(end)->when - static_cast<EmuEvent*>(start)->when;
+    return std::chrono::duration<double, std::milli>(d).count();
+  }
+  bool queryStream(const c10::Stream& s) const override {
+    TORCH_CHECK(!streams::is_external(s.id()), "Cannot query external NPU stream status. The caller must track stream "
+                "completion externally.", card_error(kPTA, kErrNotSupport));
+    streams::handle(s.id(), s.device_index());
+    return true;
+  }
+  void synchronizeStream(const c10::Stream& s) const override {
+    TORCH_CHECK(!streams::is_external(s.id()), "External NPU stream is not supported in NPUStream::synchronize. The "
+                "caller is responsible for synchronization of external streams.", card_error(kPTA, kErrNotSupport));
+    streams::handle(s.id(), s.device_index());
+  }
   void synchronizeEvent(void*) const override {}
   void synchronizeDevice(const c10::DeviceIndex) const override {}
   void recordDataPtrOnStream(const c10::DataPtr&, const c10::Stream&) const override {}
@@ -281,6 +495,7 @@ NpuGuardImpl g_guard;
 struct NpuGeneratorImpl : public c10::GeneratorImpl {
   c10::intrusive_ptr<at::CPUGeneratorImpl> inner;
   uint64_t seed_;
+  uint64_t offset_ = 0;
   explicit NpuGeneratorImpl(c10::DeviceIndex idx, uint64_t seed = c10::default_rng_seed_val)
       : c10::GeneratorImpl(c10::Device(kNpu, idx), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1)),
         inner(c10::make_intrusive<at::CPUGeneratorImpl>()) {
@@ -296,21 +511,50 @@ struct NpuGeneratorImpl : public c10::GeneratorImpl {
     seed_ = seed;
     inner->set_current_seed(mix(seed));
   }
-  void set_offset(uint64_t offset) override { inner->set_offset(offset); }
-  uint64_t get_offset() const override { return inner->get_offset(); }
+  void set_offset(uint64_t offset) override { offset_ = offset; }
+  uint64_t get_offset() const override { return offset_; }
   uint64_t current_seed() const override { return seed_; }
   uint64_t seed() override {
     uint64_t s = c10::detail::getNonDeterministicRandom();
     set_current_seed(s);
     return s;
   }
-  void set_state(const c10::TensorImpl& new_state) override { inner->set_state(new_state); }
-  c10::intrusive_ptr<c10::TensorImpl> get_state() const override { return inner->get_state(); }
+  // The state starts with the card's layout (torch_npu's Philox generator: seed, then offset, 8 bytes each),
+  // so `get_rng_state()[0]` is the seed's low byte as on the card; then the host generator's state that draws.
+  // A 16-byte state from a card restores its seed and offset (the draws then follow this emulator's stream).
+  static constexpr int64_t kCardBytes = 16;
+  void set_state(const c10::TensorImpl& new_state) override {
+    at::detail::check_rng_state(new_state);
+    const int64_t n = new_state.numel();
+    const auto host_bytes = inner->get_state()->numel();
+    TORCH_CHECK(n == kCardBytes || n == kCardBytes + host_bytes, "RNG state is wrong size");
+    const auto* p = static_cast<const uint8_t*>(new_state.data());
+    uint64_t seed = 0, offset = 0;
+    std::memcpy(&seed, p, 8);
+    std::memcpy(&offset, p + 8, 8);
+    set_current_seed(seed);
+    offset_ = offset;
+    if (n > kCardBytes) {
+      at::Tensor host = at::empty({n - kCardBytes}, at::TensorOptions().dtype(at::kByte));
+      std::memcpy(host.data_ptr(), p + kCardBytes, static_cast<size_t>(n - kCardBytes));
+      inner->set_state(*host.unsafeGetTensorImpl());
+    }
+  }
+  c10::intrusive_ptr<c10::TensorImpl> get_state() const override {
+    auto host = inner->get_state();
+    at::Tensor out = at::empty({kCardBytes + host->numel()}, at::TensorOptions().dtype(at::kByte));
+    auto* p = static_cast<uint8_t*>(out.data_ptr());
+    std::memcpy(p, &seed_, 8);
+    std::memcpy(p + 8, &offset_, 8);
+    std::memcpy(p + kCardBytes, host->data(), static_cast<size_t>(host->numel()));
+    return out.getIntrusivePtr();
+  }
   static c10::DeviceType device_type() { return kNpu; }
 
  private:
   NpuGeneratorImpl* clone_impl() const override {
     auto* g = new NpuGeneratorImpl(device().index(), seed_);
+    g->offset_ = offset_;
     g->inner = c10::make_intrusive<at::CPUGeneratorImpl>();
     g->inner->set_state(*inner->get_state());
     return g;
@@ -347,11 +591,11 @@ struct NpuHooks final : public at::PrivateUse1HooksInterface {
   bool hasPrimaryContext(c10::DeviceIndex) const override { return g_available.load(); }
   void init() const override {}
   c10::DeviceIndex deviceCount() const override { return g_available.load() ? g_devices.load() : 0; }
-  void setCurrentDevice(c10::DeviceIndex d) const override { t_current = d; }
+  void setCurrentDevice(c10::DeviceIndex d) const override { select_device(d); }
   c10::DeviceIndex getCurrentDevice() const override { return t_current; }
   c10::DeviceIndex exchangeDevice(c10::DeviceIndex d) const override {
     auto old = t_current;
-    if (d >= 0) t_current = d;
+    select_device(d);
     return old;
   }
   c10::DeviceIndex maybeExchangeDevice(c10::DeviceIndex d) const override { return exchangeDevice(d); }
@@ -757,7 +1001,20 @@ at::Scalar npu_local_scalar_dense(const at::Tensor& self) {
   return at::native::_local_scalar_dense_cpu(host_alias(self));
 }
 
-void npu_record_stream(at::Tensor& self, at::Stream s) {}  // synchronous device: nothing to track
+void npu_record_stream(at::Tensor& self, at::Stream s) {  // synchronous device: nothing to track
+  streams::check_not_external(s.id(), "record_stream");
+  streams::handle(s.id(), s.device_index());
+}
+
+// torch_npu's contiguous (aten/common/TensorProperties.cpp): a tensor already contiguous in the format is
+// returned as is; otherwise the card copies only to the plain contiguous format (channels_last and
+// preserve_format are rejected). Registered for autograd too, so gradients flow through the clone.
+at::Tensor npu_contiguous(const at::Tensor& self, at::MemoryFormat memory_format) {
+  if (self.is_contiguous(memory_format)) return self;
+  TORCH_CHECK(memory_format == at::MemoryFormat::Contiguous,
+              "NPU contiguous operator only supported contiguous memory format.", card_error(kOPS, kErrNotSupport));
+  return self.clone(memory_format);
+}
 
 bool npu_is_pinned(const at::Tensor& self, std::optional<at::Device> device) { return false; }
 
@@ -789,7 +1046,7 @@ bool npu_compatible_shallow_copy(const at::Tensor& self, const at::Tensor& from)
 
 // registered once, for the life of the process (like the guard and hooks): after uninstall they refuse
 // to run ("the emulated NPU was uninstalled") instead of vanishing
-std::unique_ptr<torch::Library> g_kernels, g_fallback_lib;
+std::unique_ptr<torch::Library> g_kernels, g_autograd_kernels, g_fallback_lib;
 
 void register_kernels() {
   if (g_kernels) return;
@@ -819,6 +1076,11 @@ void register_kernels() {
   m.impl("_pin_memory", TORCH_FN(npu_pin_memory));
   m.impl("native_dropout", TORCH_FN(npu_native_dropout));
   m.impl("_has_compatible_shallow_copy_type", TORCH_FN(npu_compatible_shallow_copy));
+  m.impl("contiguous", TORCH_FN(npu_contiguous));
+  g_autograd_kernels = std::make_unique<torch::Library>(
+      torch::Library::IMPL, "aten", std::optional<c10::DispatchKey>(c10::DispatchKey::AutogradPrivateUse1), __FILE__,
+      __LINE__);
+  g_autograd_kernels->impl("contiguous", TORCH_FN(npu_contiguous));
   g_fallback_lib = std::make_unique<torch::Library>(torch::Library::IMPL, "_", std::optional<c10::DispatchKey>(kNpuKey),
                                                     __FILE__, __LINE__);
   g_fallback_lib->fallback(torch::CppFunction::makeFromBoxedFunction<&npu_fallback>());
@@ -891,6 +1153,23 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     TORCH_CHECK(t.device().type() == c10::kCPU, "adopt: expected a CPU tensor, got ", t.device());
     return tensor_on(adopt_storage(t.storage(), checked_index(static_cast<c10::DeviceIndex>(idx))), kNpuKey, t);
   }, "an npu tensor over a CPU tensor's bytes (no copy)");
+  // streams (torch_npu's ids; see the "streams" block)
+  m.def("stream_new", [](int idx, int priority) { return streams::from_pool(checked_index(idx), priority); });
+  m.def("stream_sync_launch", [](int idx) { return streams::sync_launch(checked_index(idx)); });
+  m.def("stream_external", [](uintptr_t handle, int idx) { return streams::external(handle, checked_index(idx)); });
+  m.def("stream_handle", [](int64_t id, int idx) { return streams::handle(id, static_cast<c10::DeviceIndex>(idx)); },
+        "the stream's handle (its aclrtStream); the card's error for an id it never handed out");
+  m.def("stream_current", [](int idx) { return streams::t_current_stream[checked_index(idx)]; });
+  m.def("stream_set", [](int64_t id, int idx) {
+    const auto dev = checked_index(idx);
+    streams::handle(id, dev);
+    streams::t_current_stream[dev] = id;
+  });
+  m.def("stream_check_not_external", &streams::check_not_external);
+  m.def("npurt_stream_create", &streams::npurt_create, "aclrtCreateStream into the pointer at `out`");
+  m.def("npurt_stream_destroy", &streams::npurt_destroy, "aclrtDestroyStream");
+  m.def("card_error", [](int sub, int code) { return card_error(static_cast<CardSub>(sub), static_cast<CardErr>(code)); },
+        "torch_npu's error suffix (ERR<sub><code> ...)");
   m.def("memory_stats", [](int idx) {
     TORCH_CHECK(idx >= 0 && idx < kMaxDevices, "bad device index ", idx);
     std::lock_guard<std::mutex> lock(g_stats_mutex);

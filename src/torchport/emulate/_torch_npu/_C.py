@@ -58,6 +58,16 @@ def _npu_getCurrentRawStream(device_index: int) -> int:  # noqa: N802
 _npu_getCurrentRawStreamNoWait = _npu_getCurrentRawStream
 
 
+def _card_error(sub: int, code: int) -> str:
+    """torch_npu's error suffix (``ERR<sub><code> ...``), as the card appends it."""
+    return STATE.native.card_error(sub, code)
+
+
+def _npu_eraseStream(tensor: torch.Tensor, stream_id: int, device_index: int, device_type: int) -> None:  # noqa: N802
+    """Check the stream names one the device handed out (the card's check); nothing is cached to erase."""
+    torch.npu.Stream(stream_id=stream_id, device_index=device_index, device_type=device_type)
+
+
 def _get_device_index_of_current_thread() -> int:
     return torch.npu.current_device()
 

@@ -17,7 +17,7 @@ __torchport_emulated__ = True
 __version__ = "2.14.0+torchport.emulated"
 __all__ = ["npu", "npu_format_cast", "npu_format_cast_", "get_npu_format", "npu_fusion_attention",
            "npu_prompt_flash_attention", "empty_with_format", "get_storage_size", "profiler", "optim", "contrib",
-           "utils"]
+           "utils", "erase_stream"]
 
 npu = torch.npu
 npu_format_cast = _formats.npu_format_cast
@@ -31,3 +31,5 @@ from ._fusion_attention import npu_fusion_attention  # noqa: E402  (transformers
 from ._custom_ops import empty_with_format, get_storage_size, npu_prompt_flash_attention  # noqa: E402
 
 from . import _C, contrib, optim, profiler, utils  # noqa: E402,F401  (as torch_npu's own __init__ imports them)
+
+erase_stream = torch.npu.utils._erase_stream

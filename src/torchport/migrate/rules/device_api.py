@@ -299,6 +299,11 @@ class CudnnKnob(Rule):
 
     def on_assign(self, ctx, node: cst.Assign, qualname: str) -> None:
         knob = _CUDA_KNOBS[qualname]
+        if ctx.emit_torch:   # torch has no backend-neutral knob; this one is harmless off CUDA: it stays
+            hint = self._HINTS.get(_short(qualname), "it only affects CUDA")
+            ctx.claim(node.targets[0].target)
+            ctx.report(self, node, f"`{qualname}` is a CUDA-only setting (kept by --emit torch); {hint}")
+            return
         report_tune_assign(self, ctx, node, knob, f"`{qualname}` is a CUDA-only setting; use `torchport.tune({knob}=...)`")
 
 

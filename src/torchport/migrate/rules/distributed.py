@@ -65,9 +65,8 @@ class DdpDeviceIds(Rule):
                  "call `torchport.select_device(index=rank)` first).")
 
     def on_call(self, ctx, node: cst.Call, qualname: str) -> None:
-        ids = keyword(node, "device_ids") or positional(node, 1)
-        out = keyword(node, "output_device") or positional(node, 2)
-        if ids is None and out is None:
+        ids, out = _ids_out(node)
+        if ids is None and out is None or all(_guarded(ctx, a.value) for a in (ids, out) if a is not None):
             return
         module = keyword(node, "module") or positional(node, 0)
         n_pos = sum(a.keyword is None for a in node.args)
@@ -83,11 +82,40 @@ class DdpDeviceIds(Rule):
             first = mod.with_changes(keyword=None, equal=cst.MaybeSentinel.DEFAULT)
             return with_args(n.with_changes(func=ctx.expr(f"{ctx.tp}.wrap_ddp")), [first, *rest])
 
+        def guarded(n: cst.Call) -> cst.Call:
+            """--emit torch: the same ids where an accelerator exists, None on the CPU."""
+            n_ids, n_out = _ids_out(n)
+            space = cst.SimpleWhitespace(" ")
+
+            def only_with_accelerator(arg: cst.Arg) -> cst.Arg:
+                return arg.with_changes(value=cst.IfExp(
+                    test=ctx.expr(f"{ctx.torch}.accelerator.is_available()"), body=arg.value, orelse=cst.Name("None"),
+                    whitespace_before_if=space, whitespace_after_if=space, whitespace_before_else=space,
+                    whitespace_after_else=space))
+
+            return n.with_changes(args=[only_with_accelerator(a) if a is n_ids or a is n_out else a for a in n.args])
+
         def later() -> None:
+            if ctx.emit_torch:   # the call keeps its ids: safe on every device
+                ctx.report(self, node, msg.replace("use `torchport.wrap_ddp(model)`",
+                                                   "pass them only where an accelerator exists"), fix=guarded,
+                           safety="safe")
+                return
             safe = all(ctx.int_device(v) == "local" or _selected(ctx, v) for v in _id_values(ids, out))
             ctx.report(self, node, msg, fix=fix, safety="safe" if safe else "unsafe")
 
         ctx.defer(later)
+
+
+def _guarded(ctx, value: cst.BaseExpression) -> bool:
+    """True for ``ids if torch.accelerator.is_available() else None`` (what ``--emit torch`` writes)."""
+    return (isinstance(value, cst.IfExp) and isinstance(value.orelse, cst.Name) and value.orelse.value == "None"
+            and ctx.is_call_to(value.test, "torch.accelerator.is_available"))
+
+
+def _ids_out(call: cst.Call) -> tuple[cst.Arg | None, cst.Arg | None]:
+    """The ``device_ids`` and ``output_device`` arguments of a DDP call (keyword or positional)."""
+    return keyword(call, "device_ids") or positional(call, 1), keyword(call, "output_device") or positional(call, 2)
 
 
 def _selected(ctx, index: cst.BaseExpression) -> bool:

@@ -26,3 +26,17 @@ is_available = torch.npu.is_available
 is_bf16_supported = torch.npu.is_bf16_supported
 StreamContext = torch.npu.StreamContext
 stream = torch.npu.stream
+
+
+def _erase_stream(tensor, stream):
+    """``torch_npu.erase_stream``: drop the tag ``tensor.record_stream(stream)`` put on the tensor's memory.
+
+    The emulated device runs work synchronously and returns memory to the host the moment the last
+    reference goes (no caching allocator), so no tag ever delays a free: this checks the arguments as the
+    card does and has nothing else to do."""
+    if not isinstance(tensor, torch.Tensor):
+        raise TypeError(f"tensor should be torch.Tensor, could not be {type(tensor)}" + _C._card_error(0, 2))
+    if not isinstance(stream, torch.npu.Stream):
+        raise TypeError(f"stream should be torch_npu.npu.Stream, could not be {type(stream)}" + _C._card_error(0, 2))
+    _C._npu_eraseStream(tensor=tensor, stream_id=stream.stream_id, device_index=stream.device_index,
+                        device_type=stream.device_type)
