@@ -106,3 +106,12 @@ def test_two_wrapped_models_each_keep_their_module_reads():
     """)
     assert "netG = torchport.wrap_ddp(netG)\nnetD = torchport.wrap_ddp(netD)\n" in out, out
     assert '{"G": getattr(netG, "module", netG).state_dict(), "D": getattr(netD, "module", netD).state_dict()}' in out
+
+
+def test_emit_torch_writes_ddp_or_the_model_with_torch_only():
+    fixed = fix_source(SCRIPT, emit="torch")
+    assert ("model = (torch.nn.parallel.DistributedDataParallel(model) if torch.distributed.is_initialized() "
+            "else model)\n") in fixed, fixed
+    assert "torchport" not in fixed
+    before, after = exec_on_cpu(SCRIPT), exec_on_cpu(fixed)
+    assert before["losses"] == after["losses"]

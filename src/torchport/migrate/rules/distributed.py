@@ -159,7 +159,8 @@ class DataParallel(Rule):
                  "`torchport.wrap_ddp(model)` -- the model itself in a single process (what DataParallel computes "
                  "on one device), DistributedDataParallel with the right `device_ids` once the script runs under "
                  "torchrun with `torchport.init_distributed()` -- and `model.module` becomes "
-                 "`getattr(model, \"module\", model)`. Differences: the `state_dict` keys lose DataParallel's "
+                 "`getattr(model, \"module\", model)` (with `--emit torch`: `(torch.nn.parallel.DistributedDataParallel(model) "
+                 "if torch.distributed.is_initialized() else model)`). Differences: the `state_dict` keys lose DataParallel's "
                  "`module.` prefix (a checkpoint saved by the original loads with an error naming the keys; "
                  "with `load_state_dict(..., strict=False)` in the file the fix is unsafe, as nothing would be "
                  "loaded); on a machine with several GPUs a single process now uses one -- launch with "
@@ -219,8 +220,13 @@ def _data_parallel_fix(rule: Rule, ctx, node: cst.Call, msg: str) -> None:
         return
     safety = "unsafe" if "strict=False" in ctx.module.code else "safe"
 
-    def fix(n: cst.Call) -> cst.Call:
+    def fix(n: cst.Call) -> cst.BaseExpression:
         mod = next(a for a in n.args if a.keyword is None or a.keyword.value == "module")
+        if ctx.emit_torch:  # torch only: DDP once a process group exists, else the model itself (what wrap_ddp does)
+            t = ctx.torch
+            ddp = cst.Call(func=ctx.expr(f"{t}.nn.parallel.DistributedDataParallel"), args=[cst.Arg(mod.value)])
+            return cst.IfExp(test=ctx.expr(f"{t}.distributed.is_initialized()"), body=ddp, orelse=mod.value,
+                             lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
         return with_args(n.with_changes(func=ctx.expr(f"{ctx.tp}.wrap_ddp")),
                          [mod.with_changes(keyword=None, equal=cst.MaybeSentinel.DEFAULT)])
 
