@@ -106,3 +106,49 @@ def test_state_dict_round_trip_in_process():
         assert amp.state_dict() == {"loss_scaler0": {"loss_scale": 128.0, "unskipped": 3}}
     import sys as _sys
     assert "apex" not in _sys.modules
+
+
+def test_the_rest_of_apex_a_training_script_imports_runs_as_torch():
+    # NVIDIA's imagenet example (main_amp.py) imports all of these before anything runs; Ascend
+    # ModelZoo scripts call apex.optimizers.NpuFusedSGD and apex.parallel.convert_syncbn_model
+    import torchport.emulate as emulate
+
+    with emulate.emulated():
+        import torch
+
+        import apex
+        from apex.fp16_utils import to_python_float
+        from apex.multi_tensor_apply import multi_tensor_applier
+        from apex.parallel import DistributedDataParallel
+
+        assert issubclass(DistributedDataParallel, torch.nn.parallel.DistributedDataParallel)
+        assert multi_tensor_applier.available is False   # scripts then take their per-tensor path
+        assert to_python_float(torch.tensor([2.5], device="npu")) == 2.5
+        net = apex.parallel.convert_syncbn_model(torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3),
+                                                                     torch.nn.BatchNorm2d(4)))
+        assert isinstance(net[1], torch.nn.SyncBatchNorm)
+
+        def train(make_opt):
+            torch.manual_seed(0)
+            model = torch.nn.Linear(4, 2).to("npu")
+            opt = make_opt(model.parameters())
+            x = torch.randn(8, 4).to("npu")
+            for _ in range(3):
+                opt.zero_grad()
+                model(x).square().mean().backward()
+                opt.step()
+            return model.weight.detach().cpu()
+
+        # a fused optimizer is the torch optimizer of its rule: the same weights, bitwise
+        assert torch.equal(train(lambda p: apex.optimizers.FusedSGD(p, lr=0.1, momentum=0.9)),
+                           train(lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9)))
+        assert torch.equal(train(lambda p: apex.optimizers.FusedAdam(p, lr=0.1, weight_decay=0.1)),
+                           train(lambda p: torch.optim.AdamW(p, lr=0.1, weight_decay=0.1)))
+        assert torch.equal(train(lambda p: apex.optimizers.FusedAdam(p, lr=0.1, adam_w_mode=False)),
+                           train(lambda p: torch.optim.Adam(p, lr=0.1)))
+        assert torch.equal(train(lambda p: apex.optimizers.NpuFusedSGD(p, lr=0.1)),
+                           train(lambda p: torch.optim.SGD(p, lr=0.1)))
+        with pytest.raises(ValueError, match="gradient_predivide_factor"):
+            DistributedDataParallel(torch.nn.Linear(2, 2), gradient_predivide_factor=2.0)
+    import sys as _sys
+    assert not [k for k in _sys.modules if k == "apex" or k.startswith("apex.")]

@@ -3,6 +3,7 @@ stream arguments, the legacy typed constructors, and libraries validating a user
 
 from __future__ import annotations
 
+import os
 import textwrap
 
 import numpy as np
@@ -77,6 +78,21 @@ def test_library_validating_the_users_cuda_device_passes(timm_like):
     assert timm_like.init_distributed_device("cuda:0") == "cuda:0"
     assert timm_like.init_distributed_device("cuda") == "cuda"
     assert timm_like.has_cuda_kernels() is False  # no CUDA string handed down: the library's own question
+
+
+
+def test_library_installed_beside_the_stdlib_validating_cuda_passes():
+    """timm installed in site-packages: a virtualenv's (and a plain install's) stdlib folder holds
+    site-packages, so the library counted as stdlib and got the real answer (timm's train.py failed
+    under `torchport run` with "CUDA is not available but cuda was specified")."""
+    import sysconfig
+
+    filename = os.path.join(sysconfig.get_paths()["purelib"], "timm_like_installed", "distributed.py")
+    scope: dict = {}
+    exec(compile(TIMM_LIKE, filename, "exec"), scope)   # frames carry the installed library's file name
+    shim.install("cpu")
+    assert scope["init_distributed_device"]("cuda") == "cuda"
+    assert scope["has_cuda_kernels"]() is False
 
 
 SPAWN = textwrap.dedent('''

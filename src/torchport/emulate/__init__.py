@@ -313,6 +313,7 @@ def install(
             raise
         _distributed.register()
         _register_spec()
+        STATE.native.reload_alloc_conf()  # the program's first allocation reads PYTORCH_NPU_ALLOC_CONF
         import logging
 
         logging.getLogger("torchport.emulate").info(

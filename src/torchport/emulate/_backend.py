@@ -79,11 +79,11 @@ def _check_can_install() -> None:
 
 
 def _generate_methods() -> None:
-    owners = [torch.Tensor, torch.nn.Module, torch.UntypedStorage, torch.storage.TypedStorage,
-              torch.nn.utils.rnn.PackedSequence]
+    owners = [torch.Tensor, torch.nn.Module, torch.storage._StorageBase, torch.UntypedStorage,
+              torch.storage.TypedStorage, torch.nn.utils.rnn.PackedSequence]
     before = {id(o): set(vars(o)) for o in owners}
-    if not hasattr(torch.Tensor, f"is_{_NAME}"):
-        torch.utils.generate_methods_for_privateuse1_backend()
+    if not hasattr(torch.Tensor, f"is_{_NAME}"):  # storages too: TypedStorage.npu(), as torch_npu has
+        torch.utils.generate_methods_for_privateuse1_backend(for_storage=True)
     _added_methods[:] = [(o, a) for o in owners for a in set(vars(o)) - before[id(o)]]
 
 

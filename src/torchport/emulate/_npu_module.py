@@ -45,9 +45,6 @@ __all__ = [
 
 #: what the emulated card calls itself (a real 910B3 reports "Ascend910B3")
 DEVICE_NAME = "Ascend910B3 (emulated)"
-#: HBM of one 910B3 card; used by mem_get_info / get_device_properties
-TOTAL_MEMORY = 64 * 1024**3
-_reserved: list[int] = []
 
 
 # ----------------------------------------------------------------------------- devices
@@ -186,7 +183,7 @@ class _DeviceProperties(collections.namedtuple("_NPUDeviceProperties", "name tot
 
 def get_device_properties(device_name: Any = None) -> _DeviceProperties:
     idx = _checked(device_name)
-    props = _DeviceProperties(DEVICE_NAME, TOTAL_MEMORY, 20, 40, 192 * 1024**2)
+    props = _DeviceProperties(DEVICE_NAME, STATE.native.total_memory(), 20, 40, 192 * 1024**2)
     props.uuid = uuid.uuid5(uuid.NAMESPACE_OID, f"torchport-emulated-npu-{idx}")  # stable per card
     return props
 
@@ -322,38 +319,46 @@ def set_rng_state_all(new_states: Any) -> None:
 
 
 # ----------------------------------------------------------------------------- memory
-def _stats(idx: int) -> dict:
-    """The device allocator's counters for ``npu:idx`` (npu_native.cpp)."""
-    return STATE.native.memory_stats(idx)
+# One source of truth: the device allocator in npu_native.cpp (c10 DeviceStats per device, which
+# torch.accelerator's memory functions read too). It caches nothing, so reserved == allocated.
+def memory_stats_as_nested_dict(device: Any = None) -> dict:
+    """``memory_stats`` as nested dicts (``{"allocated_bytes": {"all": {"current": ...}}}``), as torch_npu returns."""
+    return STATE.native.memory_stats(_checked(device))
+
+
+def memory_stats(device: Any = None) -> "collections.OrderedDict[str, int]":
+    """torch_npu's caching-allocator statistics (``allocated_bytes.all.current``, ``segment.small_pool.peak``,
+    ``num_ooms`` ...), flattened and sorted as torch_npu returns them."""
+    flat: list[tuple[str, int]] = []
+
+    def walk(prefix: str, value: Any) -> None:
+        if isinstance(value, dict):
+            for k, v in value.items():
+                walk(f"{prefix}.{k}" if prefix else k, v)
+        else:
+            flat.append((prefix, value))
+
+    walk("", memory_stats_as_nested_dict(device))
+    return collections.OrderedDict(sorted(flat))
 
 
 def memory_allocated(device: Any = None) -> int:
-    """Bytes of npu storage alive on the device (views counted once), from the device allocator."""
-    return _stats(_checked(device))["current"]
+    """Bytes of npu blocks alive on the device (views counted once; blocks rounded to 512 bytes as on the card)."""
+    return memory_stats_as_nested_dict(device)["allocated_bytes"]["all"]["current"]
 
 
 def max_memory_allocated(device: Any = None) -> int:
     """Peak of :func:`memory_allocated` since start or the last :func:`reset_peak_memory_stats`."""
-    return _stats(_checked(device))["peak"]
-
-
-def _round_reserved(nbytes: int) -> int:
-    block = 2 * 1024 * 1024  # like a caching allocator: 2 MiB segments
-    return -(-nbytes // block) * block
+    return memory_stats_as_nested_dict(device)["allocated_bytes"]["all"]["peak"]
 
 
 def memory_reserved(device: Any = None) -> int:
-    """Allocated bytes rounded up to the allocator's 2 MiB segments (kept until empty_cache)."""
-    idx = _checked(device)
-    while len(_reserved) <= idx:
-        _reserved.append(0)
-    _reserved[idx] = max(_reserved[idx], _round_reserved(memory_allocated(idx)))
-    return _reserved[idx]
+    """Bytes the allocator holds from the device: equal to :func:`memory_allocated` (nothing is cached)."""
+    return memory_stats_as_nested_dict(device)["reserved_bytes"]["all"]["current"]
 
 
 def max_memory_reserved(device: Any = None) -> int:
-    idx = _checked(device)
-    return max(memory_reserved(idx), _round_reserved(max_memory_allocated(idx)))
+    return memory_stats_as_nested_dict(device)["reserved_bytes"]["all"]["peak"]
 
 
 memory_cached = memory_reserved
@@ -377,55 +382,66 @@ def reset_accumulated_memory_stats(device: Any = None) -> None:
 
 
 def empty_cache() -> None:
-    """Release cached blocks: reserved memory drops to what is allocated."""
-    for i in range(len(_reserved)):
-        _reserved[i] = _round_reserved(memory_allocated(i)) if i < device_count() else 0
+    """Nothing to release: the emulator's allocator returns freed blocks to the host at once."""
 
 
 def mem_get_info(device: Any = None) -> tuple[int, int]:
     """``(free, total)`` bytes: total is the 910B3's 64 GiB HBM."""
-    idx = _checked(device)
-    return TOTAL_MEMORY - memory_reserved(idx), TOTAL_MEMORY
+    return tuple(STATE.native.mem_get_info(_checked(device)))
 
 
-def memory_stats(device: Any = None) -> dict[str, int]:
-    """The CUDA/torch_npu caching-allocator key set (``allocated_bytes.all.current`` ...), from the
-    device allocator's counters. The emulator has one pool: ``small_pool`` is empty, ``large_pool``
-    equals ``all``; reserved memory is rounded to 2 MiB segments."""
-    idx = _checked(device)
-    st = _stats(idx)
-    reserved, reserved_peak = memory_reserved(idx), max_memory_reserved(idx)
-    segments = reserved // (2 * 1024 * 1024)
-    groups = {
-        "allocated_bytes": (st["current"], st["peak"], st["allocated"], st["freed"]),
-        "active_bytes": (st["current"], st["peak"], st["allocated"], st["freed"]),
-        "requested_bytes": (st["current"], st["peak"], st["allocated"], st["freed"]),
-        "reserved_bytes": (reserved, reserved_peak, reserved_peak, reserved_peak - reserved),
-        "inactive_split_bytes": (0, 0, 0, 0),
-        "allocation": (st["count_current"], st["count_peak"], st["count_allocated"], st["count_freed"]),
-        "active": (st["count_current"], st["count_peak"], st["count_allocated"], st["count_freed"]),
-        "segment": (segments, max(segments, reserved_peak // (2 * 1024 * 1024)), segments, 0),
-        "inactive_split": (0, 0, 0, 0),
-        "oversize_allocations": (0, 0, 0, 0),
-        "oversize_segments": (0, 0, 0, 0),
-    }
-    out: dict[str, int] = {}
-    for name, (cur, peak, alloc, freed) in groups.items():
-        pools = ("all", "large_pool", "small_pool") if not name.startswith("oversize") else (None,)
-        for pool in pools:
-            zero = pool == "small_pool"
-            prefix = f"{name}.{pool}" if pool else name
-            for field, value in (("current", cur), ("peak", peak), ("allocated", alloc), ("freed", freed)):
-                out[f"{prefix}.{field}"] = 0 if zero else int(value)
-    out.update({"num_alloc_retries": 0, "num_ooms": int(st["num_ooms"]), "num_sync_all_streams": 0,
-                "num_device_alloc": int(st["count_allocated"]), "num_device_free": int(st["count_freed"]),
-                "max_split_size": -1})
-    return collections.OrderedDict(sorted(out.items()))
+def _summary_rows(stats: dict, rows: list[tuple[str, str, bool]]) -> list[str]:
+    lines = []
+    for key, name, is_bytes in rows:
+        lines.append("-" * 75)
+        for pool, label in (("all", name), ("large_pool", "      from large pool"),
+                            ("small_pool", "      from small pool")):
+            vals = [stats[f"{key}.{pool}.{m}"] for m in ("current", "peak", "allocated", "freed")]
+            cells = [_format_size(v) if is_bytes else _format_count(v) for v in vals]
+            lines.append(" {:<21} | {} | {} | {} | {} ".format(label, *cells))
+    return lines
+
+
+def _format_size(nbytes: int) -> str:
+    for unit in ("B  ", "KiB", "MiB", "GiB", "TiB"):
+        if abs(nbytes) < 1024 * 1024 or unit == "TiB":
+            return f"{nbytes:6d} {unit}"
+        nbytes //= 1024
+    return f"{nbytes:6d} PiB"  # pragma: no cover
+
+
+def _format_count(count: int) -> str:
+    for unit in (" ", "K", "M"):
+        if abs(count) < 1000 * 1000 or unit == "M":
+            return f"{count:7d} {unit}"
+        count //= 1000
+    return f"{count:7d} B"  # pragma: no cover
 
 
 def memory_summary(device: Any = None, abbreviated: bool = False) -> str:
-    s = memory_stats(device)
-    return "\n".join(f"{k:32s} {v / 1024**2:10.2f} MiB" for k, v in s.items())
+    """A table of :func:`memory_stats` in torch_npu's layout (header with OOMs and retries, then one
+    block per statistic, per pool)."""
+    idx = _checked(device)
+    stats = memory_stats(idx)
+    rows = [("allocated_bytes", "Allocated memory", True), ("active_bytes", "Active memory", True),
+            ("requested_bytes", "Requested memory", True), ("reserved_bytes", "NPU reserved memory", True),
+            ("inactive_split_bytes", "Non-releasable memory", True), ("allocation", "Allocations", False),
+            ("active", "Active allocs", False), ("segment", "NPU reserved segments", False),
+            ("inactive_split", "Non-releasable allocs", False)]
+    lines = ["=" * 75,
+             " {_:16} PyTorch NPU memory summary, device ID {device:<18d} ".format(_="", device=idx),
+             "-" * 75,
+             "  {_:9} NPU OOMs: {ooms:<13d} | {_:6} npuMalloc retries: {retries:<9d}  ".format(
+                 _="", ooms=stats["num_ooms"], retries=stats["num_alloc_retries"]),
+             "=" * 75,
+             "        Metric         | Cur Usage  | Peak Usage | Tot Alloc  | Tot Freed  "]
+    lines += _summary_rows(stats, rows if not abbreviated else rows[:1] + rows[3:4])
+    lines += ["-" * 75,
+              " {:<21} | {:>10} | {:>10} | {:>10} | {:>10} ".format(
+                  "Oversize allocations", *(stats[f"oversize_allocations.{m}"]
+                                            for m in ("current", "peak", "allocated", "freed"))),
+              "=" * 75]
+    return "|" + "|\n|".join(lines) + "|\n"
 
 
 # ----------------------------------------------------------------------------- streams and events
@@ -730,24 +746,25 @@ def empty_virt_addr_cache() -> None:
 
 
 def host_empty_cache() -> None:
-    """Pinned host memory is ordinary host memory here: nothing is cached."""
+    """Release the pinned host blocks cached for reuse by ``pin_memory()``."""
+    STATE.native.host_empty_cache()
 
 
-# -- memory fraction, caching allocator, nested stats, snapshot
+# -- memory fraction, caching allocator, snapshot
 def set_per_process_memory_fraction(fraction: float, device: Any = None) -> None:
-    """Limit this process to ``fraction`` of the device's 64 GiB: larger allocations raise
-    ``torch.OutOfMemoryError`` with torch_npu's message (enforced by the emulator's accounting)."""
+    """Limit this process to ``fraction`` of the device's 64 GiB: allocations beyond raise
+    ``torch.OutOfMemoryError`` with torch_npu's message, before any host memory is touched.
+    ``PYTORCH_NPU_ALLOC_CONF=per_process_memory_fraction:F`` sets it for every device at the first allocation."""
     idx = _checked(device)
     if not isinstance(fraction, float):
         raise TypeError("Invalid type for fraction argument, must be `float`")
     if fraction < 0 or fraction > 1:
         raise ValueError(f"Invalid fraction value: {fraction}. Allowed range: 0~1")
-    STATE.native.set_limit(idx, int(fraction * TOTAL_MEMORY))
+    STATE.native.set_memory_fraction(idx, fraction)
 
 
 def get_per_process_memory_fraction(device: Any = None) -> float:
-    limit = _stats(_checked(device))["limit"]
-    return 1.0 if limit < 0 else limit / TOTAL_MEMORY
+    return STATE.native.memory_fraction(_checked(device))
 
 
 _blocks: dict[int, torch.Tensor] = {}
@@ -766,23 +783,9 @@ def caching_allocator_delete(mem_ptr: int) -> None:
     _blocks.pop(int(mem_ptr), None)
 
 
-def memory_stats_as_nested_dict(device: Any = None) -> dict:
-    """``memory_stats`` as nested dicts (``{"allocated_bytes": {"all": {"current": ...}}}``), as torch_npu returns."""
-    nested: dict = {}
-    for key, value in memory_stats(device).items():
-        node = nested
-        parts = key.split(".")
-        for part in parts[:-1]:
-            node = node.setdefault(part, {})
-        node[parts[-1]] = value
-    return nested
-
-
 def memory_snapshot(mempool_id: Any = None) -> list:
-    """One segment per device holding the live bytes (the emulator has no block-level allocator)."""
-    return [{"device": i, "address": 0, "total_size": memory_reserved(i), "allocated_size": memory_allocated(i),
-             "active_size": memory_allocated(i), "requested_size": memory_allocated(i), "stream": 0,
-             "segment_type": "large", "blocks": []} for i in range(device_count())]
+    """One segment per live block, every device (the emulator caches nothing, so no split or inactive blocks)."""
+    return STATE.native.memory_snapshot()
 
 
 def get_allocator_backend() -> str:
@@ -822,6 +825,32 @@ IntTensor = _legacy_type("IntTensor", torch.int32)
 LongTensor = _legacy_type("LongTensor", torch.int64)
 ShortTensor = _legacy_type("ShortTensor", torch.int16)
 BFloat16Tensor = _legacy_type("BFloat16Tensor", torch.bfloat16)
+
+
+# -- legacy typed storages: isinstance(t.storage(), torch.npu.FloatStorage) / torch.npu.FloatStorage(4)
+def _legacy_storage(name: str, dtype: torch.dtype) -> type:
+    """torch's own legacy-storage class shape (as torch.cuda's): torch.storage reads the device from the
+    module name's last part ("npu") for both construction and isinstance."""
+    from torch._utils import classproperty
+
+    def unavailable(what: str) -> classmethod:
+        def method(cls: type, *args: Any, **kwargs: Any) -> None:
+            raise RuntimeError(f"{what}: Not available for NPU storage")  # torch_npu's words
+        return classmethod(method)
+
+    return type(name, (torch.storage._LegacyStorage,), {
+        "__module__": "torch_npu.npu", "__qualname__": name,
+        "_dtype": classproperty(lambda cls: dtype),
+        "dtype": classproperty(lambda cls: dtype),
+        "from_buffer": unavailable("from_buffer"), "_new_with_weak_ptr": unavailable("_new_with_weak_ptr"),
+        "_new_shared_filename": unavailable("_new_shared_filename"),
+        "__doc__": f"Legacy typed storage of {dtype} on the npu."})
+
+
+for _tensor_type in (BoolTensor, ByteTensor, CharTensor, DoubleTensor, FloatTensor, HalfTensor, IntTensor, LongTensor,
+                     ShortTensor, BFloat16Tensor):  # BoolStorage ... BFloat16Storage
+    _name = _tensor_type.__qualname__.replace("Tensor", "Storage")
+    globals()[_name] = _legacy_storage(_name, _tensor_type.dtype)
 
 
 # ----------------------------------------------------------------------------- AI Core resource limits
@@ -934,9 +963,6 @@ NOT_EMULATED: dict[str, str] = {
         "register_npu_graph_handler", "super_kernel_scope_begin", "super_kernel_scope_end")},
     **{n: "custom allocators and memory pools plug into the device caching allocator, which the emulator "
           "does not have" for n in ("MemPool", "use_mem_pool", "NPUPluggableAllocator", "change_current_allocator")},
-    **{n: "typed npu storages: npu data is host storage behind wrapper tensors" for n in (
-        "BoolStorage", "ByteStorage", "ShortStorage", "LongStorage", "IntStorage", "HalfStorage", "CharStorage",
-        "DoubleStorage", "FloatStorage", "BFloat16Storage")},
     **{n: "hardware fault handling (UCE, device stop/restart, stress self-test)" for n in (
         "stop_device", "restart_device", "check_uce_in_memory", "stress_detect")},
     **{n: "model obfuscation needs the Ascend crypto runtime" for n in (
@@ -958,6 +984,8 @@ __all__ += [  # noqa: F822 - mstx comes from the module __getattr__
     "caching_allocator_alloc", "caching_allocator_delete", "memory_stats_as_nested_dict", "memory_snapshot",
     "get_allocator_backend", "BoolTensor", "ByteTensor", "CharTensor", "DoubleTensor", "FloatTensor",
     "HalfTensor", "IntTensor", "LongTensor", "ShortTensor", "BFloat16Tensor", "SyncLaunchStream", "mstx",
+    "BoolStorage", "ByteStorage", "CharStorage", "DoubleStorage", "FloatStorage", "HalfStorage", "IntStorage",
+    "LongStorage", "ShortStorage", "BFloat16Storage",
     "ExternalStream", "npurt", "set_device_limit", "get_device_limit", "set_stream_limit", "reset_stream_limit",
     "get_stream_limit", "current_blas_handle",
 ]

@@ -6,6 +6,12 @@ without ``map_location``) restores them through torch's own privateuse1 serializ
 as with torch_npu. Without the emulator, ``torch.load`` of such a file fails as it does for a real
 NPU checkpoint without torch_npu, unless a ``map_location`` is given.
 
+The legacy (non-zip) format is refused for npu storages, as on the card: ``torch.save(npu_tensor, f,
+_use_new_zipfile_serialization=False)`` writes each storage with ``UntypedStorage._write_file``, which
+torch_npu runs over a plain ``from_blob`` storage and rejects ("The npu storage desc is unavailable: the
+tensor's storage is not an NPUStorageImpl."). Plain ``pickle.dumps`` of an npu tensor takes that path too
+(``TypedStorage.__reduce__``) and is refused alike. Legacy files of CPU tensors still load onto the npu.
+
 Between processes an npu tensor travels as its host bytes -- moved into shared memory the first
 time, as torch does for CPU tensors, and adopted back by the npu storage, so both processes see one
 buffer -- plus its device index; the receiving process (emulator installed, e.g. by
@@ -51,11 +57,25 @@ def _rebuild_from_ipc(host: torch.Tensor, idx: int, requires_grad: bool, is_para
     return t.requires_grad_(requires_grad) if requires_grad else t
 
 
+#: torch_npu's message (NPUBridge::GetNpuStorageImplDesc) for a legacy save of an npu storage
+LEGACY_SAVE_MESSAGE = "The npu storage desc is unavailable: the tensor's storage is not an NPUStorageImpl."
+
+
+def _write_file(self: torch.UntypedStorage, *args: Any, **kwargs: Any) -> Any:
+    """``UntypedStorage._write_file`` (legacy ``torch.save``): refused for npu storages, as on the card."""
+    if self.device.type == "npu":
+        raise RuntimeError(LEGACY_SAVE_MESSAGE)
+    return torch._C.StorageBase._write_file(self, *args, **kwargs)
+
+
 def install() -> None:
-    """Route npu tensors through :func:`_reduce` in ``multiprocessing`` pickling."""
+    """Route npu tensors through :func:`_reduce` in multiprocessing pickling; refuse legacy saves of npu storages."""
     if _saved:
         return
     import torch.multiprocessing  # noqa: F401  (registers torch's own reducers first)
+
+    _saved["_write_file"] = True
+    torch.UntypedStorage._write_file = _write_file
     from multiprocessing.reduction import ForkingPickler
 
     for cls in (torch.Tensor, torch.nn.Parameter):
@@ -67,6 +87,8 @@ def uninstall() -> None:
     """Put torch's reducers back."""
     from multiprocessing.reduction import ForkingPickler
 
+    if _saved.pop("_write_file", None) and vars(torch.UntypedStorage).get("_write_file") is _write_file:
+        del torch.UntypedStorage._write_file
     for cls, reducer in list(_saved.items()):
         ForkingPickler.register(cls, reducer)
         del _saved[cls]

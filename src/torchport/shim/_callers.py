@@ -40,13 +40,14 @@ def _norm(path: str) -> str:
     return os.path.normcase(os.path.realpath(path))
 
 
-def core_roots() -> tuple[str, ...]:
-    """Directories of torch, torchport and the stdlib: code that never acts on a user's device request."""
+def core_roots(stdlib: bool = True) -> tuple[str, ...]:
+    """Directories of torch, torchport and (``stdlib``) the stdlib: code that never acts on a user's device
+    request. A stdlib folder also holds ``site-packages``; see ``CallerClassifier._is_core``."""
     import torch
 
     import torchport
 
-    paths = sysconfig.get_paths()
+    paths = sysconfig.get_paths() if stdlib else {}
     roots = {paths.get("stdlib"), paths.get("platstdlib"), os.path.dirname(torch.__file__),
              os.path.dirname(torchport.__file__)}
     return tuple(sorted({_norm(r) + os.sep for r in roots if r}))
@@ -89,6 +90,7 @@ class CallerClassifier:
     def __init__(self, user_paths: Iterable[str] = (), library_roots: Iterable[str] | None = None) -> None:
         self._user = tuple(_norm(p) for p in user_paths)
         self._core = core_roots()
+        self._core_packages = core_roots(stdlib=False)
         roots = installed_roots() if library_roots is None else library_roots
         self._roots = tuple(r if r.endswith(os.sep) else r + os.sep for r in (_norm(r) for r in roots))
         self._cache: dict[str, bool] = {}
@@ -139,12 +141,19 @@ class CallerClassifier:
             if self.is_user_file(name):
                 return handed_down
             path = _norm(name)
-            if name.startswith("<") or any(path.startswith(root) for root in self._core):
+            if name.startswith("<") or self._is_core(path):
                 return False
             if not handed_down:
                 handed_down = any(isinstance(v, str) and _CUDA_NAME.match(v) for v in f.f_locals.values())
             f = f.f_back
         return False
+
+    def _is_core(self, path: str) -> bool:
+        """torch, torchport or the stdlib -- not a package installed beside them: the stdlib folder of a
+        virtualenv (``platstdlib``) and of a plain install holds ``site-packages``, timm included."""
+        return any(path.startswith(root) for root in self._core) and not (
+            any(name in path.split(os.sep) for name in _PACKAGE_DIR_NAMES)
+            and not any(path.startswith(root) for root in self._core_packages))
 
     def caller_is_user(self, depth: int = 2) -> bool:
         """True when the frame ``depth`` levels above this call is user code.

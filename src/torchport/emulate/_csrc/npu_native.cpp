@@ -25,16 +25,21 @@
 #include <ATen/native/Resize.h>
 #include <ATen/ops/_local_scalar_dense_native.h>
 #include <ATen/ops/_reshape_alias_native.h>
+#include <ATen/ops/_to_copy_native.h>
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/set_native.h>
 #include <ATen/ops/unfold_native.h>
 #include <ATen/ops/view_as_complex_native.h>
 #include <ATen/ops/view_as_real_native.h>
 #include <ATen/ops/view_native.h>
+#include <c10/core/AllocatorConfig.h>
 #include <c10/core/CPUAllocator.h>
+#include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/core/impl/alloc_cpu.h>
+#include <c10/util/env.h>
 #include <torch/csrc/Generator.h>
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <atomic>
@@ -83,102 +88,303 @@ void select_device(c10::DeviceIndex idx) {
 }
 
 // ------------------------------------------------------------------------------------ memory
-struct DevStats {
-  int64_t cur = 0, peak = 0, total_alloc = 0, total_freed = 0;
-  int64_t n_cur = 0, n_peak = 0, n_alloc = 0, n_free = 0, num_ooms = 0;
-  int64_t limit = -1;  // bytes; -1: no limit
-};
-std::mutex g_stats_mutex;
-DevStats g_stats[kMaxDevices];
+// The device allocator: host memory with torch_npu's caching-allocator statistics (c10's DeviceStats,
+// per device) and its limits (PYTORCH_NPU_ALLOC_CONF's per_process_memory_fraction, the 1 EB cap).
+// Nothing is cached: a freed block goes back to the host at once, so every live block is its own
+// segment, reserved == allocated and empty_cache has nothing to release. Blocks are rounded to 512
+// bytes and pooled (small: <= 1 MiB) as on the card. When the host refuses an allocation the card
+// would grant (the card has 64 GiB), the block is mapped lazily (MAP_NORESERVE): pages are committed
+// when written.
+constexpr int64_t kTotalMemory = 64LL << 30;  // a 910B3's HBM
+constexpr size_t kMinBlock = 512;
+constexpr size_t kSmallSize = 1 << 20;
+constexpr size_t kOneEB = 1ULL << 60;
+// what the card's driver and runtime hold of the HBM, never free to the program (a fixed stand-in):
+// mem_get_info's free is below total even with nothing allocated, as on a card
+constexpr int64_t kRuntimeHeld = 1LL << 30;
 
-std::string mib(double bytes) {
+enum class MemKind { kOwn, kMapped, kAdopted };
+struct MemCtx {  // one live block (the DataPtr's context)
+  void* ptr = nullptr;
+  size_t size = 0, requested = 0;
+  c10::DeviceIndex dev = 0;
+  MemKind kind = MemKind::kOwn;
+  c10::Storage keep;  // kAdopted: the host storage whose bytes these are
+};
+struct DevMem {
+  c10::CachingDeviceAllocator::DeviceStats stats;
+  int64_t limit = kTotalMemory;
+  std::unordered_set<MemCtx*> live;
+};
+std::mutex g_mem_mutex;
+DevMem g_mem[kMaxDevices];
+
+// torch_npu's format_size
+std::string format_size(uint64_t size) {
   char buf[64];
-  std::snprintf(buf, sizeof(buf), "%.2f", bytes / (1024.0 * 1024.0));
+  if (size <= 1024) {
+    std::snprintf(buf, sizeof(buf), "%llu bytes", static_cast<unsigned long long>(size));
+  } else if (size <= 1048576) {
+    std::snprintf(buf, sizeof(buf), "%.2f KiB", size / 1024.0);
+  } else if (size <= 1073741824ULL) {
+    std::snprintf(buf, sizeof(buf), "%.2f MiB", size / 1048576.0);
+  } else {
+    std::snprintf(buf, sizeof(buf), "%.2f GiB", size / 1073741824.0);
+  }
   return buf;
 }
 
-void stats_alloc(c10::DeviceIndex dev, size_t n) {
-  std::lock_guard<std::mutex> lock(g_stats_mutex);
-  auto& s = g_stats[dev];
-  const auto bytes = static_cast<int64_t>(n);
-  if (s.limit >= 0 && s.cur + bytes > s.limit) {
-    s.num_ooms++;
-    TORCH_CHECK_WITH(OutOfMemoryError, false,
-                     "NPU out of memory. Allocation was preemptively rejected because it would exceed "
-                     "per_process_memory_fraction limit. Requested size: ", mib(n), " MiB. Allowed memory size: ",
-                     mib(s.limit), " MiB, currently allocated: ", mib(s.cur), " MiB.");
+// ---- PYTORCH_NPU_ALLOC_CONF, read when the allocator first serves (as torch_npu's NPUAllocatorConfig)
+std::atomic<bool> g_conf_armed{false};  // set once the emulator is installed: its own set-up allocations read nothing
+std::atomic<bool> g_conf_done{false};
+std::mutex g_conf_mutex;
+bool g_throw_on_oom = false;  // throw_on_npumalloc_oom
+
+const std::unordered_set<std::string>& npu_conf_keys() {
+  static const std::unordered_set<std::string> keys{
+      "pin_memory_expandable_segments", "pinned_mem_register", "base_addr_aligned_kb", "page_size",
+      "segment_size_mb", "multi_stream_lazy_reclaim", "pinned_reserve_segment_size_mb",
+      "per_process_memory_fraction", "release_lock_on_npumalloc", "throw_on_npumalloc_oom"};
+  return keys;
+}
+const std::unordered_set<std::string>& npu_supported_acc_keys() {
+  static const std::unordered_set<std::string> keys{
+      "max_split_size_mb", "garbage_collection_threshold", "roundup_power2_divisions", "expandable_segments",
+      "pinned_use_background_threads", "large_segment_size_mb", "max_non_split_rounding_mb",
+      "pinned_max_round_threshold_mb", "pinned_max_cached_size_mb"};
+  return keys;
+}
+
+bool conf_bool(const c10::CachingAllocator::ConfigTokenizer& tok, size_t& i, const char* key) {
+  tok.checkToken(++i, ":");
+  TORCH_CHECK(++i < tok.size(), "Error, expecting ", key, " value");
+  TORCH_CHECK(tok[i] == "True" || tok[i] == "False", "Expected a single True/False argument for ", key);
+  return tok[i] == "True";
+}
+
+void parse_alloc_conf(const std::string& env) {
+  using c10::CachingAllocator::ConfigTokenizer;
+  ConfigTokenizer tok(env);
+  const auto& acc_keys = c10::CachingAllocator::AcceleratorAllocatorConfig::getKeys();
+  std::string acc_part;  // the settings torch's own allocator config owns (torch checks their values)
+  for (size_t i = 0; i < tok.size(); i++) {  // first pass: every key known (the card's checks and messages)
+    const auto& key = tok[i];
+    const bool in_acc = acc_keys.count(key) > 0, in_npu = npu_conf_keys().count(key) > 0;
+    TORCH_CHECK_VALUE(in_acc || in_npu, "Unrecognized key '", key, "' in NPU allocator config, ");
+    TORCH_CHECK_VALUE(npu_supported_acc_keys().count(key) || in_npu, "torch_npu not support key '", key,
+                      "' in NPU allocator config, ");
+    const size_t first = i;
+    i = tok.skipKey(i);
+    if (!in_npu) {
+      if (!acc_part.empty()) acc_part += ",";
+      for (size_t k = first; k <= i; ++k) acc_part += tok[k];
+    }
+    if (i + 1 < tok.size()) tok.checkToken(++i, ",");
   }
-  s.cur += bytes;
-  s.total_alloc += bytes;
-  s.n_cur++;
-  s.n_alloc++;
-  if (s.cur > s.peak) s.peak = s.cur;
-  if (s.n_cur > s.n_peak) s.n_peak = s.n_cur;
+  // torch_npu registers its keys with torch's config and hands it the whole string; the emulator
+  // registers nothing process-wide, so torch parses only its own keys
+  if (!acc_part.empty()) c10::CachingAllocator::AcceleratorAllocatorConfig::instance().parseArgs(acc_part);
+  double fraction = 1.0;
+  bool throw_on_oom = false;
+  for (size_t i = 0; i < tok.size(); i++) {
+    const auto& key = tok[i];
+    if (key == "per_process_memory_fraction") {
+      tok.checkToken(++i, ":");
+      TORCH_CHECK(++i < tok.size(), "Error, expecting per_process_memory_fraction value");
+      double val = -1.0;
+      try {
+        val = std::stod(tok[i]);
+      } catch (const std::exception&) {
+      }
+      TORCH_CHECK(val >= 0.0 && val <= 1.0, "per_process_memory_fraction is invalid, set it in [0.0, 1.0]");
+      fraction = val;
+    } else if (key == "throw_on_npumalloc_oom") {
+      throw_on_oom = conf_bool(tok, i, "throw_on_npumalloc_oom");
+    } else {
+      i = tok.skipKey(i);
+    }
+    if (i + 1 < tok.size()) tok.checkToken(++i, ",");
+  }
+  std::lock_guard<std::mutex> lock(g_mem_mutex);
+  for (auto& m : g_mem) m.limit = static_cast<int64_t>(fraction * static_cast<double>(kTotalMemory));
+  g_throw_on_oom = throw_on_oom;
 }
 
-void stats_free(c10::DeviceIndex dev, size_t n) {
-  std::lock_guard<std::mutex> lock(g_stats_mutex);
-  auto& s = g_stats[dev];
-  s.cur -= static_cast<int64_t>(n);
-  s.total_freed += static_cast<int64_t>(n);
-  s.n_cur--;
-  s.n_free++;
+// Reads the environment once; a bad value raises on every use until fixed (as on the card).
+void ensure_alloc_conf() {
+  if (!g_conf_armed.load() || g_conf_done.load()) return;
+  std::lock_guard<std::mutex> lock(g_conf_mutex);
+  if (g_conf_done.load()) return;
+  auto npu_env = c10::utils::get_env("PYTORCH_NPU_ALLOC_CONF");
+  auto acc_env = c10::utils::get_env("PYTORCH_ALLOC_CONF");
+  TORCH_CHECK(!npu_env.has_value() || !acc_env.has_value(),
+              "Both PYTORCH_NPU_ALLOC_CONF and PYTORCH_ALLOC_CONF have been set, please set only one of them.");
+  if (npu_env.has_value() || acc_env.has_value()) {
+    parse_alloc_conf(npu_env.has_value() ? *npu_env : *acc_env);
+  } else {
+    std::lock_guard<std::mutex> mem_lock(g_mem_mutex);
+    for (auto& m : g_mem) m.limit = kTotalMemory;
+    g_throw_on_oom = false;
+  }
+  g_conf_done.store(true);
 }
 
-struct AllocCtx {
-  void* ptr;
-  size_t n;
-  c10::DeviceIndex dev;
-};
+void for_pools(c10::CachingAllocator::StatArray& a, size_t size, bool up, size_t amount) {
+  const size_t pool = size <= kSmallSize ? 1 : 2;
+  for (size_t idx : {size_t(0), pool}) {
+    if (up) {
+      a[idx].increase(amount);
+    } else {
+      a[idx].decrease(amount);
+    }
+  }
+}
 
-void alloc_deleter(void* p) {
-  auto* c = static_cast<AllocCtx*>(p);
-  if (c->ptr) c10::free_cpu(c->ptr);
-  stats_free(c->dev, c->n);
+// Accounts a block of `requested` bytes on `dev`, or raises torch.OutOfMemoryError with the card's
+// message -- before any host memory is touched.
+void mem_track(MemCtx* c) {
+  std::lock_guard<std::mutex> lock(g_mem_mutex);
+  auto& m = g_mem[c->dev];
+  auto& st = m.stats;
+  const int64_t reserved = st.reserved_bytes[0].current;
+  if (reserved + static_cast<int64_t>(c->size) > m.limit) {
+    if (g_throw_on_oom) {
+      st.num_oom_rejections++;
+      TORCH_CHECK_WITH(OutOfMemoryError, false,
+                       "NPU out of memory. Allocation was preemptively rejected because it would exceed "
+                       "per_process_memory_fraction limit. Requested size: ", format_size(c->size));
+    }
+    st.num_ooms++;
+    TORCH_CHECK_WITH(OutOfMemoryError, false, "NPU out of memory. Tried to allocate ", format_size(c->size),
+                     " (NPU ", static_cast<int>(c->dev), "; ", format_size(kTotalMemory), " total capacity; ",
+                     format_size(st.allocated_bytes[0].current), " already allocated; ",
+                     format_size(st.active_bytes[0].current), " current active; ",
+                     format_size(std::max<int64_t>(0, kTotalMemory - kRuntimeHeld - reserved)), " free; ",
+                     format_size(m.limit), " allowed; ",
+                     format_size(reserved), " reserved in total by PyTorch).",
+                     "If reserved memory is >> allocated memory try setting max_split_size_mb to avoid fragmentation.");
+  }
+  for (auto* a : {&st.allocation, &st.segment, &st.active}) for_pools(*a, c->size, true, 1);
+  for (auto* a : {&st.allocated_bytes, &st.reserved_bytes, &st.active_bytes}) for_pools(*a, c->size, true, c->size);
+  for_pools(st.requested_bytes, c->size, true, c->requested);
+  st.num_device_alloc++;
+  m.live.insert(c);
+}
+
+void mem_untrack(MemCtx* c) {
+  std::lock_guard<std::mutex> lock(g_mem_mutex);
+  auto& m = g_mem[c->dev];
+  if (!m.live.erase(c)) return;
+  auto& st = m.stats;
+  for (auto* a : {&st.allocation, &st.segment, &st.active}) for_pools(*a, c->size, false, 1);
+  for (auto* a : {&st.allocated_bytes, &st.reserved_bytes, &st.active_bytes}) for_pools(*a, c->size, false, c->size);
+  for_pools(st.requested_bytes, c->size, false, c->requested);
+  st.num_device_free++;
+}
+
+void mem_deleter(void* p) {
+  auto* c = static_cast<MemCtx*>(p);
+  if (c->size) mem_untrack(c);
+  if (c->kind == MemKind::kOwn && c->ptr) c10::free_cpu(c->ptr);
+  if (c->kind == MemKind::kMapped) munmap(c->ptr, c->size);
   delete c;
 }
 
-struct NpuAllocator final : public c10::Allocator {
+// A new accounted block context (nothing is accounted for empty storages, as on the card).
+std::unique_ptr<MemCtx> mem_block(size_t n, c10::DeviceIndex dev, MemKind kind) {
+  auto c = std::make_unique<MemCtx>();
+  c->requested = n;
+  c->size = n ? (n + kMinBlock - 1) / kMinBlock * kMinBlock : 0;
+  c->dev = dev;
+  c->kind = kind;
+  if (c->size) mem_track(c.get());
+  return c;
+}
+
+struct NpuAllocator final : public c10::DeviceAllocator {
   c10::DataPtr allocate(size_t n) override {
     check_installed("allocating npu memory");
+    TORCH_CHECK_WITH(OutOfMemoryError, n < kOneEB, "NPU out of memory. Tried to allocate more than 1EB memory.");
+    ensure_alloc_conf();
     const c10::DeviceIndex dev = t_current;
-    stats_alloc(dev, n);
-    void* p = nullptr;
-    if (n) {
+    auto c = mem_block(n, dev, MemKind::kOwn);
+    if (c->size) {
       try {
-        p = c10::alloc_cpu(n);
-      } catch (...) {
-        stats_free(dev, n);
-        throw;
+        c->ptr = c10::alloc_cpu(c->size);
+      } catch (const c10::Error&) {  // the host refuses what the card would grant: map it lazily
+        void* p = mmap(nullptr, c->size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (p == MAP_FAILED) {
+          mem_deleter(c.release());
+          TORCH_CHECK_WITH(OutOfMemoryError, false, "NPU out of memory. Tried to allocate ", format_size(n),
+                           " (NPU ", static_cast<int>(dev), "): the host has no address space left for it");
+        }
+        c->ptr = p;
+        c->kind = MemKind::kMapped;
       }
     }
-    return {p, new AllocCtx{p, n, dev}, &alloc_deleter, c10::Device(kNpu, dev)};
+    void* p = c->ptr;
+    return {p, c.release(), &mem_deleter, c10::Device(kNpu, dev)};
   }
   void copy_data(void* dest, const void* src, std::size_t count) const override {
     default_copy_data(dest, src, count);
+  }
+  bool initialized() override { return true; }
+  void emptyCache(c10::MempoolId_t) override {}  // nothing is cached
+  void recordStream(const c10::DataPtr&, c10::Stream) override {}  // synchronous device
+  c10::CachingDeviceAllocator::DeviceStats getDeviceStats(c10::DeviceIndex dev) override {
+    ensure_alloc_conf();
+    std::lock_guard<std::mutex> lock(g_mem_mutex);
+    auto st = g_mem[checked_index(dev)].stats;
+    st.max_split_size = -1;  // no max_split_size_mb: unlimited, as the card reports it
+    return st;
+  }
+  template <typename Fn>
+  static void each_stat(c10::CachingDeviceAllocator::DeviceStats& st, Fn fn) {
+    for (auto* a : {&st.allocation, &st.segment, &st.active, &st.inactive_split, &st.allocated_bytes,
+                    &st.reserved_bytes, &st.active_bytes, &st.inactive_split_bytes, &st.requested_bytes}) {
+      for (auto& s : *a) fn(s);
+    }
+    fn(st.oversize_allocations);
+    fn(st.oversize_segments);
+  }
+  void resetAccumulatedStats(c10::DeviceIndex dev) override {
+    std::lock_guard<std::mutex> lock(g_mem_mutex);
+    auto& st = g_mem[checked_index(dev)].stats;
+    each_stat(st, [](c10::CachingAllocator::Stat& s) { s.reset_accumulated(); });
+    st.num_alloc_retries = st.num_ooms = st.num_sync_all_streams = st.num_device_alloc = st.num_device_free =
+        st.num_oom_rejections = 0;
+  }
+  void resetPeakStats(c10::DeviceIndex dev) override {
+    std::lock_guard<std::mutex> lock(g_mem_mutex);
+    each_stat(g_mem[checked_index(dev)].stats, [](c10::CachingAllocator::Stat& s) { s.reset_peak(); });
+  }
+  std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex dev) override {
+    std::lock_guard<std::mutex> lock(g_mem_mutex);
+    const auto reserved = g_mem[checked_index(dev)].stats.reserved_bytes[0].current;
+    return {static_cast<size_t>(std::max<int64_t>(0, kTotalMemory - kRuntimeHeld - reserved)),
+            static_cast<size_t>(kTotalMemory)};
   }
 };
 NpuAllocator g_alloc;
 
 // A host storage's bytes adopted as npu memory (no copy): the npu DataPtr keeps the host storage alive.
-struct AdoptCtx {
-  c10::Storage keep;
-  size_t n;
-  c10::DeviceIndex dev;
-};
-void adopt_deleter(void* p) {
-  auto* c = static_cast<AdoptCtx*>(p);
-  stats_free(c->dev, c->n);
-  delete c;
-}
-
 c10::Storage adopt_storage(const c10::Storage& host, c10::DeviceIndex dev) {
   const size_t n = host.nbytes();
-  stats_alloc(dev, n);
-  void* data = host.unsafeGetStorageImpl()->mutable_data();
-  c10::DataPtr dp(data, new AdoptCtx{host, n, dev}, &adopt_deleter, c10::Device(kNpu, dev));
+  auto c = mem_block(n, dev, MemKind::kAdopted);
+  c->keep = host;
+  c->ptr = host.unsafeGetStorageImpl()->mutable_data();
+  void* data = c->ptr;
+  c10::DataPtr dp(data, c.release(), &mem_deleter, c10::Device(kNpu, dev));
   return c10::Storage(c10::make_intrusive<c10::StorageImpl>(c10::StorageImpl::use_byte_size_t(), n, std::move(dp),
                                                             &g_alloc, /*resizable=*/true));
+}
+
+// The host storage an npu storage adopted (undefined when its bytes came from the npu allocator).
+c10::Storage adopted_host(const c10::Storage& npu) {
+  const auto& dp = npu.data_ptr();
+  if (dp.get_deleter() != &mem_deleter) return {};
+  auto* c = static_cast<MemCtx*>(dp.get_context());
+  return c->kind == MemKind::kAdopted ? c->keep : c10::Storage();
 }
 
 // An npu storage's bytes seen as host memory (no copy): the host DataPtr keeps the npu storage alive.
@@ -208,10 +414,8 @@ at::Tensor host_alias(const at::Tensor& t) { return tensor_on(host_view(t.storag
 // For Python (hccl over gloo, multiprocessing): a storage adopted from the host is handed back as
 // that host storage itself (shared memory stays recognisable as shared).
 at::Tensor host_tensor(const at::Tensor& t) {
-  const auto& dp = t.storage().data_ptr();
-  if (dp.get_deleter() == &adopt_deleter) {
-    return tensor_on(static_cast<AdoptCtx*>(dp.get_context())->keep, c10::DispatchKey::CPU, t);
-  }
+  c10::Storage host = adopted_host(t.storage());
+  if (host) return tensor_on(std::move(host), c10::DispatchKey::CPU, t);
   return host_alias(t);
 }
 
@@ -224,22 +428,41 @@ void adopt_into(c10::StorageImpl* npu, const c10::Storage& host) {
 }
 
 // ------------------------------------------------------------------------------------ pinned host memory
+// Cached like the card's host allocator: a freed pinned block (sizes rounded up to a power of two) is
+// kept for the next pin_memory() of that size until host_empty_cache(). Copies are synchronous, so a
+// block is never reused while a copy still reads it.
 std::mutex g_pin_mutex;
-std::unordered_set<const void*> g_pinned;
+std::unordered_map<const void*, size_t> g_pinned;  // live pinned blocks -> size
+std::unordered_multimap<size_t, void*> g_pin_free;  // cached blocks by size
+
+size_t pinned_size(size_t n) {
+  size_t s = 1;
+  while (s < n) s <<= 1;
+  return s;
+}
 void pinned_deleter(void* p) {
-  {
-    std::lock_guard<std::mutex> lock(g_pin_mutex);
-    g_pinned.erase(p);
-  }
-  c10::free_cpu(p);
+  std::lock_guard<std::mutex> lock(g_pin_mutex);
+  auto it = g_pinned.find(p);
+  if (it == g_pinned.end()) return;
+  g_pin_free.emplace(it->second, p);
+  g_pinned.erase(it);
 }
 struct PinnedAllocator final : public c10::Allocator {
   c10::DataPtr allocate(size_t n) override {
-    void* p = n ? c10::alloc_cpu(n) : nullptr;
-    if (p) {
+    if (!n) return {nullptr, nullptr, &pinned_deleter, c10::Device(c10::kCPU)};
+    const size_t size = pinned_size(n);
+    void* p = nullptr;
+    {
       std::lock_guard<std::mutex> lock(g_pin_mutex);
-      g_pinned.insert(p);
+      auto it = g_pin_free.find(size);
+      if (it != g_pin_free.end()) {
+        p = it->second;
+        g_pin_free.erase(it);
+      }
     }
+    if (!p) p = c10::alloc_cpu(size);
+    std::lock_guard<std::mutex> lock(g_pin_mutex);
+    g_pinned.emplace(p, size);
     return {p, p, &pinned_deleter, c10::Device(c10::kCPU)};
   }
   c10::DeleterFnPtr raw_deleter() const override { return &pinned_deleter; }
@@ -252,6 +475,12 @@ PinnedAllocator g_pinned_alloc;
 bool is_pinned_ptr(const void* p) {
   std::lock_guard<std::mutex> lock(g_pin_mutex);
   return g_pinned.count(p) > 0;
+}
+
+void pinned_empty_cache() {
+  std::lock_guard<std::mutex> lock(g_pin_mutex);
+  for (auto& kv : g_pin_free) c10::free_cpu(kv.second);
+  g_pin_free.clear();
 }
 
 // ------------------------------------------------------------------------------------ card errors
@@ -1033,6 +1262,19 @@ std::tuple<at::Tensor, at::Tensor> npu_native_dropout(const at::Tensor& input, d
   return {input * mask * (1.0 / (1.0 - p)), mask};
 }
 
+// The card has no float64 arithmetic: a dtype-only cast of an npu tensor to float64 (x.double(),
+// x.to(torch.float64)) gives float32, with torch_npu's warning (ToKernelNpu.cpp); device moves keep it.
+at::Tensor npu_to_copy(const at::Tensor& self, std::optional<at::ScalarType> dtype, std::optional<at::Layout> layout,
+                       std::optional<at::Device> device, std::optional<bool> pin_memory, bool non_blocking,
+                       std::optional<at::MemoryFormat> memory_format) {
+  if (dtype.has_value() && !layout.has_value() && !device.has_value() && self.scalar_type() != *dtype &&
+      *dtype == at::kDouble) {
+    TORCH_WARN_ONCE("Device do not support double dtype now, dtype cast replace with float.");
+    dtype = at::kFloat;
+  }
+  return at::native::_to_copy(self, dtype, layout, device, pin_memory, non_blocking, memory_format);
+}
+
 bool npu_compatible_shallow_copy(const at::Tensor& self, const at::Tensor& from) {
   // torch keeps a Parameter object across .to(device) when the two tensor types are compatible;
   // its list of dense backends lacks PrivateUse1, so npu <-> cpu would look incompatible
@@ -1075,6 +1317,7 @@ void register_kernels() {
   m.impl("is_pinned", TORCH_FN(npu_is_pinned));
   m.impl("_pin_memory", TORCH_FN(npu_pin_memory));
   m.impl("native_dropout", TORCH_FN(npu_native_dropout));
+  m.impl("_to_copy", TORCH_FN(npu_to_copy));
   m.impl("_has_compatible_shallow_copy_type", TORCH_FN(npu_compatible_shallow_copy));
   m.impl("contiguous", TORCH_FN(npu_contiguous));
   g_autograd_kernels = std::make_unique<torch::Library>(
@@ -1171,34 +1414,89 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("card_error", [](int sub, int code) { return card_error(static_cast<CardSub>(sub), static_cast<CardErr>(code)); },
         "torch_npu's error suffix (ERR<sub><code> ...)");
   m.def("memory_stats", [](int idx) {
-    TORCH_CHECK(idx >= 0 && idx < kMaxDevices, "bad device index ", idx);
-    std::lock_guard<std::mutex> lock(g_stats_mutex);
-    const auto& s = g_stats[idx];
-    py::dict d;
-    d["current"] = s.cur;
-    d["peak"] = s.peak;
-    d["allocated"] = s.total_alloc;
-    d["freed"] = s.total_freed;
-    d["count_current"] = s.n_cur;
-    d["count_peak"] = s.n_peak;
-    d["count_allocated"] = s.n_alloc;
-    d["count_freed"] = s.n_free;
-    d["num_ooms"] = s.num_ooms;
-    d["limit"] = s.limit;
-    return d;
+    // torch_npu's _npu_memoryStats layout, from the one DeviceStats torch.accelerator reads too
+    const auto st = g_alloc.getDeviceStats(static_cast<c10::DeviceIndex>(idx));
+    auto stat = [](const c10::CachingAllocator::Stat& s) {
+      py::dict d;
+      d["current"] = s.current;
+      d["peak"] = s.peak;
+      d["allocated"] = s.allocated;
+      d["freed"] = s.freed;
+      return d;
+    };
+    auto arr = [&](const c10::CachingAllocator::StatArray& a) {
+      py::dict d;
+      d["all"] = stat(a[0]);
+      d["small_pool"] = stat(a[1]);
+      d["large_pool"] = stat(a[2]);
+      return d;
+    };
+    py::dict r;
+    r["num_alloc_retries"] = st.num_alloc_retries;
+    r["num_ooms"] = st.num_ooms;
+    r["max_split_size"] = st.max_split_size;
+    r["num_sync_all_streams"] = st.num_sync_all_streams;
+    r["num_device_alloc"] = st.num_device_alloc;
+    r["num_device_free"] = st.num_device_free;
+    r["num_oom_rejections"] = st.num_oom_rejections;
+    r["allocation"] = arr(st.allocation);
+    r["segment"] = arr(st.segment);
+    r["active"] = arr(st.active);
+    r["inactive_split"] = arr(st.inactive_split);
+    r["allocated_bytes"] = arr(st.allocated_bytes);
+    r["reserved_bytes"] = arr(st.reserved_bytes);
+    r["active_bytes"] = arr(st.active_bytes);
+    r["inactive_split_bytes"] = arr(st.inactive_split_bytes);
+    r["requested_bytes"] = arr(st.requested_bytes);
+    r["oversize_allocations"] = stat(st.oversize_allocations);
+    r["oversize_segments"] = stat(st.oversize_segments);
+    return r;
+  }, "torch_npu's memory_stats (nested) for one device");
+  m.def("memory_snapshot", [] {
+    // one segment per live block (nothing is cached), in torch's snapshot layout
+    std::lock_guard<std::mutex> lock(g_mem_mutex);
+    py::list out;
+    for (int d = 0; d < kMaxDevices; ++d) {
+      for (const MemCtx* c : g_mem[d].live) {
+        py::dict block;
+        block["address"] = reinterpret_cast<uintptr_t>(c->ptr);
+        block["size"] = c->size;
+        block["requested_size"] = c->requested;
+        block["state"] = "active_allocated";
+        py::dict seg;
+        seg["device"] = d;
+        seg["address"] = reinterpret_cast<uintptr_t>(c->ptr);
+        seg["total_size"] = c->size;
+        seg["allocated_size"] = c->size;
+        seg["active_size"] = c->size;
+        seg["requested_size"] = c->requested;
+        seg["stream"] = 0;
+        seg["segment_type"] = c->size <= kSmallSize ? "small" : "large";
+        seg["blocks"] = py::list(py::make_tuple(block));
+        out.append(seg);
+      }
+    }
+    return out;
+  }, "the live device blocks, as torch.npu.memory_snapshot() lists segments");
+  m.def("reset_peak", [](int idx) { g_alloc.resetPeakStats(static_cast<c10::DeviceIndex>(idx)); });
+  m.def("reset_accumulated", [](int idx) { g_alloc.resetAccumulatedStats(static_cast<c10::DeviceIndex>(idx)); });
+  m.def("mem_get_info", [](int idx) { return g_alloc.getMemoryInfo(static_cast<c10::DeviceIndex>(idx)); });
+  m.def("total_memory", [] { return kTotalMemory; }, "bytes of memory of one emulated card");
+  m.def("set_memory_fraction", [](int idx, double fraction) {
+    ensure_alloc_conf();
+    std::lock_guard<std::mutex> lock(g_mem_mutex);
+    g_mem[checked_index(static_cast<c10::DeviceIndex>(idx))].limit =
+        static_cast<int64_t>(fraction * static_cast<double>(kTotalMemory));
+  }, "limit the device to `fraction` of its memory (allocations beyond raise torch.OutOfMemoryError)");
+  m.def("memory_fraction", [](int idx) {
+    ensure_alloc_conf();
+    std::lock_guard<std::mutex> lock(g_mem_mutex);
+    return static_cast<double>(g_mem[checked_index(static_cast<c10::DeviceIndex>(idx))].limit) /
+           static_cast<double>(kTotalMemory);
   });
-  m.def("reset_peak", [](int idx) {
-    std::lock_guard<std::mutex> lock(g_stats_mutex);
-    g_stats[idx].peak = g_stats[idx].cur;
-    g_stats[idx].n_peak = g_stats[idx].n_cur;
-  });
-  m.def("reset_accumulated", [](int idx) {
-    std::lock_guard<std::mutex> lock(g_stats_mutex);
-    auto& s = g_stats[idx];
-    s.total_alloc = s.total_freed = s.n_alloc = s.n_free = s.num_ooms = 0;
-  });
-  m.def("set_limit", [](int idx, int64_t limit) {
-    std::lock_guard<std::mutex> lock(g_stats_mutex);
-    g_stats[idx].limit = limit;
-  });
+  m.def("host_empty_cache", &pinned_empty_cache, "release the cached pinned host blocks");
+  m.def("reload_alloc_conf", [] {
+    g_conf_done.store(false);
+    g_conf_armed.store(true);
+  }, "read PYTORCH_NPU_ALLOC_CONF at the next allocation (install() calls it once set up; the card reads it once)");
 }

@@ -71,6 +71,12 @@ class TestCase(_torch_testing.TestCase):
         if isinstance(x, np.ndarray) or isinstance(y, np.ndarray):
             x, y = torch.as_tensor(np.asarray(x)), torch.as_tensor(np.asarray(y))
             kwargs.setdefault("exact_dtype", False)
+        storages = (torch.UntypedStorage, torch.storage.TypedStorage)
+        if isinstance(x, storages) and isinstance(y, storages):
+            # torch_npu's assertEqual compares iterables element by element, numbers without their dtype
+            # (torch's compares typed storages as tensors, dtype included, and untyped ones by identity)
+            x, y = torch.tensor(x.cpu().tolist()), torch.tensor(y.cpu().tolist())
+            kwargs.setdefault("exact_dtype", False)
         return super().assertEqual(x, y, *args, msg=msg, **kwargs)
 
     def assertRtolEqual(self, x, y, prec=1.e-4, prec16=1.e-3, auto_trans_dtype=False,  # noqa: N802
