@@ -10,8 +10,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
+import importlib.util
 import sys
 import textwrap
+import types
 from pathlib import Path
 
 import pytest
@@ -19,6 +21,7 @@ import torch
 
 from migrate_helpers import exec_on_cpu
 from torchport.migrate import fix_source, scan_source
+from torchport.emulate._standin import APEX_DIR
 from torchport.shim import redirect_cuda
 
 LOOP = """\
@@ -55,10 +58,13 @@ def _tp210(src: str) -> list[str]:
 
 def _run(code: str, apex_standin: bool) -> dict:
     saved = {k: sys.modules.get(k) for k in ("apex", "apex.amp")}
-    if apex_standin:  # what the emulator's import hook serves for `from apex import amp`
-        sys.modules["apex"] = importlib.import_module("torchport.emulate._apex")
-        sys.modules["apex.amp"] = importlib.import_module("torchport.emulate._apex.amp")
-        sys.modules["apex"].amp = sys.modules["apex.amp"]
+    if apex_standin:  # what the emulator's import hook serves for `from apex import amp` (its amp.py alone: the
+        # package's other stand-ins, apex.optimizers, need the emulated torch_npu)
+        spec = importlib.util.spec_from_file_location("apex.amp", APEX_DIR / "amp.py")
+        stand_in = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(stand_in)
+        sys.modules["apex"] = types.SimpleNamespace(amp=stand_in)
+        sys.modules["apex.amp"] = stand_in
     try:
         return exec_on_cpu(code, {"__name__": "script"})
     finally:
