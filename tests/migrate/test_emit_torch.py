@@ -141,7 +141,7 @@ def test_what_torch_lacks_stays_on_torchport_or_is_reported():
     assert "import torchport" in out and "if True: torchport.synchronize()" in out
     # bf16 "supported" has no torch-core spelling that means the same
     out = _torch("import torch\n\nok = torch.cuda.is_bf16_supported()\n", unsafe=True)
-    assert 'torchport.current().backend.amp.usable("bf16")' in out
+    assert 'torchport.current().backend.bf16_supported()' in out
     # cuDNN knobs: harmless off CUDA, so kept (reported, not rewritten to torchport.tune)
     from torchport.migrate.runner import analyze_text
 

@@ -87,3 +87,39 @@ def test_import_torchport_has_no_side_effects():
     code = "import sys, torchport, torchport.backends; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_bf16_supported_is_the_device_modules_own_answer_not_the_fast_path():
+    """`torch.cuda.is_bf16_supported()` in migrated code: `fix` writes `backend.bf16_supported()` and `run` answers
+    it too, so both follow torch's answer (bf16 *possible*, emulation included on pre-Ampere CUDA) -- not
+    `amp.usable("bf16")` (bf16 *fast*), which said False where torch says True."""
+    import types
+
+    cuda = backends.get("cuda")
+    pre_ampere = types.SimpleNamespace(is_bf16_supported=lambda: True, get_device_capability=lambda: (7, 0))
+    fake = dataclasses.replace(cuda, probe=lambda: True, module=lambda: pre_ampere, device_count=lambda: 1,
+                               amp=dataclasses.replace(cuda.amp, bf16_probe=lambda: False))
+    assert fake.bf16_supported() is True and fake.amp.usable("bf16") is False
+    assert dataclasses.replace(fake, module=lambda: types.SimpleNamespace(is_bf16_supported=lambda: False)
+                               ).bf16_supported() is False
+    assert dataclasses.replace(fake, probe=lambda: False).bf16_supported() is False     # no device: torch says False
+    assert backends.get("cpu").bf16_supported() is False                                # as `run` answers on a host
+
+
+def test_fix_and_run_answer_is_bf16_supported_alike(tmp_path):
+    import subprocess
+    import sys
+
+    from torchport.migrate import fix_source
+
+    src = "import torch\nprint('bf16', torch.cuda.is_bf16_supported())\n"
+    fixed = fix_source(src)                      # safe fixes only: the rewrite must be among them
+    assert "bf16_supported()" in fixed and "torch.cuda" not in fixed
+    (tmp_path / "orig.py").write_text(src)
+    (tmp_path / "fixed.py").write_text(fixed)
+    env = {**__import__("os").environ, "TORCHPORT_DEVICE": "cpu"}
+    env.pop("TORCHPORT_EMULATE", None)
+    outs = [subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path).stdout.strip().splitlines()[-1]
+            for cmd in ([sys.executable, "-m", "torchport", "run", "--device", "cpu", "orig.py"],
+                        [sys.executable, "fixed.py"])]
+    assert outs == ["bf16 False", "bf16 False"], outs

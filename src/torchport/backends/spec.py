@@ -149,6 +149,24 @@ class BackendSpec:
         """Human label: ``"npu (emulated)"`` for emulated backends, else the name."""
         return f"{self.name} (emulated)" if self.emulated else self.name
 
+    def bf16_supported(self) -> bool:
+        """torch's own answer to "can this device run bf16" (the device module's ``is_bf16_supported()``:
+        bf16 *possible*, emulation included on older GPUs); False on a host without an accelerator.
+
+        The one answer for ``torch.cuda.is_bf16_supported()`` in migrated code: what ``fix`` writes and what
+        ``run`` returns, so both follow the original on CUDA. (``amp.usable("bf16")`` is a different question:
+        bf16 *fast*, which ``precision="auto"`` asks.)
+        """
+        if not self.is_accelerator or not self.probe():
+            return False
+        fn = getattr(self.module(), "is_bf16_supported", None)
+        if fn is None:
+            return self.amp.usable("bf16")
+        try:
+            return bool(fn())
+        except Exception:  # noqa: BLE001 - a driver that cannot answer has no usable bf16
+            return False
+
     def require(self) -> ModuleType:
         """Return the device module, or raise :class:`BackendUnavailable` with the install hint."""
         if not self.probe():

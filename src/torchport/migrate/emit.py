@@ -17,7 +17,7 @@ needs nothing but torch:
   torchport runtime counts, so ``mp.spawn(nprocs=...)`` still starts one process there.
 
 What torch lacks stays on the runtime: ``torchport.tune(...)`` for backend knobs other than
-cuDNN's (those stay as written: harmless off CUDA), ``backend.amp.usable("bf16")``. DDP keeps its
+cuDNN's (those stay as written: harmless off CUDA), ``backend.bf16_supported()``. DDP keeps its
 ``device_ids`` behind ``torch.accelerator.is_available()`` (the rule writes that itself). The
 table in docs/migrate-corpus.md lists each spelling. The file's own style wins
 (:attr:`~torchport.migrate.context.FileContext.emit_torch`): a file that imports torchport keeps the

@@ -228,7 +228,7 @@ def _queries(api: _Api, produces: dict) -> dict[str, Any]:
     # 1 on the CPU fallback, as the fixed code's `torchport.current().backend.device_count()`: a DDP
     # script's `mp.spawn(nprocs=torch.cuda.device_count())` then trains on one rank instead of none.
     count = max(1, target.backend.device_count())
-    bf16 = bool(accel and target.backend.amp.usable("bf16"))
+    bf16 = bool(accel and target.backend.bf16_supported())   # computed before torch.cuda is patched
 
     def is_available() -> bool:
         hit("torch.cuda.is_available", "is_available()", accel)

@@ -91,7 +91,7 @@ class CudaDeviceQuery(_Mapped):
     replacements = {
         "current_device": ("{tp}.current().index", "safe"),
         "device_count": ("{tp}.current().backend.device_count()", "safe"),
-        "is_bf16_supported": ("{tp}.current().backend.amp.usable({q}bf16{q})", "unsafe"),
+        "is_bf16_supported": ("{tp}.current().backend.bf16_supported()", "safe"),
     }
     advice = {
         "get_device_name": "log `torchport.current()` or use `torchport doctor`",
@@ -105,8 +105,9 @@ class CudaDeviceQuery(_Mapped):
                    "i = torchport.current().index\n")
     fix_notes = ("Safe: `current_device()` becomes `torchport.current().index`; `device_count()` becomes "
                  "`torchport.current().backend.device_count()` (the same count on a CUDA machine; 1, not 0, on a "
-                 "CPU-only host). Unsafe: `is_bf16_supported()` (bf16 *fast*, compute capability >= 8, not bf16 "
-                 "*possible*) becomes `torchport.current().backend.amp.usable(\"bf16\")`. "
+                 "CPU-only host); `is_bf16_supported()` becomes `torchport.current().backend.bf16_supported()` (the "
+                 "device module's own answer: the same as torch's on CUDA and on an NPU, False on a CPU-only host, "
+                 "as `torchport run` answers). "
                  "Names, properties and capabilities are reported only.")
 
 

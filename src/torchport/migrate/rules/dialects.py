@@ -256,7 +256,7 @@ _API = {
     "max_memory_allocated": ("({tp}.memory_stats()[{q}peak_bytes{q}] or 0)", "safe"),
     "memory_reserved": ("({tp}.memory_stats()[{q}reserved_bytes{q}] or 0)", "safe"),
     "reset_peak_memory_stats": ("{tp}.reset_peak_memory()", "safe"),
-    "is_bf16_supported": ("{tp}.current().backend.amp.usable({q}bf16{q})", "safe"),
+    "is_bf16_supported": ("{tp}.current().backend.bf16_supported()", "safe"),
     "Stream": ("{tp}.current().module.Stream(", "unsafe"),
     "Event": ("{tp}.current().module.Event(", "unsafe"),
     "current_stream": ("{tp}.current().module.current_stream(", "unsafe"),
