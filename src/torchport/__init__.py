@@ -23,6 +23,7 @@ _EXPORTS = {
     "to_device": "torchport.runtime.batch",
     "Amp": "torchport.runtime.amp",
     "ScaleEvent": "torchport.runtime.amp",
+    "autocast_forward": "torchport.runtime.amp",
     "loader_kwargs": "torchport.runtime.loader",
     "seed_everything": "torchport.runtime.seed",
     "synchronize": "torchport.runtime.memory",

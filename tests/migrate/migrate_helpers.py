@@ -33,3 +33,18 @@ def check_golden(path: Path, actual: str) -> None:
         pytest.fail(f"golden file {path} is missing; create it with pytest --update-golden")
     expected = path.read_text(encoding="utf-8")
     assert actual == expected, f"{path} differs from the output (pytest --update-golden rewrites it)"
+
+
+def exec_on_cpu(code: str, namespace: dict | None = None) -> dict:
+    """Run a (fixed) script's text in this process with torchport's device selected as the CPU; returns its
+    globals. The selection is reset afterwards."""
+    import torchport
+    from torchport.runtime.device import reset_selection
+
+    namespace = {} if namespace is None else namespace
+    torchport.select_device("cpu", warn=False)
+    try:
+        exec(compile(code, "script.py", "exec"), namespace)
+    finally:
+        reset_selection()
+    return namespace

@@ -31,8 +31,8 @@ def fixed_script(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("fixed") / "train.py"
     shutil.copy(SCRIPT, out)
     res = CliRunner().invoke(app, ["fix", str(out), "--write", "--unsafe-fixes", "--format", "json"])
-    # exit 1: report-only findings (cudnn knob, DataParallel) remain by design
-    assert res.exit_code == 1, res.output
+    # exit 0: every finding of this script has a fix (its `nn.DataParallel` branch became `torchport.wrap_ddp`)
+    assert res.exit_code == 0, res.output
     return out
 
 
@@ -44,8 +44,9 @@ def test_fixed_script_is_device_agnostic(fixed_script):
                       'torch.device("cuda', "pin_memory=True"):
         assert construct not in code, construct
     left = scan_source(text).findings
-    assert {f.code for f in left} == {"TP303"}, [(f.line, f.code) for f in left]  # cudnn.benchmark -> torchport.tune
-    assert all(not f.fixable for f in left)
+    # cudnn.benchmark -> torchport.tune; nn.DataParallel -> torchport.wrap_ddp (issue 22)
+    assert left == [], [(f.line, f.code) for f in left]
+    assert "nn.DataParallel(" not in code and 'getattr(model, "module", model)' in code
 
 
 def test_fixed_script_trains(fixed_script, portable_device, tmp_path):

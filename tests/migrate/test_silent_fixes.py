@@ -13,6 +13,7 @@ import types
 import pytest
 import torch
 
+from migrate_helpers import exec_on_cpu
 from torchport.migrate import fix_source, scan_source
 
 
@@ -106,16 +107,7 @@ def test_map_location_npu_becomes_the_selected_device(tmp_path):
     assert "map_location=torchport.device()" in out, out
     ckpt = tmp_path / "ckpt.pt"
     torch.save({"w": torch.ones(2)}, ckpt)
-    import torchport
-
-    namespace = {"path": str(ckpt)}
-    torchport.select_device("cpu", warn=False)
-    try:
-        exec(compile(out, "fixed.py", "exec"), namespace)
-    finally:
-        from torchport.runtime.device import reset_selection
-
-        reset_selection()
+    namespace = exec_on_cpu(out, {"path": str(ckpt)})
     assert torch.equal(namespace["state"]["w"], torch.ones(2))
 
 
@@ -126,6 +118,40 @@ def test_legacy_tensor_alias_is_fixed():
     assert "Tensor = torchport.current().module.FloatTensor if cuda else torch.FloatTensor" in out, out
     left = [f.code for f in scan_source(out).findings]
     assert "TP106" not in left, left
+
+
+def test_legacy_tensor_alias_statements_are_fixed_and_run_on_the_cpu():
+    """The statement forms of the alias (PyTorch-GAN clustergan: `Tensor = torch.cuda.FloatTensor` alone in
+    `sample_z`; `if cuda: Tensor = torch.cuda.FloatTensor / else: Tensor = torch.FloatTensor`) were report-only:
+    the fixed clustergan still failed with "Found no NVIDIA driver"."""
+    src = """\
+    import torch
+    cuda = True if torch.cuda.is_available() else False
+    if cuda:
+        Tensor = torch.cuda.FloatTensor
+    else:
+        Tensor = torch.FloatTensor
+    def sample_z(shape):
+        Tensor = torch.cuda.FloatTensor
+        return Tensor(shape, 3).fill_(0)
+    z = sample_z(2)
+    """
+    out = _fix(src)
+    assert "    Tensor = torchport.current().module.FloatTensor\nelse:\n    Tensor = torch.FloatTensor" in out, out
+    assert ("Tensor = torchport.current().module.FloatTensor if torchport.current().is_accelerator "
+            "else torch.FloatTensor") in out, out
+    assert "TP106" not in [f.code for f in scan_source(out).findings]
+    assert _fix(out) == out  # fixing twice changes nothing
+    namespace = exec_on_cpu(out)
+    assert namespace["Tensor"] is torch.FloatTensor
+    assert namespace["z"].dtype == torch.float32 and namespace["z"].device.type == "cpu"
+
+
+def test_a_legacy_type_assigned_in_an_if_without_the_cpu_branch_gets_the_guarded_form():
+    """Only an `else` that assigns the CPU type makes the branch form sound; any other `if` body gets the guard."""
+    out = _fix("import torch\nif flag:\n    Tensor = torch.cuda.LongTensor\nelse:\n    Tensor = torch.FloatTensor\n")
+    assert ("Tensor = torchport.current().module.LongTensor if torchport.current().is_accelerator "
+            "else torch.LongTensor") in out, out
 
 
 def test_a_backend_guard_in_a_cuda_file_is_still_left_alone_when_fixing_the_fixed_file():

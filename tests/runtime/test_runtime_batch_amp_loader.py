@@ -281,3 +281,36 @@ def test_host_tracked_scale_matches_the_scaler():
     _, _, other = _scaled_setup(init_scale=1.0, growth_interval=2)
     other.load_state_dict(state)
     assert other.loss_scale == amp.loss_scale
+
+
+def test_autocast_forward_casts_inside_and_returns_float32():
+    """apex O1 as torch autocast (what `torchport fix` writes for `amp.initialize`): the layers run in fp16,
+    the model's output is float32, the module is the same object (same state_dict keys), it pickles and
+    deep-copies, and an exception in forward leaves no autocast open."""
+    import copy
+    import io
+
+    from torchport.runtime.amp import autocast_forward
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU(), torch.nn.Linear(3, 2))
+    keys = list(model.state_dict())
+    seen = []
+    model[0].register_forward_hook(lambda m, i, o: seen.append(o.dtype))
+    assert autocast_forward(model, device_type="cpu") is model
+    x = torch.randn(5, 4)
+    out = model(x)
+    assert seen == [torch.float16] and out.dtype == torch.float32
+    with torch.autocast("cpu", dtype=torch.float16):
+        expected = model[2](model[1](model[0](x))).float()
+    assert torch.equal(out, expected)
+    assert list(model.state_dict()) == keys
+    model[0]._forward_hooks.clear()
+    assert copy.deepcopy(model)(x).dtype == torch.float32
+    buf = io.BytesIO()
+    torch.save(model, buf)
+    buf.seek(0)
+    assert torch.equal(torch.load(buf, weights_only=False)(x), out)
+    with pytest.raises(RuntimeError):
+        model(torch.randn(5, 7))
+    assert not torch.is_autocast_enabled("cpu")

@@ -144,6 +144,8 @@ class FileContext:
         self.deferred: list[Callable[[], None]] = []
         #: uses of each import-bound name in the code (imports themselves not counted)
         self.alias_uses: dict[str, int] = {}
+        #: per-file results a rule computes once for the whole file (keyed by rule code)
+        self.memo: dict[str, object] = {}
 
     @functools.cached_property
     def emit_torch(self) -> bool:

@@ -105,6 +105,10 @@ class _NameCounter(cst.CSTVisitor):
         node.value.visit(self)  # the attribute name itself is not a reference
         return False
 
+    def visit_Arg(self, node: cst.Arg) -> bool:
+        node.value.visit(self)  # a keyword (`f(amp=True)`) is not a reference either
+        return False
+
     def visit_Name(self, node: cst.Name) -> None:
         if node.value in self.names:
             self.counts[node.value] += 1
@@ -117,7 +121,7 @@ class _NameCounter(cst.CSTVisitor):
 
 
 def count_names(module: cst.CSTNode, names: set[str]) -> dict[str, int]:
-    """How often each of ``names`` is referenced (imports excluded; over-counts keyword names)."""
+    """How often each of ``names`` is referenced (imports, attribute names and keywords excluded)."""
     counter = _NameCounter(names)
     module.visit(counter)
     return counter.counts

@@ -26,13 +26,17 @@ class _SpanState(CodegenState):
 
     targets: frozenset = frozenset()
     spans: dict = dataclasses.field(default_factory=dict)
+    #: children whose span bounds a target's (a compound statement ends where its body's last statement does)
+    bounds: set = dataclasses.field(default_factory=set)
 
     @contextlib.contextmanager
     def record_syntactic_position(self, node, *, start_node=None, end_node=None):
-        if node in self.targets:
+        if node in self.targets or node in self.bounds:
+            self.bounds.update(n for n in (start_node, end_node) if n is not None)
             first = len(self.tokens)
             yield
-            self.spans[node] = (first, len(self.tokens))
+            self.spans[node] = (self.spans[start_node][0] if start_node is not None else first,
+                                self.spans[end_node][1] if end_node is not None else len(self.tokens))
         else:
             yield
 
@@ -65,5 +69,6 @@ def positions(module: cst.Module, nodes: Iterable[cst.CSTNode]) -> dict[cst.CSTN
 
     out = {}
     for node, (a, b) in state.spans.items():
-        out[node] = (*where(offsets[a]), *where(offsets[b]))
+        if node in state.targets:
+            out[node] = (*where(offsets[a]), *where(offsets[b]))
     return out

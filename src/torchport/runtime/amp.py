@@ -23,10 +23,11 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+import threading
 import warnings
 from typing import Any, Iterable
 
-__all__ = ["Amp", "ScaleEvent", "PRECISIONS", "load_scaler_state"]
+__all__ = ["Amp", "ScaleEvent", "PRECISIONS", "load_scaler_state", "autocast_forward"]
 
 from torchport.backends.spec import PRECISIONS  # noqa: E402  (one list: fp32 fp16 bf16 auto amp)
 _log = logging.getLogger("torchport.amp")
@@ -250,3 +251,74 @@ def load_scaler_state(scaler, state: dict[str, Any]) -> None:
     if hasattr(scaler, "_dynamic"):
         state["dynamic"] = dynamic
     scaler.load_state_dict(state)
+
+
+class _AutocastForward:
+    """The two forward hooks of :func:`autocast_forward` (a picklable object, so ``torch.save(model)`` and
+    ``copy.deepcopy(model)`` keep working; the open contexts are per thread, for DataParallel replicas)."""
+
+    def __init__(self, device_type: str, dtype: Any) -> None:
+        self.device_type, self.dtype = device_type, dtype
+        self._open = threading.local()
+
+    def __getstate__(self) -> dict:
+        return {"device_type": self.device_type, "dtype": self.dtype}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["device_type"], state["dtype"])
+
+    def enter(self, module: Any, args: Any) -> None:
+        import torch
+
+        ctx = torch.autocast(device_type=self.device_type, dtype=self.dtype)
+        ctx.__enter__()
+        self._open.__dict__.setdefault("stack", []).append(ctx)
+
+    def exit(self, module: Any, args: Any, output: Any) -> Any:
+        self._open.stack.pop().__exit__(None, None, None)
+        return _to_float(output)
+
+
+def _to_float(out: Any) -> Any:
+    """Floating tensors in ``out`` (a tensor, list, tuple or dict of them) as float32."""
+    import torch
+
+    if isinstance(out, torch.Tensor):
+        return out.float() if out.is_floating_point() else out
+    if isinstance(out, (list, tuple)) and type(out) in (list, tuple):
+        return type(out)(_to_float(o) for o in out)
+    if isinstance(out, dict) and type(out) is dict:
+        return {k: _to_float(v) for k, v in out.items()}
+    return out
+
+
+def autocast_forward(model: Any, dtype: Any = None, device_type: str | None = None) -> Any:
+    """Run ``model``'s forward under ``torch.autocast`` and give its floating outputs back in float32.
+
+    This is apex ``O1`` (``amp.initialize(model, optimizer, opt_level="O1")``) expressed with torch's own
+    autocast, for code whose forward call cannot be found statically (``torchport fix`` writes it): the
+    module is the same object (its ``state_dict`` keys, ``model.module`` and ``isinstance`` are unchanged),
+    the loss computed from its outputs runs in float32 as under apex.
+
+    Args:
+        model: an ``nn.Module``; two forward hooks are added (``always_call``: an exception leaves no
+            autocast context open).
+        dtype: the autocast dtype; default ``torch.float16`` (apex's).
+        device_type: the autocast device type; default the selected device's (``torchport.current().type``).
+
+    Returns:
+        ``model`` itself.
+
+    Example::
+
+        model = torchport.autocast_forward(model)                 # was: amp.initialize(..., opt_level="O1")
+        scaler = torch.amp.GradScaler(torchport.current().type)
+    """
+    import torch
+
+    from torchport.runtime.device import current
+
+    hooks = _AutocastForward(device_type or current().type, torch.float16 if dtype is None else dtype)
+    model.register_forward_pre_hook(hooks.enter)
+    model.register_forward_hook(hooks.exit, always_call=True)
+    return model

@@ -2,7 +2,8 @@
 
 - ``O0``: fp32, no autocast, no scaling -- exactly plain torch.
 - ``O1`` and ``O2``: the model's ``forward`` runs under ``torch.autocast`` (float16) on the
-  model's device, floating outputs are cast back to float32, and a ``torch.amp.GradScaler``
+  model's device, floating outputs are cast back to float32 (``torchport.autocast_forward``, the
+  same helper ``torchport fix`` writes for apex), and a ``torch.amp.GradScaler``
   scales the loss: dynamic by default (``loss_scale="dynamic"``), static when ``loss_scale`` is
   a number (the scale stays put; an overflowing step is still skipped).
   Difference from apex: apex ``O2`` casts the model to fp16 and keeps fp32 master weights in the
@@ -22,6 +23,8 @@ import functools
 from typing import Any, Iterator
 
 import torch
+
+from torchport.runtime.amp import autocast_forward
 
 __all__ = ["initialize", "scale_loss", "master_params", "state_dict", "load_state_dict"]
 
@@ -44,28 +47,6 @@ def _device_type(model: torch.nn.Module) -> str:
     for p in model.parameters():
         return p.device.type
     return "cpu"
-
-
-def _to_float(out: Any) -> Any:
-    if isinstance(out, torch.Tensor):
-        return out.float() if out.is_floating_point() else out
-    if isinstance(out, (list, tuple)):
-        return type(out)(_to_float(o) for o in out)
-    if isinstance(out, dict):
-        return {k: _to_float(v) for k, v in out.items()}
-    return out
-
-
-def _autocast_forward(model: torch.nn.Module, device_type: str) -> None:
-    forward = model.forward
-
-    @functools.wraps(forward)
-    def amp_forward(*args: Any, **kwargs: Any) -> Any:
-        with torch.autocast(device_type=device_type, dtype=torch.float16):
-            out = forward(*args, **kwargs)
-        return _to_float(out)
-
-    model.forward = amp_forward
 
 
 def _route_step(optimizer: torch.optim.Optimizer) -> None:
@@ -106,7 +87,7 @@ def initialize(models: Any, optimizers: Any = None, enabled: bool = True, opt_le
     _STATE.scaler = torch.amp.GradScaler(device_type, init_scale=static or 2.0 ** 16, enabled=on)
     if on:
         for m in model_list:
-            _autocast_forward(m, device_type)
+            autocast_forward(m, torch.float16, device_type)
     for opt in opt_list:
         _route_step(opt)
     if optimizers is None:

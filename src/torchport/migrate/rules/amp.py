@@ -138,18 +138,95 @@ class ApexAmp(Rule):
     code = "TP210"
     name = "apex-amp"
     severity = "error"
+    fix = "safe"
     names = ("apex.amp",)
     name_prefixes = ("apex.amp.",)
+    imports = ("apex",)
     needles = ("apex",)
-    summary = "Finds NVIDIA apex AMP: `amp.initialize`, `amp.scale_loss`, `apex.amp.*`."
-    why = "apex is a CUDA-only extension (and unmaintained); torch has had native AMP since 1.6."
-    example = ("from apex import amp\n\nmodel, optimizer = amp.initialize(model, optimizer, opt_level=\"O1\")\n"
-               "with amp.scale_loss(loss, optimizer) as scaled:\n    scaled.backward()\n")
-    use_instead = ("import torchport\n\namp = torchport.Amp(\"fp16\")  # O1; \"bf16\" where the device has it\n"
-                   "with amp.autocast():\n    loss = criterion(model(x), y)\namp.backward(loss)\n"
-                   "amp.step(optimizer)\n")
-    fix_notes = "No fix: the recipe moves code between the forward pass and the step; rewrite it as above."
+    summary = ("Finds NVIDIA's and Ascend's apex AMP: `amp.initialize`, `amp.scale_loss`, `amp.master_params`, "
+               "`amp.state_dict`, and fixes them together to `torch.amp`.")
+    why = ("apex is a CUDA-only extension (and unmaintained; Ascend ships its own fork): without it the script "
+           "does not start. torch has had native AMP since 1.6.")
+    example = ("from apex import amp\n\nmodel, optimizer = amp.initialize(model, optimizer, opt_level=\"O1\", "
+               "loss_scale=128.0)\nfor x, y in loader:\n    loss = criterion(model(x), y)\n"
+               "    optimizer.zero_grad()\n    with amp.scale_loss(loss, optimizer) as scaled_loss:\n"
+               "        scaled_loss.backward()\n    optimizer.step()\n")
+    use_instead = ("import torch\nimport torchport\n\nmodel = torchport.autocast_forward(model)\n"
+                   "scaler = torch.amp.GradScaler(torchport.current().type, init_scale=128.0)\n"
+                   "for x, y in loader:\n    loss = criterion(model(x), y)\n    optimizer.zero_grad()\n"
+                   "    scaler.scale(loss).backward()\n    scaler.step(optimizer)\n    scaler.update(128.0)\n")
+    fix_notes = ("Safe when every apex call of the file can move together (apex keeps one global state): "
+                 "`model, optimizer = amp.initialize(model, optimizer, opt_level=\"O1\", loss_scale=S)` becomes "
+                 "`model = torchport.autocast_forward(model)` -- the model's forward under `torch.autocast` "
+                 "(fp16) with float32 outputs, so the loss runs in fp32 as under apex; the module, its "
+                 "`state_dict` keys and `model.module` are unchanged -- and `scaler = "
+                 "torch.amp.GradScaler(torchport.current().type[, init_scale=S])` (dynamic scaling unless "
+                 "`loss_scale` is a number; a name such as `args.loss_scale` is an unsafe fix, taken for a number "
+                 "and passed to every `scaler.update(...)`), after `global scaler` when `amp.initialize` is in one function and "
+                 "the other apex calls in others (the ImageNet / ModelZoo layout; apex's own state is global); "
+                 "`O0` or `enabled=False` gives a disabled scaler and no autocast; "
+                 "`combine_grad` (Ascend), `keep_batchnorm_fp32`, `verbosity` are dropped; lists of models "
+                 "(`[netD, netG], [optD, optG] = amp.initialize([netD, netG], [optD, optG])`) get one "
+                 "`autocast_forward` each and share the scaler (with `num_losses` > 1 an unsafe fix: apex keeps "
+                 "one scaler per `loss_id`); an `amp.initialize` inside "
+                 "`if args.amp:` gets a disabled scaler before the `if` (the other path's steps stay plain). "
+                 "`from apex import amp` goes; inside a function, a `try:` around it that only re-raises "
+                 "(`raise ImportError(\"Please install apex ...\")`) goes too. "
+                 "`with amp.scale_loss(loss, optimizer) as scaled_loss: scaled_loss.backward()` becomes "
+                 "`scaler.scale(loss).backward()`, and each `optimizer.step()` statement in the same function "
+                 "`scaler.step(optimizer)` + `scaler.update()` (`scaler.update(S)` keeps a static scale). "
+                 "`amp.master_params(optimizer)` (gradient clipping) becomes `scaler.unscale_(optimizer)` before "
+                 "the statement and the optimizer's parameters in it. `amp.state_dict()` becomes "
+                 "`scaler.state_dict()`. Unsafe (applied with `--unsafe-fixes`): a run-time "
+                 "`opt_level=args.opt_level` (becomes `if args.opt_level != \"O0\": model = "
+                 "torchport.autocast_forward(model)` and `GradScaler(..., enabled=args.opt_level != \"O0\")`: "
+                 "O2/O3 run as O1), `O2` (fixed as O1: apex casts "
+                 "the model to fp16 with fp32 master weights, autocast keeps fp32 weights and casts per op -- "
+                 "results agree to fp16 rounding), `amp.load_state_dict(s)` (the scaler's layout differs from "
+                 "apex's `loss_scaler0`: a checkpoint written before the migration does not load) and a plain "
+                 "`loss.backward()` in a function whose steps now go through the scaler (other than the `else:` "
+                 "of `if args.amp: with amp.scale_loss(...)`), whose step would unscale unscaled gradients. Not fixed, "
+                 "with a finding naming the line and the hand fix: `O3` (pure fp16), a `loss_scale` "
+                 "that is neither a literal nor a name (or a name not visible where the optimizer steps), a "
+                 "non-literal `enabled`, several `amp.initialize` calls, a `scale_loss` without an "
+                 "`optimizer.step()` statement in its function, `delay_unscale`, other apex APIs. "
+                 "The emulator's apex stand-in "
+                 "(docs/emulator.md) runs the unfixed script with the same semantics.")
+
+    def _plan(self, ctx):
+        from torchport.migrate.rules.apex import line_of, plan_apex
+
+        if self.code in ctx.memo:
+            return
+        plan = plan_apex(ctx)
+        ctx.memo[self.code] = plan
+        if plan.problems:
+            first = plan.problems[0]
+            for node, msg in plan.problems:
+                ctx.report(self, node, f"apex AMP not fixed: {msg}")
+            done = {node for node, _ in plan.problems}
+            for node in plan.uses:
+                if node not in done:
+                    ctx.report(self, node, "apex AMP (CUDA-only); not fixed because of the finding at line "
+                                           f"{line_of(ctx, first[0])}: rewrite the file's apex calls with "
+                                           "`torch.amp` together")
+            ctx.claim(*plan.handled_uses)
+            return
+        note = f" (unsafe: {'; '.join(plan.notes)})" if plan.notes else ""
+        for i, (node, msg, fix) in enumerate(plan.findings):
+            ctx.report(self, node, msg + (note if i == 0 else ""), fix=fix, safety=plan.safety)
+        ctx.claim(*plan.handled_uses)
+
+    def on_import(self, ctx, node, module) -> None:
+        self._plan(ctx)
+
+    def on_call(self, ctx, node: cst.Call, qualname: str) -> None:
+        self._plan(ctx)
+        if not ctx.is_claimed(node):
+            self.on_reference(ctx, node.func, qualname)
 
     def on_reference(self, ctx, node, qualname: str) -> None:
-        ctx.report(self, node, f"`{qualname}` (apex AMP) is CUDA-only; use `torchport.Amp(...)` "
-                               "(autocast + backward + step)")
+        self._plan(ctx)
+        if not ctx.is_claimed(node):
+            ctx.report(self, node, f"`{qualname}` (apex AMP) is CUDA-only; use `torch.amp` "
+                                   "(`torchport.autocast_forward(model)` + `torch.amp.GradScaler`)")

@@ -142,23 +142,101 @@ def _id_values(ids: cst.Arg | None, out: cst.Arg | None) -> list[cst.BaseExpress
 class DataParallel(Rule):
     code = "TP303"
     name = "data-parallel"
+    fix = "safe"
     names = ("torch.nn.DataParallel", "torch.nn.parallel.data_parallel")
     needles = ("DataParallel", "data_parallel")
     summary = "Finds `torch.nn.DataParallel(...)` and `torch.nn.parallel.data_parallel(...)`."
     why = ("DataParallel is single-process multi-thread replication that torch itself discourages; it works "
-           "only where the backend implements its scatter/gather (not on Ascend NPU) and is slower than DDP "
-           "even on CUDA.")
-    example = "import torch\n\nmodel = torch.nn.DataParallel(model)\n"
-    use_instead = ("# launch: torchrun --nproc-per-node N train.py\nimport torchport\n\n"
-                   "torchport.init_distributed()\nmodel = torchport.wrap_ddp(model.to(torchport.device()))\n"
-                   "sampler = torch.utils.data.DistributedSampler(dataset)  # each rank sees its shard\n")
-    fix_notes = ("No fix: moving to DDP changes how the script is launched (torchrun), how data is sharded and "
-                 "where it logs; follow the recipe. `torchport.data_parallel(model)` keeps DataParallel where the "
-                 "backend supports it and raises a clear error elsewhere.")
+           "only where the backend implements its scatter/gather (not on Ascend NPU, whose migration guide "
+           "requires DDP) and is slower than DDP even on CUDA.")
+    example = ("import torch\n\nmodel = torch.nn.DataParallel(model)\n"
+               "torch.save(model.module.state_dict(), \"model.pt\")\n")
+    use_instead = ("import torch\nimport torchport\n\nmodel = torchport.wrap_ddp(model)\n"
+                   "torch.save(getattr(model, \"module\", model).state_dict(), \"model.pt\")\n")
+    fix_notes = ("Safe when the wrapped model is assigned to a name (`model = nn.DataParallel(model, "
+                 "device_ids=...)`, also `nn.DataParallel(model).cuda()`) and every `.module` read in the file is "
+                 "on that name (or on another DataParallel-wrapped name, fixed alike): the call becomes "
+                 "`torchport.wrap_ddp(model)` -- the model itself in a single process (what DataParallel computes "
+                 "on one device), DistributedDataParallel with the right `device_ids` once the script runs under "
+                 "torchrun with `torchport.init_distributed()` -- and `model.module` becomes "
+                 "`getattr(model, \"module\", model)` (with `--emit torch`: `(torch.nn.parallel.DistributedDataParallel(model) "
+                 "if torch.distributed.is_initialized() else model)`). Differences: the `state_dict` keys lose DataParallel's "
+                 "`module.` prefix (a checkpoint saved by the original loads with an error naming the keys; "
+                 "with `load_state_dict(..., strict=False)` in the file the fix is unsafe, as nothing would be "
+                 "loaded); on a machine with several GPUs a single process now uses one -- launch with "
+                 "`torchrun --nproc-per-node N` and add a `DistributedSampler` for data parallelism. Not fixed "
+                 "(reported): `.module` on another name, DataParallel not assigned to a name, "
+                 "`torch.nn.parallel.data_parallel(...)`.")
 
     def on_call(self, ctx, node: cst.Call, qualname: str) -> None:
-        ctx.report(self, node, "DataParallel is not supported on every backend; use DistributedDataParallel "
-                               "(torchrun + `torchport.init_distributed()` + `torchport.wrap_ddp(model)`)")
+        msg = ("DataParallel is not supported on every backend; use DistributedDataParallel "
+               "(torchrun + `torchport.init_distributed()` + `torchport.wrap_ddp(model)`)")
+        module = keyword(node, "module") or positional(node, 0)
+        if qualname != "torch.nn.DataParallel" or module is None or not call_args_plain(node):
+            ctx.report(self, node, msg)
+            return
+        ctx.defer(lambda: _data_parallel_fix(self, ctx, node, msg))
 
     def on_reference(self, ctx, node, qualname: str) -> None:
         """``isinstance(model, DataParallel)`` and similar are harmless: not reported."""
+
+
+def _data_parallel_fix(rule: Rule, ctx, node: cst.Call, msg: str) -> None:
+    """Fix ``name = DataParallel(model, ...)`` to ``torchport.wrap_ddp(model)`` when every ``.module`` in the
+    file is read on ``name`` (those become ``getattr(name, "module", name)``); else report without a fix."""
+    def wraps(value) -> bool:  # `DataParallel(m)`, or its receiver chain `DataParallel(m).cuda()`
+        while value is not node and isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute):
+            value = value.func.value
+        return value is node
+
+    target = next((key for key, values in ctx.bindings.items() if any(wraps(v) for v in values)), None)
+    reads: list[cst.Attribute] = []
+    others: list[str] = []
+    code = ctx.module.code_for_node
+
+    def data_parallel(value) -> bool:  # another `x = DataParallel(...)`: its own fix rewrites its `.module` reads
+        while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and not ctx.is_call_to(
+                value, "torch.nn.DataParallel"):
+            value = value.func.value
+        return ctx.is_call_to(value, "torch.nn.DataParallel")
+
+    wrapped = {key for key, values in ctx.bindings.items() if any(data_parallel(v) for v in values if v is not None)}
+
+    class _Reads(cst.CSTVisitor):
+        def visit_Attribute(self, attr: cst.Attribute) -> None:
+            if attr.attr.value == "module":
+                receiver = code(attr.value)
+                if receiver == target:
+                    reads.append(attr)
+                elif receiver not in wrapped:
+                    others.append(receiver)
+
+    ctx.module.visit(_Reads())
+    if target is None or others:
+        why = ("it is not assigned to a name" if target is None else
+               f"`.module` is also read on {', '.join(sorted(set(others)))}")
+        ctx.report(rule, node, f"{msg}; not fixed: {why} (write `getattr(x, \"module\", x)` there, then "
+                               "`torchport.wrap_ddp(model)`)")
+        return
+    safety = "unsafe" if "strict=False" in ctx.module.code else "safe"
+
+    def fix(n: cst.Call) -> cst.BaseExpression:
+        mod = next(a for a in n.args if a.keyword is None or a.keyword.value == "module")
+        if ctx.emit_torch:  # torch only: DDP once a process group exists, else the model itself (what wrap_ddp does)
+            t = ctx.torch
+            ddp = cst.Call(func=ctx.expr(f"{t}.nn.parallel.DistributedDataParallel"), args=[cst.Arg(mod.value)])
+            return cst.IfExp(test=ctx.expr(f"{t}.distributed.is_initialized()"), body=ddp, orelse=mod.value,
+                             lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+        return with_args(n.with_changes(func=ctx.expr(f"{ctx.tp}.wrap_ddp")),
+                         [mod.with_changes(keyword=None, equal=cst.MaybeSentinel.DEFAULT)])
+
+    ctx.report(rule, node, f"{msg}: becomes `torchport.wrap_ddp(model)` (the model itself in one process)",
+               fix=fix, safety=safety)
+    for attr in reads:
+        ctx.report(rule, attr, f"`{target}.module` exists only on a wrapped model: becomes "
+                               f"`getattr({target}, \"module\", {target})`",
+                   fix=lambda n: cst.Call(func=cst.Name("getattr"), args=[
+                       cst.Arg(n.value, comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))),
+                       cst.Arg(cst.SimpleString(f'{ctx.quote}module{ctx.quote}'),
+                               comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))),
+                       cst.Arg(n.value)]), safety=safety)

@@ -312,6 +312,38 @@ _TENSOR_TYPES = {"FloatTensor": "float32", "DoubleTensor": "float64", "HalfTenso
                  "CharTensor": "int8", "ByteTensor": "uint8", "BoolTensor": "bool"}
 
 
+def _alias_statement(ctx, value: cst.CSTNode) -> str | None:
+    """How ``value`` (a ``torch.cuda.XTensor`` reference) is used as a type alias: ``"branch"`` when it is the
+    whole right side of ``X = torch.cuda.XTensor`` in the body of an ``if`` whose ``else`` assigns
+    ``X = torch.XTensor`` (PyTorch-GAN's statement form of the alias), ``"alone"`` for any other
+    ``X = torch.cuda.XTensor`` statement (clustergan's ``sample_z``), None when it is not an alias statement."""
+    if not any(value is bound for values in ctx.bindings.values() for bound in values):
+        return None
+    found: list[str] = []
+
+    def assigns(block: cst.BaseSuite) -> dict[str, cst.BaseExpression]:
+        out = {}
+        for stmt in getattr(block, "body", ()):
+            for small in getattr(stmt, "body", ()) if isinstance(stmt, cst.SimpleStatementLine) else ():
+                if (isinstance(small, cst.Assign) and len(small.targets) == 1
+                        and isinstance(small.targets[0].target, cst.Name)):
+                    out[small.targets[0].target.value] = small.value
+        return out
+
+    class _Find(cst.CSTVisitor):
+        def visit_If(self, node: cst.If) -> None:
+            if not isinstance(node.orelse, cst.Else):
+                return
+            other = assigns(node.orelse.body)
+            for name, bound in assigns(node.body).items():
+                if bound is value and other.get(name) is not None:
+                    if ctx.qualname(other[name]) == "torch." + ctx.qualname(value)[len("torch.cuda."):]:
+                        found.append(name)
+
+    ctx.module.visit(_Find())
+    return "branch" if found else "alone"
+
+
 class CudaTensorType(Rule):
     code = "TP106"
     name = "cuda-tensor-type"
@@ -330,6 +362,11 @@ class CudaTensorType(Rule):
                  "collections) becomes `Tensor = torchport.current().module.FloatTensor if cuda else "
                  "torch.FloatTensor`: the same class on a CUDA machine, `torch.npu.FloatTensor` on Ascend "
                  "(torch has no legacy types for XPU or MPS: there the line raises `AttributeError`). "
+                 "The statement forms are fixed the same way: in `if cuda: Tensor = torch.cuda.FloatTensor` / "
+                 "`else: Tensor = torch.FloatTensor` the CUDA branch becomes "
+                 "`torchport.current().module.FloatTensor`; an unconditional `Tensor = torch.cuda.FloatTensor` "
+                 "becomes `torchport.current().module.FloatTensor if torchport.current().is_accelerator else "
+                 "torch.FloatTensor` (CPU tensors on the CPU fallback, as `torchport run` gives). "
                  "Other constructors and `isinstance` checks are "
                  "reported without a fix: write `torch.tensor(data, dtype=..., device=torchport.device())` or "
                  "`torch.empty(shape, ...)`.")
@@ -358,7 +395,20 @@ class CudaTensorType(Rule):
                                f"`torch.tensor(..., dtype=torch.{dtype}, device=torchport.device())`")
 
     def on_reference(self, ctx, node, qualname: str) -> None:
-        ctx.report(self, node, f"legacy CUDA tensor type `{qualname}`; compare `x.dtype` and `x.device.type` instead")
+        short = qualname[len("torch.cuda."):]
+        alias = _alias_statement(ctx, node)
+        if alias is None:
+            ctx.report(self, node, f"legacy CUDA tensor type `{qualname}`; compare `x.dtype` and `x.device.type` "
+                                   "instead")
+        elif alias == "branch":  # if cuda: Tensor = torch.cuda.T / else: Tensor = torch.T
+            ctx.report(self, node, f"legacy CUDA tensor type `{qualname}`; use the selected backend's "
+                                   f"`torchport.current().module.{short}`",
+                       fix=lambda n: ctx.expr(f"{ctx.tp}.current().module.{short}"))
+        else:  # Tensor = torch.cuda.T on its own
+            ctx.report(self, node, f"legacy CUDA tensor type `{qualname}`; use `torchport.current().module.{short} "
+                                   f"if torchport.current().is_accelerator else torch.{short}`",
+                       fix=lambda n: ctx.expr(f"{ctx.tp}.current().module.{short} if "
+                                              f"{ctx.tp}.current().is_accelerator else {ctx.torch}.{short}"))
 
     def on_method(self, ctx, node: cst.Call, name: str) -> None:
         if len(node.args) != 1 or node.args[0].keyword is not None or node.args[0].star:
