@@ -57,6 +57,31 @@ def test_positions_match_libcst_position_provider():
     assert checked > 100
 
 
+def test_positions_of_any_statement_match_libcst_even_when_its_end_is_a_closing_paren():
+    """Spans bounded by a child that records no position itself (the `)` of `from m import (a, b)`):
+    `scan --isolated` over the emulator's own files crashed with KeyError: RightParen."""
+    src = ("from torch import (cuda,\n    device)\nfrom os import (path)\n"
+           "with (open('a') as f, open('b') as g):\n    pass\n"
+           "def f():\n    return (cuda.is_available())\n"
+           "import torch; from torch.cuda import (synchronize)\n")
+    module = cst.parse_module(src)
+    nodes = []
+
+    class Collect(cst.CSTVisitor):
+        def on_visit(self, node):
+            if isinstance(node, (cst.BaseSmallStatement, cst.BaseCompoundStatement, cst.SimpleStatementLine)):
+                nodes.append(node)
+            return True
+
+    module.visit(Collect())
+    ours = positions(module, nodes)
+    ref = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    assert len(nodes) >= 10
+    for node in nodes:
+        r = ref[node]
+        assert ours[node] == (r.start.line, r.start.column + 1, r.end.line, r.end.column + 1), type(node).__name__
+
+
 @pytest.mark.parametrize("src,expected", [
     ("x = x.cuda()\n", "import torchport\n\nx = x.to(torchport.device())\n"),
     ('"""Doc."""\nx = x.cuda()\n', '"""Doc."""\nimport torchport\nx = x.to(torchport.device())\n'),

@@ -28,6 +28,17 @@ class _SpanState(CodegenState):
     spans: dict = dataclasses.field(default_factory=dict)
     #: children whose span bounds a target's (a compound statement ends where its body's last statement does)
     bounds: set = dataclasses.field(default_factory=set)
+    starts: dict = dataclasses.field(default_factory=dict)
+
+    # A bound that records no syntactic position itself (a closing paren) spans its own tokens, as
+    # PositionProvider's before/after_codegen give every node a range.
+    def before_codegen(self, node) -> None:
+        if node in self.bounds:
+            self.starts[node] = len(self.tokens)
+
+    def after_codegen(self, node) -> None:
+        if node in self.bounds and node not in self.spans:
+            self.spans[node] = (self.starts.pop(node, len(self.tokens)), len(self.tokens))
 
     @contextlib.contextmanager
     def record_syntactic_position(self, node, *, start_node=None, end_node=None):
