@@ -125,3 +125,34 @@ def test_probe_records_the_forward_dtype_of_a_data_parallel_replica(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     records = [json.loads(line) for f in out.glob("*.jsonl") for line in f.read_text().splitlines()]
     assert [r["dtypes"] for r in records] == [["bfloat16"]]
+
+
+_SCALED = """
+import torch
+m = torch.nn.Linear(4, 1)
+opt = torch.optim.SGD(m.parameters(), lr=0.1)
+scaler = torch.amp.GradScaler("cpu", init_scale=1024.0)
+loss = m(torch.ones(2, 4)).pow(2).mean()
+print("LOSS", float(loss))
+scaler.scale(loss).backward()
+scaler.step(opt)
+scaler.update()
+"""
+
+
+def test_probe_records_the_loss_a_grad_scaler_scaled_not_its_multiple(tmp_path):
+    """timm --amp scales its loss only when device.type == "cuda" (under `run`), not on the fixed npu script:
+    the probe compared 159840.4 with 2.44 -- the same loss, times the scaler's 65536."""
+    import json
+    import subprocess
+
+    out = tmp_path / "probe"
+    out.mkdir()
+    (tmp_path / "scaled.py").write_text(_SCALED, encoding="utf-8")
+    env = corpus._env(out, steps=1, device="cpu", seed=0)
+    proc = subprocess.run([sys.executable, str(tmp_path / "scaled.py")], env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    loss = float(proc.stdout.split("LOSS")[1].split()[0])
+    records = [json.loads(line) for f in out.glob("*.jsonl") for line in f.read_text().splitlines()]
+    assert [r["losses"] for r in records] == [[loss]] and loss > 0

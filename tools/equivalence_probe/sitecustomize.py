@@ -42,10 +42,25 @@ def _install(out: str) -> None:
 
     def backward(self, *args, **kwargs):
         if self.numel() == 1:
-            state["losses"].append(float(self.detach().float().cpu().reshape(())))
+            unscaled = getattr(self, "_equiv_unscaled", None)
+            state["losses"].append(unscaled if unscaled is not None else float(self.detach().float().cpu().reshape(())))
         return orig_backward(self, *args, **kwargs)
 
     torch.Tensor.backward = backward
+
+    # The loss is what the script optimises, not the GradScaler's multiple of it: a script that scales on
+    # one side only (timm makes its scaler only when device.type == "cuda") trains the same objective.
+    from torch.amp import GradScaler
+
+    orig_scale = GradScaler.scale
+
+    def scale(self, outputs):
+        scaled = orig_scale(self, outputs)
+        if isinstance(outputs, torch.Tensor) and scaled is not outputs and outputs.numel() == 1:
+            scaled._equiv_unscaled = float(outputs.detach().float().cpu().reshape(()))
+        return scaled
+
+    GradScaler.scale = scale
 
     def forward_hook(module, inputs, output):
         # a DataParallel replica holds its weights as plain attributes, listed in _former_parameters
