@@ -413,6 +413,29 @@ PINNED += [
     ("timm-train", *_TIMM, "train.py", _TIMM_TINY, []),
     ("timm-train-amp", *_TIMM, "train.py", [*_TIMM_TINY, "--amp"], []),
 ]
+#: sgrvinod's SSD300 tutorial (VGG-16 base; device chosen in train.py, model.py and utils.py alike): the VOC json
+#: lists are generated (8 small images, 1-2 boxes each), the ImageNet VGG-16 download is skipped (random base,
+#: as ``weights=None``) and the iteration-to-epoch arithmetic (len(dataset) // 32 == 0 here) is replaced by 1 epoch
+_SSD = ("sgrvinod/a-PyTorch-Tutorial-to-Object-Detection", "5d5b75968c3cf1ffd2718bf828a7560b7ee8e8b5")
+_SSD_DATA = """data_folder = './data'
+import json as _json, numpy as _np; from PIL import Image as _Image; os.makedirs(data_folder, exist_ok=True)
+_imgs, _objs = [], []
+for _i in range(8):
+    _rs = _np.random.RandomState(_i); _f = os.path.join(data_folder, f'{_i}.jpg'); _imgs.append(_f)
+    _Image.fromarray(_rs.randint(0, 256, (96, 128, 3), dtype=_np.uint8)).save(_f)
+    _b = [[int(x), int(y), int(x) + 40, int(y) + 30] for x, y in _rs.randint(0, 60, (1 + _i % 2, 2))]
+    _objs.append({'boxes': _b, 'labels': [int(c) for c in _rs.randint(1, 21, len(_b))], 'difficulties': [0] * len(_b)})
+for _n, _v in (('TRAIN_images.json', _imgs), ('TRAIN_objects.json', _objs)):
+    with open(os.path.join(data_folder, _n), 'w') as _j: _json.dump(_v, _j)"""
+PINNED += [
+    ("ssd300-train", *_SSD, "train.py", [], [
+        ("data_folder = './'", _SSD_DATA),
+        ("from model import SSD300, MultiBoxLoss",
+         "from model import SSD300, MultiBoxLoss, VGGBase\nVGGBase.load_pretrained_layers = lambda self: None"),
+        ("batch_size = 8", "batch_size = 2"), ("workers = 4", "workers = 0"), ("print_freq = 200", "print_freq = 1"),
+        ("epochs = iterations // (len(train_dataset) // 32)", "epochs = 1"),
+        ("decay_lr_at = [it // (len(train_dataset) // 32) for it in decay_lr_at]", "decay_lr_at = []")]),
+]
 #: what to extract for a recipe when it is not the script's folder: paths from the repository root, each put
 #: next to the script (``mingpt/`` beside ``adder.py``); the script's own path must be among them
 EXTRACT: dict[str, list[str]] = {
