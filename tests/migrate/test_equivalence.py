@@ -82,16 +82,19 @@ def test_fixed_apex_script_is_equivalent_on_the_emulated_npu():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name, device", [("spawn_ddp_set_device", "cpu"), ("unet_amp_guard", "npu")])
-def test_torch_only_fix_is_equivalent(name, device):
+@pytest.mark.parametrize("name, device, dtype", [("spawn_ddp_set_device", "cpu", "float32"),
+                                                 ("unet_amp_guard", "npu", "float16"),
+                                                 ("ssd_multibox", "npu", "float32")])
+def test_torch_only_fix_is_equivalent(name, device, dtype):
     """`fix --emit torch` output imports no torchport and behaves like the original under `torchport run`:
-    one spawned rank on the CPU (device_count 0 would spawn none), fp16 autocast on the emulated npu."""
+    one spawned rank on the CPU (device_count 0 would spawn none), fp16 autocast on the emulated npu, a
+    detection loss whose priors and targets are built on the module-level device, on the emulated npu."""
     row = corpus.check(SCRIPTS[name], devices=(device,), steps=2, timeout=300, emit="torch")
     assert row.equivalent == {device: "yes"}, (row.equivalent, {m: r.error for m, r in row.modes.items()})
     assert not row.fixed_imports_torchport
-    if device == "npu":
-        assert "float16" in {d for rec in row.modes["fix npu"].ranks[0] for d in rec["dtypes"]}
-
+    records = row.modes[f"fix {device}"].ranks[0]
+    assert dtype in {d for rec in records for d in rec["dtypes"]}
+    assert {d.split(":")[0] for rec in records for d in rec["devices"]} == {device}
 
 _REPLICA = '''
 import collections, torch
