@@ -436,6 +436,38 @@ PINNED += [
         ("epochs = iterations // (len(train_dataset) // 32)", "epochs = 1"),
         ("decay_lr_at = [it // (len(train_dataset) // 32) for it in decay_lr_at]", "decay_lr_at = []")]),
 ]
+#: DETR (facebookresearch/detr): a COCO-style dataset is generated under ``data/`` (8 train and 2 val images of
+#: 96x128, 1-2 boxes each; pycocotools reads the json), the ImageNet backbone download is skipped (its
+#: ``pretrained=is_main_process()``), the 480-800 px multi-scale transforms become flip + normalize, and the
+#: model is small (resnet18, one encoder and decoder layer)
+_DETR = ("facebookresearch/detr", "29901c51d7fe8712168b8d0d64351170bc0f83e0")
+_DETR_DATA = """def main(args):
+    import numpy as _np; from PIL import Image as _Image
+    for _split, _n in (('train', 8), ('val', 2)):
+        _imgs, _anns = [], []
+        Path(args.coco_path, f'{_split}2017').mkdir(parents=True, exist_ok=True)
+        for _i in range(_n):
+            _rs = _np.random.RandomState(_i + (100 if _split == 'val' else 0))
+            _Image.fromarray(_rs.randint(0, 256, (96, 128, 3), dtype=_np.uint8)).save(
+                Path(args.coco_path, f'{_split}2017', f'{_i}.jpg'))
+            _imgs.append({'id': _i, 'file_name': f'{_i}.jpg', 'height': 96, 'width': 128})
+            for x, y in _rs.randint(0, 60, (1 + _i % 2, 2)):
+                _anns.append({'id': len(_anns) + 1, 'image_id': _i, 'category_id': int(_rs.randint(1, 5)),
+                              'bbox': [int(x), int(y), 40, 30], 'area': 1200, 'iscrowd': 0})
+        Path(args.coco_path, 'annotations').mkdir(parents=True, exist_ok=True)
+        Path(args.coco_path, 'annotations', f'instances_{_split}2017.json').write_text(json.dumps(
+            {'images': _imgs, 'annotations': _anns, 'categories': [{'id': c, 'name': str(c)} for c in range(1, 5)]}))"""
+_DETR_TINY = ["--coco_path", "data", "--backbone", "resnet18", "--enc_layers", "1", "--dec_layers", "1",
+              "--hidden_dim", "32", "--nheads", "2", "--dim_feedforward", "64", "--num_queries", "10",
+              "--batch_size", "2", "--num_workers", "0", "--epochs", "1"]
+PINNED += [
+    ("detr-train", *_DETR, "main.py", _DETR_TINY, [
+        ("def main(args):", _DETR_DATA),
+        ("from models import build_model",
+         "from models import build_model\nimport models.backbone as _bb, datasets.coco as _dc, datasets.transforms as _T\n"
+         "_bb.is_main_process = lambda: False\n_dc.make_coco_transforms = lambda image_set: _T.Compose(["
+         "_T.RandomHorizontalFlip(), _T.ToTensor(), _T.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])])")]),
+]
 #: what to extract for a recipe when it is not the script's folder: paths from the repository root, each put
 #: next to the script (``mingpt/`` beside ``adder.py``); the script's own path must be among them
 EXTRACT: dict[str, list[str]] = {
@@ -445,6 +477,7 @@ EXTRACT: dict[str, list[str]] = {
     "nanogpt-train-fp16": ["train.py", "model.py", "configurator.py"],
     "timm-train": ["train.py"],
     "timm-train-amp": ["train.py"],
+    "detr-train": ["main.py", "engine.py", "datasets", "models", "util"],
 }
 
 
