@@ -113,20 +113,25 @@ opt.step()
 '''
 
 
-def test_probe_records_the_forward_dtype_of_a_data_parallel_replica(tmp_path):
-    """nn.DataParallel runs replicas whose weights are not parameters; the probe missed their dtypes (fix npu of
-    pytorch-cifar recorded no dtype while run npu, on one device, recorded float32)."""
+def _probe_one_step(tmp_path, source: str) -> tuple[str, list[dict]]:
+    """Run ``source`` once under the probe on the CPU: (its stdout, the probe's records)."""
     import json
     import subprocess
 
     out = tmp_path / "probe"
     out.mkdir()
-    (tmp_path / "replica.py").write_text(_REPLICA, encoding="utf-8")
+    (tmp_path / "script.py").write_text(source, encoding="utf-8")
     env = corpus._env(out, steps=1, device="cpu", seed=0)
-    proc = subprocess.run([sys.executable, str(tmp_path / "replica.py")], env=env, capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, str(tmp_path / "script.py")], env=env, capture_output=True, text=True,
                           timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    records = [json.loads(line) for f in out.glob("*.jsonl") for line in f.read_text().splitlines()]
+    return proc.stdout, [json.loads(line) for f in out.glob("*.jsonl") for line in f.read_text().splitlines()]
+
+
+def test_probe_records_the_forward_dtype_of_a_data_parallel_replica(tmp_path):
+    """nn.DataParallel runs replicas whose weights are not parameters; the probe missed their dtypes (fix npu of
+    pytorch-cifar recorded no dtype while run npu, on one device, recorded float32)."""
+    _, records = _probe_one_step(tmp_path, _REPLICA)
     assert [r["dtypes"] for r in records] == [["bfloat16"]]
 
 
@@ -146,16 +151,6 @@ scaler.update()
 def test_probe_records_the_loss_a_grad_scaler_scaled_not_its_multiple(tmp_path):
     """timm --amp scales its loss only when device.type == "cuda" (under `run`), not on the fixed npu script:
     the probe compared 159840.4 with 2.44 -- the same loss, times the scaler's 65536."""
-    import json
-    import subprocess
-
-    out = tmp_path / "probe"
-    out.mkdir()
-    (tmp_path / "scaled.py").write_text(_SCALED, encoding="utf-8")
-    env = corpus._env(out, steps=1, device="cpu", seed=0)
-    proc = subprocess.run([sys.executable, str(tmp_path / "scaled.py")], env=env, capture_output=True, text=True,
-                          timeout=120)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    loss = float(proc.stdout.split("LOSS")[1].split()[0])
-    records = [json.loads(line) for f in out.glob("*.jsonl") for line in f.read_text().splitlines()]
+    stdout, records = _probe_one_step(tmp_path, _SCALED)
+    loss = float(stdout.split("LOSS")[1].split()[0])
     assert [r["losses"] for r in records] == [[loss]] and loss > 0
