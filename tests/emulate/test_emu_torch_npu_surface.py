@@ -26,16 +26,6 @@ def npu():
         yield mod
 
 
-@pytest.fixture(autouse=True)
-def _torch_backend_flags_stay_mutable():
-    """torch_npu.testing imports torch's test helpers, which freeze torch.backends' flags for the whole
-    process (``disable_global_flags()``): undo that after each test so later tests may set cudnn flags."""
-    frozen = torch.backends.flags_frozen()
-    yield
-    if torch.backends.flags_frozen() and not frozen:  # torch has no public inverse of disable_global_flags()
-        torch.backends.flags_frozen.__globals__["__allow_nonbracketed_mutation_flag"] = True
-
-
 def test_submodules_torch_npu_tests_import(npu):
     import torch_npu
     from torch_npu.npu.amp import GradScaler, autocast
