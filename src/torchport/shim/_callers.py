@@ -40,6 +40,12 @@ def _norm(path: str) -> str:
     return os.path.normcase(os.path.realpath(path))
 
 
+def _installed(path: str) -> bool:
+    """True when ``path`` lies in a ``site-packages`` / ``dist-packages`` folder."""
+    parts = path.split(os.sep)
+    return any(name in parts for name in _PACKAGE_DIR_NAMES)
+
+
 def core_roots(stdlib: bool = True) -> tuple[str, ...]:
     """Directories of torch, torchport and (``stdlib``) the stdlib: code that never acts on a user's device
     request. A stdlib folder also holds ``site-packages``; see ``CallerClassifier._is_core``."""
@@ -94,6 +100,7 @@ class CallerClassifier:
         roots = installed_roots() if library_roots is None else library_roots
         self._roots = tuple(r if r.endswith(os.sep) else r + os.sep for r in (_norm(r) for r in roots))
         self._cache: dict[str, bool] = {}
+        self._core_cache: dict[str, bool] = {}
         # Our own shim frames are never "the caller" we want to name.
         self._shim_dir = _norm(os.path.dirname(__file__)) + os.sep
 
@@ -121,8 +128,7 @@ class CallerClassifier:
                 return True
         if any(path.startswith(root) for root in self._roots):
             return False
-        parts = path.split(os.sep)
-        return not any(name in parts for name in _PACKAGE_DIR_NAMES)
+        return not _installed(path)
 
     def acts_for_user(self, frame: FrameType | None) -> bool:
         """True when ``frame`` is an installed library working on a CUDA device name that user code handed
@@ -140,20 +146,24 @@ class CallerClassifier:
             name = f.f_code.co_filename
             if self.is_user_file(name):
                 return handed_down
-            path = _norm(name)
-            if name.startswith("<") or self._is_core(path):
+            if name.startswith("<") or self._is_core(name):
                 return False
             if not handed_down:
                 handed_down = any(isinstance(v, str) and _CUDA_NAME.match(v) for v in f.f_locals.values())
             f = f.f_back
         return False
 
-    def _is_core(self, path: str) -> bool:
+    def _is_core(self, filename: str) -> bool:
         """torch, torchport or the stdlib -- not a package installed beside them: the stdlib folder of a
-        virtualenv (``platstdlib``) and of a plain install holds ``site-packages``, timm included."""
-        return any(path.startswith(root) for root in self._core) and not (
-            any(name in path.split(os.sep) for name in _PACKAGE_DIR_NAMES)
-            and not any(path.startswith(root) for root in self._core_packages))
+        virtualenv (``platstdlib``) and of a plain install holds ``site-packages``, timm included.
+        Decided once per file (this runs for every frame walked on every redirected call)."""
+        hit = self._core_cache.get(filename)
+        if hit is None:
+            path = _norm(filename)
+            hit = any(path.startswith(root) for root in self._core) and not (
+                _installed(path) and not any(path.startswith(root) for root in self._core_packages))
+            self._core_cache[filename] = hit
+        return hit
 
     def caller_is_user(self, depth: int = 2) -> bool:
         """True when the frame ``depth`` levels above this call is user code.
