@@ -29,7 +29,7 @@ Example::
         loss.backward()
         return loss, [p.grad for p in model.parameters()]
 
-    diff = first_difference(record_ops(step, "cpu"), record_ops(step, "npu"))
+    diff = first_difference(record_ops(step, "cpu"), record_ops(step, accelerator))
     assert diff is None, diff.describe()
 """
 
