@@ -25,8 +25,8 @@ def folder(tmp_path_factory):
     return root
 
 
-def _trainer_step(folder):
-    """One step of the reference trainer's recipe: its loader (fast path), tinycnn, AdamW, label smoothing."""
+def _trainer_step(folder, *, loader="auto", channels_last=False):
+    """One step of the reference trainer's recipe: its loader, tinycnn, AdamW, label smoothing."""
     from torchport.runtime.amp import Amp
     from torchport.runtime.device import select_device
     from torchport.runtime.step import train_step
@@ -38,10 +38,14 @@ def _trainer_step(folder):
         torch.manual_seed(0)                         # the loader's base seed and the model's initial weights
         target = select_device(device.type, index=0 if device.type != "cpu" else None, warn=False)
         cfg = TrainConfig(data=str(folder), model="tinycnn", image_size=32, batch_size=8, workers=0, epochs=1,
-                          precision="fp32", progress="none", device=device.type)
+                          precision="fp32", progress="none", device=device.type, loader=loader,
+                          channels_last=channels_last)
         inputs = build_inputs(cfg, target, rank=0, world_size=1)
         images, labels = next(iter(inputs.train_loader))[:2]
         model = build_model("tinycnn", num_classes=4, image_size=32).to(device)
+        if channels_last:
+            model = model.to(memory_format=torch.channels_last)
+            assert images.is_contiguous(memory_format=torch.channels_last)
         opt = torch.optim.AdamW(model.parameters(), lr=0.02, weight_decay=0.05)
         loss_fn = torch.nn.CrossEntropyLoss(label_smoothing=0.1)
         loss, _ = train_step(model, (images, labels), opt, Amp("fp32", target), loss_fn)
@@ -50,8 +54,11 @@ def _trainer_step(folder):
     return step
 
 
-def test_a_trainer_step_on_the_emulated_npu_is_cpu_fp32_bit_for_bit(emulated_npu, folder):
-    step = _trainer_step(folder)
+@pytest.mark.parametrize("loader, channels_last", [("auto", False), ("auto", True), ("simple", True)])
+def test_a_trainer_step_on_the_emulated_npu_is_cpu_fp32_bit_for_bit(emulated_npu, folder, loader, channels_last):
+    """Both of the trainer's loaders; channels_last made with ``.to(memory_format=)``, which the card takes (its
+    ``contiguous()`` refuses every format but the default: ``--channels-last`` used to die on the npu)."""
+    step = _trainer_step(folder, loader=loader, channels_last=channels_last)
     cpu, npu = record_ops(step, "cpu"), record_ops(step, "npu")
     assert len(cpu.ops) > 100 and len(npu.ops) > 100      # forward, backward and the optimizer were recorded
     diff = first_difference(cpu, npu)
