@@ -102,3 +102,50 @@ def test_returned_values_are_compared_when_every_op_agrees():
 
     diff = first_difference(record_ops(step, "cpu"), record_ops(step, "cpu"))
     assert diff is not None and diff.kind == "returned" and "4 of 4 elements differ" in diff.detail
+
+
+_PIN_SCRIPT = r'''
+import torch, torch_npu
+from torch.utils.data._utils import pin_memory as pm
+from torchport.models import tinycnn
+
+pin_threads = []
+real_pin = pm.pin_memory
+pm.pin_memory = lambda *a, **k: pin_threads.append(torch.get_num_threads()) or real_pin(*a, **k)
+g = torch.Generator().manual_seed(1)
+data = torch.utils.data.TensorDataset(torch.randn(48, 3, 32, 32, generator=g), torch.randint(0, 4, (48,), generator=g))
+
+def run(device, pin):
+    torch.manual_seed(0)
+    model = tinycnn(4).to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=0.02)
+    losses, backward_threads = [], []
+    for x, y in torch.utils.data.DataLoader(data, batch_size=16, num_workers=2, pin_memory=pin):
+        x = x.to(device).requires_grad_()
+        x.register_hook(lambda grad: backward_threads.append(torch.get_num_threads()))
+        loss = torch.nn.functional.cross_entropy(model(x), y.to(device))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses, backward_threads
+
+npu, npu_threads = run("npu", True)       # first: nothing has set this process's thread counts yet
+cpu, cpu_threads = run("cpu", False)
+print(npu == cpu, set(npu_threads), set(cpu_threads), set(pin_threads), torch.get_num_threads())
+import torchport.emulate as emulate
+emulate.uninstall()
+print(torch.set_num_threads is torch._C.set_num_threads, pm._pin_memory_loop.__code__.co_filename == pm.__file__)
+'''
+
+
+def test_a_pinned_dataloader_leaves_the_npu_backward_on_the_process_thread_count():
+    """torch's pin thread calls ``torch.set_num_threads(1)``, which ATen also stores process-wide: the npu's
+    backward threads (and the main thread) then ran single-threaded -- slower, and summed unlike the CPU."""
+    from emu_helpers import run_python
+
+    out = run_python(_PIN_SCRIPT, env={"TORCHPORT_EMULATE": "npu", "OMP_NUM_THREADS": "2"}, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = out.stdout.strip().splitlines()
+    assert lines[-2] == "True {2} {2} {1} 2"     # the same losses; npu backward at 2 threads; the pin thread alone at 1
+    assert lines[-1] == "True True"              # uninstall puts torch's own functions back
