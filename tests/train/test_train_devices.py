@@ -51,7 +51,10 @@ def test_checkpoints_cross_devices_in_fresh_processes(tiny_data, env, tmp_path):
     assert ref.returncode == 0, ref.stderr
     chain, expected = step_losses(tmp_path / "chain"), step_losses(tmp_path / "ref")
     assert sorted(chain) == sorted(expected) == list(range(1, 13))
-    assert chain == pytest.approx(expected, rel=1e-4, abs=1e-5)
+    # fp32 on the emulated npu runs the CPU's kernels on the same bytes: the chain is the cpu run, bit for bit (issue
+    # 39: a fused device-side normalisation once made it drift by 3e-4 on AVX2 machines). Where this fails,
+    # tests/emulate/test_emu_fp32_identity.py names the first op that differs.
+    assert chain == expected
     summary = json.loads((tmp_path / "chain" / "summary.json").read_text())
     assert summary["steps"] == 12 and summary["epochs_completed"] == 1
 

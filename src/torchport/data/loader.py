@@ -395,16 +395,25 @@ class Loader:
             images = self._device_augment(batch)
         elif self.target.is_accelerator:
             x = batch.images.to(self.device, non_blocking=self.pin)
-            images = torch.addcmul(self._bias, x.to(torch.float32), self._scale).to(self.dtype)
+            images = self._normalize_device(x.to(torch.float32))
         else:
             images = self._normalize_cpu(batch.images)
         if self.cfg.channels_last:
-            images = images.contiguous(memory_format=torch.channels_last)
+            # .to(), not .contiguous(memory_format=...): torch_npu's contiguous() refuses every format but the default
+            images = images.to(memory_format=torch.channels_last)
         self.stats.batches += 1
         self.stats.images += int(images.shape[0])
         if self.cfg.return_indices:
             return images, labels, batch.indices
         return images, labels
+
+    def _normalize_device(self, y):
+        """``y * scale + bias`` in place on float32 ``y``: a multiply, then an add, each rounded -- the same bytes as
+        :func:`normalise_into` on the host. Not ``torch.addcmul``: its vectorised CPU kernels fuse the two into one
+        FMA (one rounding; the scalar kernel does not), so a batch normalised on a device differed from the same
+        batch normalised on CPU in the last bit of about half its pixels, and fp32 training on the emulated npu
+        drifted from CPU training (issue 39). Two elementwise kernels round identically on every device."""
+        return y.mul_(self._scale).add_(self._bias).to(self.dtype)
 
     def _normalize_cpu(self, x):
         import torch
@@ -435,7 +444,7 @@ class Loader:
         boxes = batch.boxes.to(self.device, non_blocking=self.pin)
         flips = batch.flips.to(self.device, non_blocking=self.pin)
         y = device_crop_resize(x, boxes, flips, None, self.dataset.aug.out_hw)
-        return torch.addcmul(self._bias, y, self._scale).to(self.dtype)
+        return self._normalize_device(y)
 
 
 def _shm_room(nbytes: int) -> bool:

@@ -31,7 +31,7 @@ import torch
 from torch.library import Library
 
 from torchport.errors import ExitCode, TorchportError
-from torchport.emulate import _accelerator, _autocast, _handlers, _npu_module, _parallel, _serialization, _standin, _syncbn
+from torchport.emulate import _accelerator, _autocast, _handlers, _npu_module, _parallel, _serialization, _standin, _syncbn, _threads
 from torchport.emulate import _tensor as T
 from torchport.emulate._state import STATE
 
@@ -171,6 +171,7 @@ def install_backend(devices: int) -> None:
     _serialization.install()
     _parallel.install()
     _accelerator.install()
+    _threads.install()
     T.reset_op_cache()
     _npu_module._reset_runtime()
 
@@ -198,6 +199,7 @@ def uninstall_backend() -> None:
     _serialization.uninstall()
     _parallel.uninstall()
     _accelerator.uninstall()
+    _threads.uninstall()
     STATE.devices = 0
     STATE.generators = []
     STATE.default_generators = []

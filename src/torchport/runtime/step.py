@@ -47,7 +47,7 @@ def train_step(model: Any, batch: Any, optimizer: Any, amp: Any, loss_fn: Callab
         if device is not None:
             images, labels = to_device((images, labels), device)
         if channels_last:
-            images = images.contiguous(memory_format=torch.channels_last)
+            images = images.to(memory_format=torch.channels_last)  # not .contiguous(): Ascend's refuses channels_last
     with phase("forward"):
         with amp.autocast():
             loss = loss_fn(model(images), labels)

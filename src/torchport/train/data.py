@@ -382,5 +382,5 @@ class FolderLoader:
             self.stats.images += int(labels.shape[0])
             images, labels = to_device((images, labels), self.target.device)
             # uint8 [B, 3, S, S] -> float, normalised on the device (4x less host->device traffic than floats).
-            x = ((images.float() - self.mean) / self.std).contiguous(memory_format=self.memory_format)
+            x = ((images.float() - self.mean) / self.std).to(memory_format=self.memory_format)  # Ascend: no .contiguous(cl)
             yield x, labels
