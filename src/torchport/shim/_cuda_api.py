@@ -164,6 +164,7 @@ class _Api:
     hit: Callable
     note: Callable[[str], None]
     produces: dict = dataclasses.field(default_factory=dict)
+    warned: set = dataclasses.field(default_factory=set)
 
     @property
     def label(self) -> str:
@@ -234,14 +235,13 @@ class _Api:
         return self.via(qual, self.refuse(qual, fix), path=path, device_pos=device_pos)
 
     def warn_once(self, key: str, message: str) -> None:
-        """One ``UserWarning`` per process and message key, and a note in the report."""
-        if key not in _warned:
-            _warned.add(key)
+        """One ``UserWarning`` per installation and message key, and a note in the report."""
+        if key not in self.warned:
+            self.warned.add(key)
             self.note(message)
             warnings.warn(f"torchport shim: {message}", UserWarning, stacklevel=_outside_shim())
 
 
-_warned: set[str] = set()
 _SHIM_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
