@@ -300,7 +300,8 @@ SURFACE: dict[str, Decision] = {
     **{f"torch.cuda.nvtx.{k}": v for k, v in _NVTX.items()},
     **{f"torch.cuda.graphs.{k}": v for k, v in _GRAPH_HOOKS.items()},
     **{f"torch.backends.cuda.{k}": v for k, v in _BACKENDS_CUDA.items()},
-    "torch.backends.cuda.matmul.*": _h(_KNOB),
+    "torch.backends.cuda.matmul.*": _h("a cuBLAS flag: only CUDA matmuls read it (the CPU's oneDNN matmul precision, "
+                                       "torch.backends.mkldnn.matmul.fp32_precision, stays as it was)"),
     **{f"torch.backends.cudnn.{k}": v for k, v in _CUDNN.items()},
 }
 
@@ -374,7 +375,8 @@ class Row:
 
     @property
     def alias(self) -> bool:
-        return self.qualname != f"{self.module}.{self.name}"
+        """The same object as a ``torch.cuda`` name (decided there)."""
+        return self.qualname != f"{self.module}.{self.name}" and not self.qualname.endswith(".*")
 
 
 def walk() -> Iterator[Row]:
@@ -438,7 +440,7 @@ def unhandled(rows: Iterable[Row] | None = None) -> list[str]:
             continue
         if dec.kind == "graphs" and graphs_available():
             continue
-        out.append(f"{row.module}.{row.name}")
+        out.append(row.qualname)   # an alias counts once, under its torch.cuda name
     return sorted(set(out))
 
 
