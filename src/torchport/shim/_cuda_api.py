@@ -21,6 +21,7 @@ The sections (here, ``_cuda_streams``, ``_cuda_memory``, ``_cuda_extras``) each 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib
 import os
 import sys
@@ -529,19 +530,29 @@ _STORAGES = ("Float", "Double", "Half", "BFloat16", "Long", "Int", "Short", "Cha
              "ComplexDouble")
 
 
+@functools.lru_cache(maxsize=1)
+def _storage_dtypes() -> dict[str, Any]:
+    """``{"FloatStorage": torch.float32, ...}`` for the legacy storage classes this torch has (read once: the
+    classes' dtype property warns that TypedStorage is deprecated)."""
+    import torch
+
+    out = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        for kind in _STORAGES:
+            dtype = getattr(vars(torch.cuda).get(f"{kind}Storage"), "dtype", None)
+            if isinstance(dtype, torch.dtype):
+                out[f"{kind}Storage"] = dtype
+    return out
+
+
 def _legacy_storages(api: _Api) -> dict[str, Any]:
     """``torch.cuda.FloatStorage(n)`` / ``(sequence)``: a typed storage of that dtype on the selected device."""
     import torch
 
     dm, hit = api.dm, api.hit
     out: dict[str, Any] = {}
-    for kind in _STORAGES:
-        name = f"{kind}Storage"
-        with warnings.catch_warnings():   # the legacy class's dtype property warns that TypedStorage is deprecated
-            warnings.simplefilter("ignore", UserWarning)
-            dtype = getattr(getattr(torch.cuda, name, None), "dtype", None)
-        if not isinstance(dtype, torch.dtype):
-            continue
+    for name, dtype in _storage_dtypes().items():
 
         def storage(*args: Any, device: Any = None, _name: str = name, _dtype: Any = dtype, **kwargs: Any) -> Any:
             dev = dm.device(None if device is None else dm.index_of(device))
