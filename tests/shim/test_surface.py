@@ -46,7 +46,7 @@ def test_decisions_and_implementations_agree():
     impls = user_implementations(_api_for(target, DeviceMap(target, "gloo"), lambda *a: None, lambda m: None))
     for qual in impls:
         assert qual in surface.SURFACE, f"{qual} has an implementation but no decision"
-        assert surface.SURFACE[qual].kind not in ("harmless", "graphs"), qual
+        assert surface.SURFACE[qual].kind != "harmless", qual   # graphs names: from shim/_graphs.py's SECTIONS
     missing = [q for q, d in surface.SURFACE.items() if d.kind not in ("harmless", "graphs") and q not in impls]
     assert not missing, f"decided but not implemented: {missing}"
     kinds = {f"{r.module}.{r.name}": r.decision.kind for r in _rows()}

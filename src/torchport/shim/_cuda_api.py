@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import importlib
+import importlib.util
 import os
 import sys
 import threading
@@ -259,10 +260,15 @@ _REDIRECTED_ELSEWHERE = ("torch.cuda.amp.autocast", "torch.cuda.amp.GradScaler")
 
 
 def _sections() -> tuple[Callable, ...]:
+    """Every section: ``section(api) -> {qualified name (or torch.cuda short name): implementation}``. A module
+    ``torchport.shim._graphs`` (the CUDA-graph redirects) joins with its own ``SECTIONS`` when it exists."""
     from torchport.shim import _cuda_extras, _cuda_memory, _cuda_streams
 
-    return (_queries, _current_device, _rng, _legacy_types, _legacy_storages, *_cuda_memory.SECTIONS, *_cuda_streams.SECTIONS,
-            *_cuda_extras.SECTIONS)
+    graphs: tuple[Callable, ...] = ()
+    if importlib.util.find_spec("torchport.shim._graphs") is not None:
+        graphs = tuple(getattr(importlib.import_module("torchport.shim._graphs"), "SECTIONS", ()))
+    return (_queries, _current_device, _rng, _legacy_types, _legacy_storages, *_cuda_memory.SECTIONS,
+            *_cuda_streams.SECTIONS, *_cuda_extras.SECTIONS, *graphs)
 
 
 def user_implementations(api: _Api) -> dict[str, Any]:
