@@ -41,6 +41,7 @@ _EXPORTS = {
     "barrier": "torchport.runtime.distributed",
     "all_reduce_mean": "torchport.runtime.distributed",
     "redirect_cuda": "torchport.shim",
+    "standin": "torchport.shim.surface",
     "tune": "torchport.runtime.tuning",
 }
 

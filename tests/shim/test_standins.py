@@ -176,6 +176,17 @@ def test_standin_for_fixed_files_does_what_the_shim_does(emulated_npu):
     assert shim.standin("torch.backends.cudnn.benchmark") is torch.backends.cudnn.benchmark   # harmless: torch's
     with pytest.raises(KeyError, match="not a decided CUDA name"):
         shim.standin("torch.cuda.no_such_call")
+    # the spelling a rewrite uses: a public torchport name, keeping the call's arguments
+    import torchport
+    from torchport.shim.surface import fix_expression
+
+    assert torchport.standin is shim.standin and "standin" in torchport.__all__
+    expr = fix_expression("torch.cuda.set_per_process_memory_fraction")
+    assert expr == 'torchport.standin("torch.cuda.set_per_process_memory_fraction")'
+    eval(expr, {"torchport": torchport})(0.5)
+    assert torch.npu.get_per_process_memory_fraction() == 0.5
+    eval(expr, {"torchport": torchport})(1.0)
+    assert fix_expression("torch.backends.cudnn.benchmark") is None   # harmless: left as written
 
 
 def test_run_prints_a_refusal_in_one_line(tmp_path):

@@ -14,11 +14,12 @@ One registry for the shim, for fixed files and for the docs. Its shape:
   None: undecided -- ``tests/shim/test_surface.py`` fails on it, so a new torch release cannot add an
   unhandled name silently). Names identical to a ``torch.cuda`` name (``torch.cuda.memory.memory_allocated``)
   share its decision; names that are not torch's (``os``, ``typing.Any``) are harmless by rule.
-* :func:`standin` is the one public entry point to the implementations: ``standin("torch.cuda.init")``
-  is what user code gets under ``torchport run`` for that name, on the selected device (or ``target``),
-  so a fixed file can call ``torchport.shim.standin("torch.cuda.memory_summary")()`` and do exactly what
-  the shim does. The implementations live in ``_cuda_api.py`` / ``_cuda_runtime.py`` / ``_cuda_extras.py``,
-  keyed by the same qualified names.
+* :func:`standin` is the one public entry point to the implementations (also ``torchport.standin``):
+  ``standin("torch.cuda.init")`` is what user code gets under ``torchport run`` for that name, on the
+  selected device (or ``target``), so a fixed file can call ``torchport.standin("torch.cuda.memory_summary")()``
+  and do exactly what the shim does (:func:`fix_expression` spells that call for a rewrite). The
+  implementations live in ``_cuda_api.py`` / ``_cuda_streams.py`` / ``_cuda_memory.py`` / ``_cuda_extras.py``
+  (and ``_graphs.py``), keyed by the same qualified names.
 
 The table in docs/shim.md is rendered from this module (``tools/render_shim_surface.py``).
 """
@@ -34,7 +35,7 @@ import types
 from typing import Any, Iterable, Iterator
 
 __all__ = ["Decision", "SURFACE", "MODULES", "KINDS", "RefusedCall", "Row", "walk", "decision_for", "treatment", "standin",
-           "unhandled", "graphs_available"]
+           "fix_expression", "unhandled", "graphs_available"]
 
 #: the modules whose public names are decided (the issue's list)
 MODULES = ("torch.cuda", "torch.cuda.amp", "torch.cuda.memory", "torch.cuda.nvtx", "torch.cuda.graphs",
@@ -444,14 +445,26 @@ def unhandled(rows: Iterable[Row] | None = None) -> list[str]:
     return sorted(set(out))
 
 
+def fix_expression(qualname: str, tp: str = "torchport", quote: str = '"') -> str | None:
+    """The expression a fixed file writes in place of ``qualname`` to do what ``torchport run`` does
+    (``torchport.standin("torch.cuda.init")``), or None when the name is left unchanged (harmless).
+
+    A rewrite keeps the call's arguments: ``torch.cuda.init()`` -> ``torchport.standin("torch.cuda.init")()``.
+    """
+    dec = SURFACE.get(qualname)
+    if dec is None or dec.kind == "harmless":
+        return None
+    return f"{tp}.standin({quote}{qualname}{quote})"
+
+
 def standin(qualname: str, target: Any = None) -> Any:
     """What user code gets for ``qualname`` under ``torchport run``, on ``target`` (default: the selected device).
 
     The one entry point fixed files use to do what the shim does::
 
-        import torchport.shim
-        print(torchport.shim.standin("torch.cuda.memory_summary")())
-        with torchport.shim.standin("torch.cuda.device")(1): ...
+        import torchport
+        print(torchport.standin("torch.cuda.memory_summary")())
+        with torchport.standin("torch.cuda.device")(1): ...
 
     Harmless names return torch's own object. Raises KeyError for a name :data:`SURFACE` does not decide.
     """
