@@ -55,6 +55,7 @@ class Decision:
     text: str
     via: str = ""
     npu: tuple[str, str] | None = None
+    note: str = ""      # added to "torch.npu.<via>" where the backend has it
 
     def __post_init__(self) -> None:
         for kind in (self.kind, *(self.npu[:1] if self.npu else ())):
@@ -101,8 +102,9 @@ _CUDA: dict[str, Decision] = {
     "is_bf16_supported": _r("the selected backend's answer (False on the CPU fallback)"),
     "is_tf32_supported": _s("False: TF32 is an NVIDIA format (the npu's HF32: torch.npu.matmul.allow_hf32)"),
     "get_device_name": _s("the host CPU's name", "get_device_name"),
-    "get_device_capability": _s("(0, 0): no CUDA compute capability, so `>= (8, 0)` tests take their conservative path",
-                                "get_device_capability"),
+    "get_device_capability": Decision("stand-in", "(0, 0): no CUDA compute capability, so `>= (8, 0)` tests take "
+                                      "their conservative path", "get_device_capability",
+                                      note="((0, 0) where it answers None, as torch_npu does)"),
     "get_device_properties": _s("name, total_memory (host RAM), major=minor=0, multi_processor_count (cores)",
                                 "get_device_properties"),
     "can_device_access_peer": _s("False: one device, no peers (an index other than 0 raises AssertionError)",
@@ -155,7 +157,8 @@ _CUDA: dict[str, Decision] = {
     "caching_allocator_enable": _s("a no-op: the target's allocator keeps its own caching policy"),
     "caching_allocator_disabled": _s("a context that changes nothing: the target's allocator keeps its caching policy"),
     "get_allocator_backend": _s('"native" (torch\'s allocator; never "cudaMallocAsync")', "get_allocator_backend"),
-    "host_memory_stats": _s("{}: no pinned host memory on this target", "host_memory_stats"),
+    "host_memory_stats": _s("{}: no pinned host memory on this target", "host_memory_stats",
+                            npu=("stand-in", "{}: the backend keeps no pinned-memory statistics")),
     "host_memory_stats_as_nested_dict": _s("{}", "host_memory_stats_as_nested_dict"),
     "reset_accumulated_host_memory_stats": _s("a no-op", "reset_accumulated_host_memory_stats"),
     "reset_peak_host_memory_stats": _s("a no-op", "reset_peak_host_memory_stats"),
@@ -182,7 +185,8 @@ _CUDA: dict[str, Decision] = {
     "Stream": _s("a CPU stream: work is synchronous, waits are no-ops", "Stream"),
     "Event": _s("a host-clock event: elapsed_time in ms between two record() calls", "Event"),
     "ExternalStream": _x("wraps a raw CUDA stream handle, which this target cannot run; drop it", "ExternalStream"),
-    "get_stream_from_external": _x("wraps a raw CUDA stream handle, which this target cannot run; drop it"),
+    "get_stream_from_external": Decision("refused", "wraps a raw CUDA stream handle, which this target cannot run; "
+                                         "drop it", "ExternalStream", note="(data_ptr, device)"),
     "current_stream": _s("the CPU stream made current by set_stream / stream(s), else the default one",
                          "current_stream"),
     "default_stream": _s("the default CPU stream", "default_stream"),
@@ -242,8 +246,9 @@ _MEMORY: dict[str, Decision] = {
                                  "torch.profiler.profile(profile_memory=True)", "memory._record_memory_history"),
     "_snapshot": _x("the CPU allocator keeps no history: use torch.profiler.profile(profile_memory=True)",
                     "memory._snapshot"),
-    "_dump_snapshot": _x("the CPU allocator keeps no history: use torch.profiler.profile(profile_memory=True)",
-                         "memory._snapshot"),
+    "_dump_snapshot": Decision("refused", "the CPU allocator keeps no history: use "
+                               "torch.profiler.profile(profile_memory=True)", "memory._snapshot",
+                               note="(pickled to the file where the backend has no memory._dump_snapshot)"),
 }
 
 _NVTX: dict[str, Decision] = {
@@ -403,7 +408,7 @@ def treatment(decision: Decision, target_module: Any = None, accelerator: bool =
               device_type: str = "npu") -> tuple[str, str]:
     """``(kind, text)`` of ``decision`` on a target whose device module is ``target_module`` (None on CPU)."""
     if decision.via and target_module is not None and _has(target_module, decision.via):
-        return "redirected", f"torch.{device_type}.{decision.via}"
+        return "redirected", f"torch.{device_type}.{decision.via}" + (f" {decision.note}" if decision.note else "")
     if accelerator and decision.npu is not None:
         return decision.npu
     return decision.kind, decision.text
