@@ -24,7 +24,7 @@ import time
 import types
 from typing import Any, Callable
 
-__all__ = ["build_cuda_api", "CpuStream", "CpuEvent"]
+__all__ = ["build_cuda_api", "user_functions", "CpuStream", "CpuEvent"]
 
 _STATS_INT = ("memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved")
 _STATS_RESET = ("reset_peak_memory_stats", "reset_max_memory_allocated", "reset_max_memory_cached", "reset_accumulated_memory_stats")
@@ -205,13 +205,9 @@ def build_cuda_api(shim: Any, originals: dict[str, Any]) -> dict[str, Any]:
         Replacements only for names that exist in ``originals``; each section below
         builds one group (queries, current device, memory, RNG, streams and events).
     """
-    accel = shim.map.accelerator
-    api = _Api(shim=shim, dm=shim.map, target=shim.target, accel=accel,
-               mod=shim.target.module if accel else None, hit=shim.hit)
-    out: dict[str, Any] = {}
     produces: dict[str, tuple[type, ...]] = {}
-    for section in (_queries, _current_device, _memory, _rng, _streams, _legacy_types):
-        out.update(section(api, produces))
+    out = user_functions(shim, produces)
+
     def validated() -> bool:
         # a library validating the user's "cuda" request: it is redirected to the selected device, which exists
         shim.hit("torch.cuda.is_available", "is_available() (library, for your device)", True)
@@ -220,6 +216,25 @@ def build_cuda_api(shim: Any, originals: dict[str, Any]) -> dict[str, Any]:
     acting = {"is_available": validated}
     return {name: _dispatch(name, fn, originals[name], shim.classifier, produces.get(name, ()), acting.get(name))
             for name, fn in out.items() if name in originals}
+
+
+def user_functions(shim: Any, produces: dict[str, tuple[type, ...]] | None = None) -> dict[str, Any]:
+    """``{name: implementation}``: what ``torch.cuda.<name>`` does for *user code* under ``shim`` (before the
+    caller-aware dispatch). :func:`build_cuda_api` dispatches these; :mod:`torchport.shim.compat` calls them
+    directly, so a fixed file's ``torchport.compat.<name>(...)`` does what ``torchport run`` does.
+
+    Args:
+        shim: the :class:`~torchport.shim.core.Shim` (or any object with its ``map``, ``target`` and ``hit``).
+        produces: filled with the classes a class stand-in can produce (for ``isinstance``), when given.
+    """
+    accel = shim.map.accelerator
+    api = _Api(shim=shim, dm=shim.map, target=shim.target, accel=accel,
+               mod=shim.target.module if accel else None, hit=shim.hit)
+    out: dict[str, Any] = {}
+    produces = {} if produces is None else produces
+    for section in (_queries, _current_device, _memory, _rng, _streams, _legacy_types):
+        out.update(section(api, produces))
+    return out
 
 
 def _queries(api: _Api, produces: dict) -> dict[str, Any]:

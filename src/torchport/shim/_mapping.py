@@ -67,8 +67,9 @@ class DeviceMap:
         return idx
 
     def set_current(self, index: int | None) -> None:
-        """Follow ``torch.cuda.set_device``: bare ``"cuda"`` now means ``index``."""
-        if index is not None and index >= 0:
+        """Follow ``torch.cuda.set_device``: bare ``"cuda"`` now means ``index``. A CPU target has one device,
+        index 0 (``current_device()`` answers 0 there, as the fixed code's ``torchport.current().index``)."""
+        if index is not None and index >= 0 and self.accelerator:
             self.current = int(index)
             self._by_str.clear()
 
