@@ -161,31 +161,34 @@ def test_libraries_and_torch_keep_the_real_functions():
     assert ns["answer"] is real() and torch.cuda.is_initialized() is True
 
 
-def test_standin_for_fixed_files_does_what_the_shim_does(emulated_npu):
+def test_compat_for_fixed_files_does_what_the_shim_does(emulated_npu):
+    """torchport.compat, the one entry point of fixed files, serves the registry's implementations."""
     require_emulator()
+    import torchport
+    from torchport.shim.surface import fix_expression
+
     assert shim.active() is None
-    set_fraction = shim.standin("torch.cuda.set_per_process_memory_fraction")
-    set_fraction(0.001)
+    torchport.compat.set_per_process_memory_fraction(0.001)
     try:
         with pytest.raises(torch.cuda.OutOfMemoryError):
             torch.empty(1 << 27, dtype=torch.uint8, device="npu")
     finally:
-        set_fraction(1.0)
-    assert isinstance(shim.standin("torch.cuda.Stream")(), torch.npu.Stream)
-    assert shim.standin("torch.cuda.default_generators")[0] is torch.npu.default_generators[0]
+        torchport.compat.set_per_process_memory_fraction(1.0)
+    assert isinstance(torchport.compat.Stream(), torch.npu.Stream)
+    assert torchport.compat.default_generators[0] is torch.npu.default_generators[0]
+    assert torchport.compat.memory._snapshot()["segments"] == torch.npu.memory._snapshot()["segments"]
+    assert torchport.compat.backends.cuda.cublas_workspace_size() == 0
+    assert torchport.compat.nvtx.range_push("x") == 0 and torchport.compat.nvtx.range_pop() == 0
+    with pytest.raises(RefusedCall, match=r"torch\.cuda\.temperature\(\) cannot run on npu:0"):
+        torchport.compat.temperature()
     assert shim.standin("torch.backends.cudnn.benchmark") is torch.backends.cudnn.benchmark   # harmless: torch's
     with pytest.raises(KeyError, match="not a decided CUDA name"):
         shim.standin("torch.cuda.no_such_call")
-    # the spelling a rewrite uses: a public torchport name, keeping the call's arguments
-    import torchport
-    from torchport.shim.surface import fix_expression
-
-    assert torchport.standin is shim.standin and "standin" in torchport.__all__
-    expr = fix_expression("torch.cuda.set_per_process_memory_fraction")
-    assert expr == 'torchport.standin("torch.cuda.set_per_process_memory_fraction")'
-    eval(expr, {"torchport": torchport})(0.5)
-    assert torch.npu.get_per_process_memory_fraction() == 0.5
-    eval(expr, {"torchport": torchport})(1.0)
+    with pytest.raises(AttributeError, match="has no 'no_such_call'"):
+        torchport.compat.no_such_call
+    # the callee a rewrite writes: a public torchport name, keeping the call's arguments
+    assert fix_expression("torch.cuda.memory._record_memory_history") == "torchport.compat.memory._record_memory_history"
+    assert fix_expression("torch.backends.cuda.cufft_plan_cache") == "torchport.compat.backends.cuda.cufft_plan_cache"
     assert fix_expression("torch.backends.cudnn.benchmark") is None   # harmless: left as written
 
 

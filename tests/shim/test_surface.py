@@ -158,3 +158,26 @@ def test_docs_table_is_current(emulated_npu):
     assert BEGIN in text and END in text, "docs/shim.md lost its generated CUDA-surface table markers"
     documented = text[text.index(BEGIN) + len(BEGIN):text.index(END)].strip()
     assert documented == render(torch.npu).strip(), "docs/shim.md is stale: run tools/render_shim_surface.py"
+
+
+def test_compat_serves_every_handled_name_and_fix_writes_it():
+    """torchport.compat (the fixed files' entry point) serves exactly the registry's non-harmless names, each with the
+    shim's implementation; torchport fix rewrites a call of one into it without importing torch."""
+    import subprocess
+
+    from torchport.shim import compat
+    from torchport.shim._cuda_api import implementations
+
+    served = surface.served()
+    impls = implementations()
+    assert served <= set(impls), sorted(served - set(impls))
+    assert compat.CUDA_NAMES == {q[len("torch.cuda."):] for q in served if q.count(".") == 2}
+    for qual in served:
+        assert compat.served(surface.compat_path(qual)), qual
+    code = ("import sys\nfrom torchport.migrate import fix_source\n"
+            "src = 'import torch\\ntorch.cuda.memory._record_memory_history()\\ntorch.backends.cuda.cublas_workspace_size()\\n'\n"
+            "print(fix_source(src, unsafe=True))\nprint('torch' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120).stdout
+    assert "torchport.compat.memory._record_memory_history()" in out, out
+    assert "torchport.compat.backends.cuda.cublas_workspace_size()" in out, out
+    assert out.strip().endswith("False"), out   # scan / fix read the registry without torch

@@ -18,7 +18,7 @@ Entry points::
     import torchport.auto                       # one line at the top of a script
     with torchport.shim.redirect_cuda(): ...    # a block
     shim = torchport.shim.install(); ...; torchport.shim.uninstall()
-    torchport.standin("torch.cuda.init")()      # a fixed file: what the shim does for that name
+    torchport.compat.init()                     # a fixed file: what the shim does for that name
 
 Every public CUDA name and its treatment: :mod:`torchport.shim.surface` (the one registry).
 """

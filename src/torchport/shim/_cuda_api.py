@@ -337,27 +337,35 @@ _impl_lock = threading.Lock()
 _impl_cache: dict[tuple[str, int], dict[str, Any]] = {}
 
 
+def _home(qual: str) -> Any:
+    modname, _, name = qual.rpartition(".")
+    return vars(sys.modules.get(modname) or importlib.import_module(modname)).get(name)
+
+
 def implementations(target: Any = None) -> dict[str, Any]:
-    """``{qualified name: implementation}`` on ``target`` (default ``torchport.current()``), for fixed files:
-    the shim's implementations without the caller test, class stand-ins as classes, values as values."""
+    """``{qualified name: implementation}`` for fixed files (``torchport.compat``): the shim's user-code
+    implementations without the caller test, on ``target`` (default ``torchport.current()``), class stand-ins as
+    classes, values as values. Device indices follow torchport's selection
+    (:class:`~torchport.shim._mapping.FollowingMap`). On a CUDA target, torch's own objects (the shim
+    redirects nothing there). Built once per backend."""
     from torchport.runtime.device import current
-    from torchport.shim._mapping import DeviceMap
+    from torchport.shim._mapping import FollowingMap
     from torchport.shim.core import _dist_backend
 
     target = target if target is not None else current()
-    key = (str(target.device), id(target.backend))
+    key = (target.backend.name, id(target.module) if target.is_accelerator else 0)
     with _impl_lock:
         cached = _impl_cache.get(key)
         if cached is not None:
             return cached
-        api = _api_for(target, DeviceMap(target, _dist_backend(target)), _noop, _noop)
+        api = _api_for(target, FollowingMap(target, _dist_backend(target)), _noop, _noop)
         impls = user_implementations(api)
         out: dict[str, Any] = {}
         for qual, fn in impls.items():
-            modname, _, name = qual.rpartition(".")
-            home = sys.modules.get(modname) or importlib.import_module(modname)
-            real = vars(home).get(name)
-            if isinstance(fn, Value):
+            real = _home(qual)
+            if target.type == "cuda":
+                out[qual] = real
+            elif isinstance(fn, Value):
                 out[qual] = fn.get()
             elif isinstance(real, type):
                 out[qual] = _dispatch(qual, fn, real, _AlwaysUser, api.produces.get(qual, ()))

@@ -14,10 +14,11 @@ One registry for the shim, for fixed files and for the docs. Its shape:
   None: undecided -- ``tests/shim/test_surface.py`` fails on it, so a new torch release cannot add an
   unhandled name silently). Names identical to a ``torch.cuda`` name (``torch.cuda.memory.memory_allocated``)
   share its decision; names that are not torch's (``os``, ``typing.Any``) are harmless by rule.
-* :func:`standin` is the one public entry point to the implementations (also ``torchport.standin``):
-  ``standin("torch.cuda.init")`` is what user code gets under ``torchport run`` for that name, on the
-  selected device (or ``target``), so a fixed file can call ``torchport.standin("torch.cuda.memory_summary")()``
-  and do exactly what the shim does (:func:`fix_expression` spells that call for a rewrite). The
+* :func:`standin` looks an implementation up by qualified name: ``standin("torch.cuda.init")`` is what user
+  code gets under ``torchport run`` for that name, on the selected device (or ``target``). Fixed files reach
+  it through the one public entry point, ``torchport.compat`` (``shim/compat.py``): ``torchport.compat.init()``,
+  ``torchport.compat.memory._snapshot()``, ``torchport.compat.backends.cuda.cublas_workspace_size()`` -- the
+  names of :func:`served` at :func:`compat_path`; :func:`fix_expression` spells the callee for a rewrite. The
   implementations live in ``_cuda_api.py`` / ``_cuda_streams.py`` / ``_cuda_memory.py`` / ``_cuda_extras.py``
   (and ``_graphs.py``), keyed by the same qualified names.
 
@@ -27,6 +28,7 @@ The table in docs/shim.md is rendered from this module (``tools/render_shim_surf
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib
 import inspect
 import re
@@ -35,7 +37,7 @@ import types
 from typing import Any, Iterable, Iterator
 
 __all__ = ["Decision", "SURFACE", "MODULES", "KINDS", "RefusedCall", "Row", "walk", "decision_for", "treatment", "standin",
-           "fix_expression", "unhandled", "graphs_available"]
+           "served", "compat_path", "qualname_of", "fix_expression", "unhandled", "graphs_available"]
 
 #: the modules whose public names are decided (the issue's list)
 MODULES = ("torch.cuda", "torch.cuda.amp", "torch.cuda.memory", "torch.cuda.nvtx", "torch.cuda.graphs",
@@ -450,26 +452,43 @@ def unhandled(rows: Iterable[Row] | None = None) -> list[str]:
     return sorted(set(out))
 
 
-def fix_expression(qualname: str, tp: str = "torchport", quote: str = '"') -> str | None:
-    """The expression a fixed file writes in place of ``qualname`` to do what ``torchport run`` does
-    (``torchport.standin("torch.cuda.init")``), or None when the name is left unchanged (harmless).
+@functools.lru_cache(maxsize=1)
+def served() -> frozenset[str]:
+    """The qualified names ``torchport.compat`` serves: every decided name that is not harmless (graphs names once
+    ``shim/_graphs.py`` exists). Torch-free: ``torchport scan`` / ``fix`` read it without importing torch."""
+    return frozenset(q for q, d in SURFACE.items() if d.kind not in ("harmless", "graphs")
+                     or (d.kind == "graphs" and graphs_available()))
 
-    A rewrite keeps the call's arguments: ``torch.cuda.init()`` -> ``torchport.standin("torch.cuda.init")()``.
-    """
-    dec = SURFACE.get(qualname)
-    if dec is None or dec.kind == "harmless":
+
+def compat_path(qualname: str) -> str:
+    """Where ``torchport.compat`` serves ``qualname``: ``torch.cuda.X`` -> ``X``, ``torch.cuda.memory._snapshot`` ->
+    ``memory._snapshot``, ``torch.backends.cuda.X`` -> ``backends.cuda.X``."""
+    if qualname.startswith("torch.cuda."):
+        return qualname[len("torch.cuda."):]
+    return qualname[len("torch."):]
+
+
+def qualname_of(path: str) -> str:
+    """The inverse of :func:`compat_path`."""
+    return f"torch.{path}" if path.startswith("backends.") else f"torch.cuda.{path}"
+
+
+def fix_expression(qualname: str, tp: str = "torchport") -> str | None:
+    """The callee a fixed file writes in place of ``qualname`` to do what ``torchport run`` does
+    (``torchport.compat.memory._snapshot`` for ``torch.cuda.memory._snapshot``), or None when it is not served
+    (harmless names stay as written). A rewrite keeps the call's arguments."""
+    if qualname not in served():
         return None
-    return f"{tp}.standin({quote}{qualname}{quote})"
+    return f"{tp}.compat.{compat_path(qualname)}"
 
 
 def standin(qualname: str, target: Any = None) -> Any:
-    """What user code gets for ``qualname`` under ``torchport run``, on ``target`` (default: the selected device).
+    """What user code gets for ``qualname`` under ``torchport run``, on ``target`` (default: the selected device);
+    ``torchport.compat`` serves these to fixed files (``torchport.compat.memory_summary`` is
+    ``standin("torch.cuda.memory_summary")``)::
 
-    The one entry point fixed files use to do what the shim does::
-
-        import torchport
-        print(torchport.standin("torch.cuda.memory_summary")())
-        with torchport.standin("torch.cuda.device")(1): ...
+        print(standin("torch.cuda.memory_summary")())
+        with standin("torch.cuda.device")(1): ...
 
     Harmless names return torch's own object. Raises KeyError for a name :data:`SURFACE` does not decide.
     """
