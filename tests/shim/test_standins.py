@@ -7,10 +7,8 @@ from __future__ import annotations
 import importlib.util
 import io
 import json
-import os
 import pickle
 import re
-import sys
 import warnings
 from contextlib import redirect_stdout
 from pathlib import Path

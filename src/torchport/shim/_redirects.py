@@ -198,7 +198,7 @@ def tensor_patches(shim: Any) -> Patches:
 
     out.append((T, "is_cuda", is_cuda_property(shim, T.is_cuda), "torch.Tensor.is_cuda"))
 
-    from torchport.shim._cuda_api import legacy_cuda_dtype
+    from torchport.shim._cuda_device import legacy_cuda_dtype
 
     orig_type = T.type
 

@@ -161,7 +161,6 @@ def _run(config: RunConfig, user_paths: list) -> int:
     sys.argv = [argv0, *config.args]
     code = 0
     import shutil
-    import tempfile
 
     from torchport.shim import child
 
