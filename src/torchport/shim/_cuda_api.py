@@ -258,6 +258,21 @@ def _outside_shim() -> int:
 _REDIRECTED_ELSEWHERE = ("torch.cuda.amp.autocast", "torch.cuda.amp.GradScaler")
 
 
+class _ShortKeys(dict):
+    """``produces`` for a section that names classes by their ``torch.cuda`` short names."""
+
+    def __init__(self, api: "_Api") -> None:
+        super().__init__()
+        self._api = api
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self._api.produces[key if key.startswith("torch.") else C + key] = value
+
+    def update(self, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
+        for key, value in dict(*args, **kwargs).items():
+            self[key] = value
+
+
 def _sections() -> tuple[Callable, ...]:
     """Every section: ``section(api) -> {qualified name (or torch.cuda short name): implementation}``. A module
     ``torchport.shim._graphs`` (the CUDA-graph redirects) joins with its own ``SECTIONS`` when it exists."""
@@ -265,7 +280,10 @@ def _sections() -> tuple[Callable, ...]:
 
     graphs: tuple[Callable, ...] = ()
     if importlib.util.find_spec("torchport.shim._graphs") is not None:
-        graphs = tuple(getattr(importlib.import_module("torchport.shim._graphs"), "SECTIONS", ()))
+        module = importlib.import_module("torchport.shim._graphs")
+        graphs = tuple(getattr(module, "SECTIONS", ()))
+        if not graphs and hasattr(module, "graph_api"):   # a section of the (api, produces) shape
+            graphs = (lambda api: module.graph_api(api, _ShortKeys(api)),)
     return (*_cuda_device.SECTIONS, *_cuda_memory.SECTIONS, *_cuda_streams.SECTIONS, *_cuda_extras.SECTIONS,
             *graphs)
 
@@ -287,8 +305,8 @@ def _api_for(target: Any, dm: Any, hit: Callable, note: Callable[[str], None]) -
 
 #: modules whose attributes are patched where they hold the identical object (``torch.cuda.memory.memory_allocated``
 #: is ``torch.cuda.memory_allocated``); names of their own are keyed by their own qualified names
-_OWNERS = ("torch.cuda", "torch.cuda.memory", "torch.cuda.random", "torch.cuda.amp", "torch.cuda.amp.autocast_mode",
-           "torch.cuda.amp.common", "torch.cuda.nvtx", "torch.backends.cuda")
+_OWNERS = ("torch.cuda", "torch.cuda.memory", "torch.cuda.random", "torch.cuda.graphs", "torch.cuda.amp",
+           "torch.cuda.amp.autocast_mode", "torch.cuda.amp.common", "torch.cuda.nvtx", "torch.backends.cuda")
 
 
 def cuda_patches(shim: Any) -> list[tuple[Any, str, Any, str]]:

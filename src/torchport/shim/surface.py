@@ -205,7 +205,9 @@ _CUDA: dict[str, Decision] = {
         "ComplexDouble")},
     # -- graphs (shim/_graphs.py)
     **{n: _GRAPHS for n in ("CUDAGraph", "graph", "make_graphed_callables", "is_current_stream_capturing",
-                            "graph_pool_handle", "export_dot", "export_graph_data")},
+                            "graph_pool_handle")},
+    **{n: _h("builds a hook function (plain Python, no CUDA call); only a torch.cuda.CUDAGraph would run it")
+       for n in ("export_dot", "export_graph_data")},
     # -- exceptions, constants, helpers
     "OutOfMemoryError": _h("is torch.OutOfMemoryError, which every backend's allocator raises: "
                            "`except torch.cuda.OutOfMemoryError` catches an npu OOM"),
@@ -258,7 +260,8 @@ _NVTX: dict[str, Decision] = {
     for n in ("range_push", "range_pop", "range_start", "range_end", "range", "mark")
 }
 
-_GRAPH_HOOKS = {n: _GRAPHS for n in (
+_GRAPH_HOOKS = {n: _h("registers a callback in torch's own table (plain Python, no CUDA call); it fires on "
+                      "torch's CUDA graphs only, not on the backend's or the host capture") for n in (
     "register_graph_capture_start_hook", "register_graph_capture_end_hook", "register_graph_destroy_hook",
     "register_graph_instantiate_hook", "register_graph_replay_start_hook", "register_graph_replay_end_hook")}
 
