@@ -67,7 +67,8 @@ CUDA_NAMES: frozenset[str] = frozenset({
 EXTRAS = ("DataParallel", "restore_location")
 
 _lock = threading.Lock()
-_built: dict[str, tuple[Any, Mapping[str, Any]]] = {}  # backend name -> (the host shim, its implementations)
+#: (backend name, its record, its device module) -> (the host shim, its implementations)
+_built: dict[tuple[str, int, int], tuple[Any, Mapping[str, Any]]] = {}
 
 
 def served(name: str) -> bool:
@@ -110,7 +111,7 @@ def _host() -> tuple[Any, Mapping[str, Any]]:
     from torchport.runtime.device import current
 
     target = current()
-    key = target.backend.name
+    key = (target.backend.name, id(target.backend), id(target.module))  # an emulator installed anew: built anew
     with _lock:
         hit = _built.get(key)
         if hit is not None:
