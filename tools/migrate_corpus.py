@@ -82,6 +82,8 @@ class ModeResult:
     error: str = ""
     saves: dict[int, list[dict]] = dataclasses.field(default_factory=dict)
     files: dict[str, str] = dataclasses.field(default_factory=dict)
+    #: ``file:line`` (relative to the script's folder) of the innermost traceback frame in the script's own files
+    failed_at: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -99,6 +101,18 @@ class Row:
     lines_changed: int = 0
     #: device -> the verdict of the training records alone (what the harness compared before saved state)
     training_only: dict[str, str] = dataclasses.field(default_factory=dict)
+    #: the findings ``torchport scan`` still reports in the fixed copy: ``file:line`` -> codes (reported only)
+    left: dict[str, list[str]] = dataclasses.field(default_factory=dict)
+
+    def crashes_at_finding(self) -> dict[str, str]:
+        """device -> ``file:line CODES`` where the original runs under ``run`` and the fixed copy fails at a line
+        that still carries a reported-only finding (the defect class issue 30 removes; 0 expected)."""
+        out = {}
+        for dev in ("cpu", "npu"):
+            run, fix = self.modes.get(f"run {dev}"), self.modes.get(f"fix {dev}")
+            if run is not None and fix is not None and run.ok and not fix.ok and fix.failed_at in self.left:
+                out[dev] = f"{fix.failed_at} {','.join(self.left[fix.failed_at])}"
+        return out
 
     @property
     def passed(self) -> bool:
@@ -222,7 +236,41 @@ def run_mode(script: Script, mode: str, work: Path, steps: int, seed: int, timeo
     errors = [ln for ln in last if "Error" in ln.split(":", 1)[0] or "Exception" in ln.split(":", 1)[0]]
     error = (errors or last or [""])[-1][:200] if rc != 0 else ""
     return ModeResult(rc=rc, ranks=_read(out), error=error, saves=_read(out, "*.saves.jsonl"),
-                      files=_written(work, before))
+                      files=_written(work, before), failed_at=_failed_at(err, work / kind_dir(kind)) if rc else None)
+
+
+def kind_dir(kind: str) -> str:
+    return "orig" if kind == "run" else "fixed"
+
+
+def _failed_at(stderr: str, folder: Path) -> str | None:
+    """``file:line`` of the innermost traceback frame in a file under ``folder`` (the script's own code)."""
+    import re
+
+    hit = None
+    for m in re.finditer(r'File "([^"]+)", line (\d+)', stderr):
+        path = Path(m.group(1))
+        try:
+            hit = f"{path.resolve().relative_to(folder.resolve())}:{m.group(2)}"
+        except ValueError:
+            continue
+    return hit
+
+
+def left_findings(fixed: Path) -> dict[str, list[str]]:
+    """What ``torchport scan`` (default rules) still reports in the fixed copy: ``file:line`` -> codes."""
+    proc = subprocess.run([sys.executable, "-m", "torchport", "scan", "--isolated", "--output-format", "json",
+                           str(fixed)], cwd=fixed, capture_output=True, text=True, timeout=300)
+    try:
+        data = json.loads(proc.stdout or "{}")
+    except json.JSONDecodeError:
+        return {}
+    out: dict[str, list[str]] = {}
+    for f in data.get("findings", []):
+        path = Path(f["file"])
+        rel = path.resolve().relative_to(fixed.resolve()) if path.is_absolute() else path
+        out.setdefault(f"{rel}:{f['line']}", []).append(f["code"])
+    return out
 
 
 def fix_copy(script: Script, work: Path, unsafe: bool, emit: str = "torchport") -> tuple[bool, int]:
@@ -383,7 +431,7 @@ def check(script: Script, *, steps: int = 3, seed: int = 0, devices: tuple[str, 
                  for dev in devices for kind in ("run", "fix")}
         verdicts = {dev: verdict(modes[f"run {dev}"], modes[f"fix {dev}"], amp_rtol) for dev in devices}
         return Row(script, modes, {d: v[0] for d, v in verdicts.items()}, imports, changed,
-                   {d: v[1] for d, v in verdicts.items()})
+                   {d: v[1] for d, v in verdicts.items()}, left_findings(work / "fixed"))
     finally:
         if keep is None:
             shutil.rmtree(work, ignore_errors=True)
@@ -792,13 +840,15 @@ def changed_by_state(r: Row) -> list[str]:
 def markdown(rows: list[Row]) -> str:
     """The corpus table (one row per script)."""
     lines = ["| script | source | " + " | ".join(MODES) + " | equivalent cpu | equivalent npu | saved (run): "
-             "torch.save calls / files | verdict changed by saved state | fix: imports torchport "
-             "| fix: lines changed | maintainers: lines changed |", "|" + "---|" * (len(MODES) + 9)]
+             "torch.save calls / files | verdict changed by saved state | fix: findings left | fix fails at a "
+             "reported finding | fix: imports torchport | fix: lines changed | maintainers: lines changed |",
+             "|" + "---|" * (len(MODES) + 11)]
     for r in rows:
         cells = [_cell(r.modes.get(m)) for m in MODES]
         eq = [r.equivalent.get(d, "-") for d in ("cpu", "npu")]
         lines.append(f"| {r.script.name} | {r.script.source} | " + " | ".join(cells) + f" | {eq[0]} | {eq[1]} | "
-                     f"{_saved(r)} | {', '.join(changed_by_state(r)) or '-'} | "
+                     f"{_saved(r)} | {', '.join(changed_by_state(r)) or '-'} | {sum(map(len, r.left.values()))} | "
+                     f"{'; '.join(f'{d}: {w}' for d, w in r.crashes_at_finding().items()) or '-'} | "
                      f"{'yes' if r.fixed_imports_torchport else 'no'} | {r.lines_changed} | "
                      f"{'-' if r.script.maintainer_lines is None else r.script.maintainer_lines} |")
     return "\n".join(lines) + "\n"
@@ -813,6 +863,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--fake-size", type=int, default=64,
                     help="images per generated torchvision dataset (small: an epoch ends, so checkpoints get saved)")
+    ap.add_argument("--timeout", type=float, default=300, help="seconds per mode (raise it on a loaded host)")
     ap.add_argument("--unsafe-fixes", action="store_true")
     ap.add_argument("--emit", choices=("torchport", "torch"), default="torchport",
                     help="what `torchport fix` writes for the fix modes")
@@ -826,7 +877,7 @@ def main(argv: list[str] | None = None) -> int:
         rows = []
         for s in scripts:
             row = check(s, steps=args.steps, devices=tuple(args.devices.split(",")), unsafe=args.unsafe_fixes,
-                        emit=args.emit, fake_size=args.fake_size)
+                        emit=args.emit, fake_size=args.fake_size, timeout=args.timeout)
             rows.append(row)
             print(f"{s.name}: " + ", ".join(f"{m}={_cell(row.modes.get(m))}" for m in MODES)
                   + f"; equivalent {row.equivalent}", file=sys.stderr)
@@ -838,7 +889,9 @@ def main(argv: list[str] | None = None) -> int:
         args.json.write_text(json.dumps([{
             "script": r.script.name, "source": r.script.source, "equivalent": r.equivalent,
             "training_only": r.training_only, "changed_by_saved_state": changed_by_state(r),
-            "modes": {m: {"rc": v.rc, "ranks": len(v.ranks), "error": v.error, "saves": v.saves, "files": v.files}
+            "left": r.left, "crashes_at_finding": r.crashes_at_finding(),
+            "modes": {m: {"rc": v.rc, "ranks": len(v.ranks), "error": v.error, "saves": v.saves, "files": v.files,
+                          "failed_at": v.failed_at}
                       for m, v in r.modes.items()},
             "imports_torchport": r.fixed_imports_torchport, "lines_changed": r.lines_changed,
             "maintainer_lines": r.script.maintainer_lines} for r in rows],

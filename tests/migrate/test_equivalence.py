@@ -216,3 +216,21 @@ def test_probe_records_what_torch_save_was_given(tmp_path, monkeypatch):
     assert top["keys"] == ["model", "opt", "epoch"] and top["values"][2] == 1
     assert top["values"][0]["keys"] == ["module.weight", "module.bias"]
     assert top["values"][0]["values"][0]["shape"] == [2, 3]
+
+
+def test_a_crash_at_a_reported_only_line_is_counted(tmp_path):
+    """The count issue 30 asks for: the original runs under `run`, the fixed copy dies at a line whose finding
+    the fix only reported (TP114's `torch.cuda.memory_summary()` dying with KeyError, before compat)."""
+    fixed = tmp_path / "fixed"
+    (fixed / "pkg").mkdir(parents=True)
+    err = (f'Traceback (most recent call last):\n  File "{fixed}/train.py", line 40, in <module>\n'
+           f'  File "{fixed}/pkg/util.py", line 7, in report\n  File "/site-packages/torch/cuda/memory.py", line 9\n'
+           "KeyError: 'allocated_bytes.all.current'\n")
+    assert corpus._failed_at(err, fixed) == "pkg/util.py:7"
+    ok = corpus.ModeResult(0, {0: _rank([0.5])})
+    dead = corpus.ModeResult(1, {}, error="KeyError", failed_at="pkg/util.py:7")
+    row = corpus.Row(corpus.Script("x", Path("x.py")), {"run cpu": ok, "fix cpu": dead}, {"cpu": "not compared"},
+                     left={"pkg/util.py:7": ["TP114"]})
+    assert row.crashes_at_finding() == {"cpu": "pkg/util.py:7 TP114"}
+    row.left = {"pkg/util.py:8": ["TP114"]}
+    assert row.crashes_at_finding() == {}
