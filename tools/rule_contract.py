@@ -119,6 +119,7 @@ def _draws(torch) -> dict:
 
 def drive(folder: Path, out: Path) -> int:
     """Run every case of ``folder`` in this process (under ``torchport run`` or not) and write their states."""
+    import gc
     import random
     import runpy
 
@@ -151,6 +152,7 @@ def drive(folder: Path, out: Path) -> int:
         before = {p.name for p in cwd.iterdir()}
         os.chdir(cwd)
         saves.clear()
+        gc.collect()  # the previous case's values are freed now, not during this case (memory counters)
         random.seed(0)
         torch.manual_seed(0)
         try:

@@ -351,7 +351,7 @@ class _AlwaysUser:
 
 
 _impl_lock = threading.Lock()
-_impl_cache: dict[tuple[str, int], dict[str, Any]] = {}
+_impl_cache: dict[tuple[str, int, int], dict[str, Any]] = {}
 
 
 def _home(qual: str) -> Any:
@@ -370,7 +370,7 @@ def implementations(target: Any = None) -> dict[str, Any]:
     from torchport.shim.core import _dist_backend
 
     target = target if target is not None else current()
-    key = (target.backend.name, id(target.module) if target.is_accelerator else 0)
+    key = (target.backend.name, id(target.backend), id(target.module))  # an emulator installed anew: built anew
     with _impl_lock:
         cached = _impl_cache.get(key)
         if cached is not None:

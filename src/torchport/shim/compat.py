@@ -56,7 +56,8 @@ CUDA_NAMES: frozenset[str] = frozenset(surface.compat_path(q) for q in surface.s
 EXTRAS = ("DataParallel", "restore_location")
 
 _lock = threading.Lock()
-_built: dict[str, Any] = {}  # backend name -> the (not installed) shim DataParallel / restore_location use
+#: (backend name, its record, its device module) -> the (not installed) shim DataParallel / restore_location use
+_built: dict[tuple[str, int, int], Any] = {}
 
 
 def served(path: str) -> bool:
@@ -71,7 +72,7 @@ def _host() -> Any:
     from torchport.runtime.device import current
 
     target = current()
-    key = target.backend.name
+    key = (target.backend.name, id(target.backend), id(target.module))  # an emulator installed anew: built anew
     with _lock:
         shim = _built.get(key)
         if shim is None:
@@ -117,7 +118,7 @@ def _lookup(path: str) -> Any:
     prefix = path + "."
     if any(surface.compat_path(q).startswith(prefix) for q in surface.served()):
         return _Namespace(path)
-    raise AttributeError(f"torchport.compat has no {path!r}: it serves the CUDA names that "
+    raise AttributeError(f"torchport.compat has no {path!r}: it serves the torch.cuda names that "
                          "torchport.shim.surface.served() lists (at compat_path), DataParallel and restore_location")
 
 
