@@ -9,10 +9,15 @@ For each corpus script, four modes run in fresh interpreters on the same seed:
 * ``fix npu``  -- the fixed copy on the emulated npu
 
 A probe (``tools/equivalence_probe/sitecustomize.py``) records per optimizer step the back-propagated losses,
-the forward dtypes (autocast), the parameters' devices and whether the step changed the weights, and stops the
-script after ``--steps`` steps. A row is **equivalent** when, on each device, ``run`` and ``fix`` give the
-same number of ranks and, per rank, the same devices and forward dtypes, weights that changed, and the same
-losses: bitwise without low precision, within ``--amp-rtol`` when a forward ran in float16/bfloat16.
+the forward dtypes (autocast), the parameters' devices, whether the step changed the weights and a digest of the
+host random generators, and stops the script after ``--steps`` steps; it also records every object passed to
+``torch.save`` (keys, dtypes, shapes, devices, values, the devices after loading it back). The harness records
+the files each mode wrote under its working folder (and removes them before the next mode). A row is
+**equivalent** when, on each device, ``run`` and ``fix`` give the same number of ranks and, per rank, the same
+devices and forward dtypes, weights that changed, the same random-generator states and the same losses --
+bitwise without low precision, within ``--amp-rtol`` when a forward ran in float16/bfloat16 -- **and the same
+saved state**: the same ``torch.save`` calls with the same objects, and the same files written (text files
+compared with their digits masked: timings differ between any two runs).
 
 Corpora:
 
@@ -69,11 +74,16 @@ class Script:
 
 @dataclasses.dataclass
 class ModeResult:
-    """What one mode produced: exit status, the probe's records per rank, and the tail of stderr."""
+    """What one mode produced: exit status, the probe's records per rank, the tail of stderr, the
+    ``torch.save`` records per rank and the files written (relative path -> digest)."""
 
     rc: int
     ranks: dict[int, list[dict]]
     error: str = ""
+    saves: dict[int, list[dict]] = dataclasses.field(default_factory=dict)
+    files: dict[str, str] = dataclasses.field(default_factory=dict)
+    #: ``file:line`` (relative to the script's folder) of the innermost traceback frame in the script's own files
+    failed_at: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -86,22 +96,38 @@ class Row:
 
     script: Script
     modes: dict[str, ModeResult]
-    equivalent: dict[str, str]  # device -> "yes" or the first divergence
+    equivalent: dict[str, str]  # device -> "yes" or the first divergence (losses and saved state)
     fixed_imports_torchport: bool = False
     lines_changed: int = 0
+    #: device -> the verdict of the training records alone (what the harness compared before saved state)
+    training_only: dict[str, str] = dataclasses.field(default_factory=dict)
+    #: the findings ``torchport scan`` still reports in the fixed copy: ``file:line`` -> codes (reported only)
+    left: dict[str, list[str]] = dataclasses.field(default_factory=dict)
+
+    def crashes_at_finding(self) -> dict[str, str]:
+        """device -> ``file:line CODES`` where the original runs under ``run`` and the fixed copy fails at a line
+        that still carries a reported-only finding (the defect class issue 30 removes; 0 expected)."""
+        out = {}
+        for dev in ("cpu", "npu"):
+            run, fix = self.modes.get(f"run {dev}"), self.modes.get(f"fix {dev}")
+            if run is not None and fix is not None and run.ok and not fix.ok and fix.failed_at in self.left:
+                out[dev] = f"{fix.failed_at} {','.join(self.left[fix.failed_at])}"
+        return out
 
     @property
     def passed(self) -> bool:
         return all(v == "yes" for v in self.equivalent.values())
 
 
-def _env(out: Path, steps: int, device: str, seed: int, fake_data: bool = False) -> dict[str, str]:
+def _env(out: Path, steps: int, device: str, seed: int, fake_data: bool = False,
+         fake_size: int = 64) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in _CLEAR}
     env.update(TORCHPORT_EQUIV_OUT=str(out), TORCHPORT_EQUIV_STEPS=str(steps), TORCHPORT_EQUIV_SEED=str(seed),
                PYTHONPATH=os.pathsep.join([str(PROBE), env.get("PYTHONPATH", "")]).rstrip(os.pathsep),
                PYTHONHASHSEED="0")
     if fake_data:
         env["TORCHPORT_EQUIV_FAKE_DATA"] = "1"
+        env["TORCHPORT_EQUIV_FAKE_SIZE"] = str(fake_size)
     if device == "npu":
         env["TORCHPORT_EMULATE"] = f"npu:{NPU_DEVICES}"  # two cards: a spawn/DDP script runs two ranks
     else:
@@ -110,36 +136,141 @@ def _env(out: Path, steps: int, device: str, seed: int, fake_data: bool = False)
     return env
 
 
-def _read(out: Path) -> dict[int, list[dict]]:
+def _read(out: Path, pattern: str = "*[0-9].jsonl") -> dict[int, list[dict]]:
     ranks: dict[int, list[dict]] = {}
-    for f in sorted(out.glob("*.jsonl")):
+    for f in sorted(out.glob(pattern)):
         records = [json.loads(line) for line in f.read_text(encoding="utf-8").splitlines() if line.strip()]
         if records:
             ranks.setdefault(records[-1]["rank"], []).extend(records)
     return ranks
 
 
-def run_mode(script: Script, mode: str, work: Path, steps: int, seed: int, timeout: float) -> ModeResult:
+#: folders of the working directory that are the harness's own (the two copies and the probes' output)
+_OWN_DIRS = ("orig", "fixed")
+
+
+def _snapshot(work: Path) -> dict[str, tuple[int, int]]:
+    """Every file under ``work`` but the probes' folders: relative path -> (size, mtime_ns)."""
+    out = {}
+    for path in work.rglob("*"):
+        rel = path.relative_to(work)
+        if rel.parts[0].startswith("probe-") or "__pycache__" in rel.parts or not path.is_file():
+            continue
+        st = path.stat()
+        out[str(rel)] = (st.st_size, st.st_mtime_ns)
+    return out
+
+
+def _digest(path: Path) -> str:
+    """A file's content digest; text files with their digits masked (timings, dates and pids differ between
+    any two runs of one script), others byte for byte."""
+    import hashlib
+    import re
+
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return "bytes:" + hashlib.sha1(data).hexdigest()[:16]
+    return "text:" + hashlib.sha1(re.sub(r"[0-9]+", "#", text).encode()).hexdigest()[:16]
+
+
+def _written(work: Path, before: dict[str, tuple[int, int]]) -> dict[str, str]:
+    """The files a mode created or changed under ``work`` (``orig/`` and ``fixed/`` both shown as ``<script>/``),
+    with their digests; files it created are removed so the next mode starts from the same folder (a checkpoint
+    the run mode wrote must not be resumed by the fix mode). Files torch.save wrote are compared through their
+    saved objects, not their bytes (a zip archive's record names carry the pid)."""
+    written = {}
+    for rel, stat in sorted(_snapshot(work).items()):
+        if before.get(rel) == stat:
+            continue
+        first, _, rest = rel.partition(os.sep)
+        name = f"<script>{os.sep}{rest}" if first in _OWN_DIRS and rest else rel
+        path = work / rel
+        written[name] = "torch.save" if _is_torch_save(path) else _digest(path)
+        if rel not in before:
+            path.unlink()
+    for path in sorted(work.rglob("*"), reverse=True):  # folders the mode created, now empty
+        rel = path.relative_to(work)
+        if path.is_dir() and not rel.parts[0].startswith("probe-") and not any(path.iterdir()) \
+                and not any(k.startswith(str(rel) + os.sep) for k in before):
+            path.rmdir()
+    return written
+
+
+def _is_torch_save(path: Path) -> bool:
+    """True for a torch.save archive (a zip holding ``<name>/data.pkl``)."""
+    import zipfile
+
+    if not zipfile.is_zipfile(path):
+        return False
+    try:
+        with zipfile.ZipFile(path) as z:
+            return any(n.endswith("/data.pkl") or n == "data.pkl" for n in z.namelist())
+    except (zipfile.BadZipFile, OSError):
+        return False
+
+
+def run_mode(script: Script, mode: str, work: Path, steps: int, seed: int, timeout: float,
+             fake_size: int = 64) -> ModeResult:
     """Run one mode of ``script`` in a fresh interpreter; ``work`` holds the original and ``fixed/``."""
     kind, device = mode.split()
     out = work / f"probe-{kind}-{device}"
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
-    env = _env(out, steps, device, seed, fake_data=script.source != "own")
+    env = _env(out, steps, device, seed, fake_data=script.source != "own", fake_size=fake_size)
+    before = _snapshot(work)
     if kind == "run":
         cmd = [sys.executable, "-m", "torchport", "run", *(["--device", "cpu"] if device == "cpu" else []),
                str(work / "orig" / script.path.name), *script.args]
     else:
         cmd = [sys.executable, str(work / "fixed" / script.path.name), *script.args]
     try:
-        proc = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True, timeout=timeout)
+        # from the script's own folder, as its users run it (results/ and data/ beside it, files it writes there)
+        proc = subprocess.run(cmd, cwd=work / ("orig" if kind == "run" else "fixed"), env=env, capture_output=True,
+                              text=True, timeout=timeout)
         rc, err = proc.returncode, proc.stderr
     except subprocess.TimeoutExpired:
         rc, err = 124, f"timed out after {timeout:.0f} s"
     last = [ln for ln in err.strip().splitlines() if ln.strip() and not ln.startswith(" ")]
     errors = [ln for ln in last if "Error" in ln.split(":", 1)[0] or "Exception" in ln.split(":", 1)[0]]
     error = (errors or last or [""])[-1][:200] if rc != 0 else ""
-    return ModeResult(rc=rc, ranks=_read(out), error=error)
+    return ModeResult(rc=rc, ranks=_read(out), error=error, saves=_read(out, "*.saves.jsonl"),
+                      files=_written(work, before), failed_at=_failed_at(err, work / kind_dir(kind)) if rc else None)
+
+
+def kind_dir(kind: str) -> str:
+    return "orig" if kind == "run" else "fixed"
+
+
+def _failed_at(stderr: str, folder: Path) -> str | None:
+    """``file:line`` of the innermost traceback frame in a file under ``folder`` (the script's own code)."""
+    import re
+
+    hit = None
+    for m in re.finditer(r'File "([^"]+)", line (\d+)', stderr):
+        path = Path(m.group(1))
+        try:
+            hit = f"{path.resolve().relative_to(folder.resolve())}:{m.group(2)}"
+        except ValueError:
+            continue
+    return hit
+
+
+def left_findings(fixed: Path) -> dict[str, list[str]]:
+    """What ``torchport scan`` (default rules) still reports in the fixed copy: ``file:line`` -> codes."""
+    proc = subprocess.run([sys.executable, "-m", "torchport", "scan", "--isolated", "--output-format", "json",
+                           str(fixed)], cwd=fixed, capture_output=True, text=True, timeout=300)
+    try:
+        data = json.loads(proc.stdout or "{}")
+    except json.JSONDecodeError:
+        return {}
+    out: dict[str, list[str]] = {}
+    for f in data.get("findings", []):
+        path = Path(f["file"])
+        rel = path.resolve().relative_to(fixed.resolve()) if path.is_absolute() else path
+        out.setdefault(f"{rel}:{f['line']}", []).append(f["code"])
+    return out
 
 
 def fix_copy(script: Script, work: Path, unsafe: bool, emit: str = "torchport") -> tuple[bool, int]:
@@ -195,20 +326,112 @@ def compare(run: ModeResult, fix: ModeResult, amp_rtol: float) -> str:
             if len(ra["losses"]) != len(rb["losses"]) or not all(
                     _close(x, y, rtol) for x, y in zip(ra["losses"], rb["losses"])):
                 return f"rank {rank} step {step}: losses {ra['losses']} vs {rb['losses']}"
+            if "rng" in ra and "rng" in rb and ra["rng"] != rb["rng"]:
+                return f"rank {rank} step {step}: host random generators differ after the step"
     return "yes"
+
+
+def _low_precision(m: ModeResult) -> bool:
+    return any(_LOW & set(rec["dtypes"]) for recs in m.ranks.values() for rec in recs)
+
+
+def _same_object(a, b, rtol: float, where: str) -> str | None:
+    """None when two saved-object summaries agree (tensor values bitwise, or within ``rtol`` of their sums
+    when a forward ran in low precision), else where they first differ."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        if "tensor" in a and "tensor" in b:
+            for key in ("tensor", "shape", "device"):
+                if a[key] != b[key]:
+                    return f"{where}: tensor {key} {a[key]} vs {b[key]}"
+            if a["sha"] != b["sha"] and (rtol == 0 or isinstance(a["sum"], str) or isinstance(b["sum"], str)
+                                         or not _close(a["sum"], b["sum"], rtol)):
+                return f"{where}: tensor values differ (sum {a['sum']} vs {b['sum']})"
+            return None
+        if a.keys() != b.keys():
+            return f"{where}: {_kind(a)} vs {_kind(b)}"
+        if "keys" in a and a["keys"] != b["keys"]:
+            missing, extra = [k for k in a["keys"] if k not in b["keys"]], [k for k in b["keys"] if k not in a["keys"]]
+            return (f"{where}: keys differ (run only: {missing[:3]}, fix only: {extra[:3]})" if missing or extra
+                    else f"{where}: key order differs")
+        for key in a:
+            if key == "values":
+                for k, va, vb in zip(a["keys"], a["values"], b["values"]):
+                    why = _same_object(va, vb, rtol, f"{where}[{k!r}]")
+                    if why:
+                        return why
+                continue
+            why = _same_object(a[key], b[key], rtol, where if key in ("state_dict", "attrs") else f"{where}.{key}")
+            if why:
+                return why
+        return None
+    if isinstance(a, list) and isinstance(b, list):
+        if len(a) != len(b):
+            return f"{where}: {len(a)} vs {len(b)} items"
+        for i, (va, vb) in enumerate(zip(a, b)):
+            why = _same_object(va, vb, rtol, f"{where}[{i}]")
+            if why:
+                return why
+        return None
+    if isinstance(a, float) and isinstance(b, float) and _close(a, b, rtol):
+        return None
+    return None if a == b else f"{where}: {a!r} vs {b!r}"
+
+
+def _kind(summary: dict) -> str:
+    for key in ("module", "object", "dict"):
+        if key in summary:
+            return f"{key} {summary[key]}"
+    return "/".join(sorted(summary))
+
+
+def compare_state(run: ModeResult, fix: ModeResult, amp_rtol: float) -> str:
+    """'yes', or the first difference between what the two modes saved (torch.save calls and their objects,
+    the devices of the loaded tensors, files written)."""
+    rtol = amp_rtol if _low_precision(run) or _low_precision(fix) else 0.0
+    if sorted(run.saves) != sorted(fix.saves):
+        return f"torch.save on ranks {sorted(run.saves)} vs {sorted(fix.saves)}"
+    for rank in sorted(run.saves):
+        a, b = run.saves[rank], fix.saves[rank]
+        if len(a) != len(b):
+            return f"rank {rank}: {len(a)} vs {len(b)} torch.save calls"
+        for i, (sa, sb) in enumerate(zip(a, b)):
+            where = f"rank {rank} torch.save #{i + 1} ({sa['file']})"
+            if sa["file"] != sb["file"]:
+                return f"{where}: file {sa['file']} vs {sb['file']}"
+            why = _same_object(sa["object"], sb["object"], rtol, where)
+            if why:
+                return why
+            if sa.get("loaded_devices") != sb.get("loaded_devices"):
+                return f"{where}: after loading, tensors on {sa.get('loaded_devices')} vs {sb.get('loaded_devices')}"
+    if sorted(run.files) != sorted(fix.files):
+        only_run, only_fix = sorted(set(run.files) - set(fix.files)), sorted(set(fix.files) - set(run.files))
+        return f"files written differ (run only: {only_run[:3]}, fix only: {only_fix[:3]})"
+    for name in sorted(run.files):
+        if run.files[name] != fix.files[name]:
+            return f"file {name}: content differs"
+    return "yes"
+
+
+def verdict(run: ModeResult, fix: ModeResult, amp_rtol: float) -> tuple[str, str]:
+    """(the whole verdict, the verdict of the training records alone)."""
+    training = compare(run, fix, amp_rtol)
+    if training != "yes":
+        return training, training
+    return compare_state(run, fix, amp_rtol), training
 
 
 def check(script: Script, *, steps: int = 3, seed: int = 0, devices: tuple[str, ...] = ("cpu", "npu"),
           unsafe: bool = False, amp_rtol: float = 5e-3, timeout: float = 300, keep: Path | None = None,
-          emit: str = "torchport") -> Row:
+          emit: str = "torchport", fake_size: int = 64) -> Row:
     """Run the modes of ``script`` on ``devices`` and compare run with fix on each (``emit``: what fix writes)."""
     work = Path(tempfile.mkdtemp(prefix=f"equiv-{script.name}-", dir=keep))
     try:
         imports, changed = fix_copy(script, work, unsafe, emit)
-        modes = {f"{kind} {dev}": run_mode(script, f"{kind} {dev}", work, steps, seed, timeout)
+        modes = {f"{kind} {dev}": run_mode(script, f"{kind} {dev}", work, steps, seed, timeout, fake_size)
                  for dev in devices for kind in ("run", "fix")}
-        equivalent = {dev: compare(modes[f"run {dev}"], modes[f"fix {dev}"], amp_rtol) for dev in devices}
-        return Row(script, modes, equivalent, imports, changed)
+        verdicts = {dev: verdict(modes[f"run {dev}"], modes[f"fix {dev}"], amp_rtol) for dev in devices}
+        return Row(script, modes, {d: v[0] for d, v in verdicts.items()}, imports, changed,
+                   {d: v[1] for d, v in verdicts.items()}, left_findings(work / "fixed"))
     finally:
         if keep is None:
             shutil.rmtree(work, ignore_errors=True)
@@ -374,10 +597,9 @@ _APEX_AMP = "c1378e6f6224a6e832cd92ff459389ac3a128e47"
 _TIMM = ("huggingface/pytorch-image-models", "aa4b5850c1543fa488abf260f18390eda46cf85d")
 _TIMM_TINY = ["--dataset", "torch/cifar10", "--data-dir", "data", "--dataset-download", "--num-classes", "10",
               "--img-size", "32", "-b", "8", "--epochs", "1", "--workers", "0", "--seed", "0", "--log-interval", "1"]
-#: makemore: character-level models over a names file (the repository's names.txt, read relative to the working
-#: folder); TensorBoard (not installed here) is replaced by a no-op writer
+#: makemore: character-level models over a names file (the repository's names.txt, beside the script); TensorBoard (not installed here) is replaced by a no-op writer
 _MAKEMORE = ("karpathy/makemore", "988aa59e4d8fefa526d06f3b453ad116258398d4")
-_MAKEMORE_TINY = ["-i", "orig/names.txt", "--device", "cuda", "--num-workers", "0", "--max-steps", "5", "-b", "8",
+_MAKEMORE_TINY = ["-i", "names.txt", "--device", "cuda", "--num-workers", "0", "--max-steps", "5", "-b", "8",
                   "--n-layer", "1", "--n-head", "2", "--n-embd", "16", "--n-embd2", "16"]
 _MAKEMORE_PATCHES = [("from torch.utils.tensorboard import SummaryWriter",
                       "class SummaryWriter:\n    def __init__(self, *a, **k): pass\n"
@@ -468,6 +690,78 @@ PINNED += [
          "_bb.is_main_process = lambda: False\n_dc.make_coco_transforms = lambda image_set: _T.Compose(["
          "_T.RandomHorizontalFlip(), _T.ToTensor(), _T.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])])")]),
 ]
+# --- corpus part C (issue 30): held-out-style recipes from repositories not in A or B, one family each
+#: TensorBoard is not installed here: a writer that writes nothing, with the log folder the real one creates
+_NO_TENSORBOARD = ("class SummaryWriter:\n"
+                   "    def __init__(self, log_dir=None, *a, **k):\n"
+                   "        import os as _os; self.log_dir = log_dir or _os.path.join('runs', 'simclr')\n"
+                   "        _os.makedirs(self.log_dir, exist_ok=True)\n"
+                   "    def __getattr__(self, name): return lambda *a, **k: None")
+#: self-supervised: SimCLR (sthalles), `with torch.cuda.device(args.gpu_index):` around the whole training (TP112),
+#: torch.cuda.amp autocast + GradScaler with --fp16-precision, a checkpoint of state_dict + optimizer at the end
+_SIMCLR = ("sthalles/SimCLR", "1848fc934ad844ae630e6c452300433fe99acfd9")
+#: classic CIFAR trainers: akamaster's ResNets (every model inside nn.DataParallel; the repository ships
+#: `module.`-keyed checkpoints saved on cuda:0, loaded with `--resume`; `--half`), weiaicunzai's CIFAR-100
+#: (`torch.cuda.memory_summary()` printed after each evaluation with -gpu: TP114)
+_AKAMASTER = ("akamaster/pytorch_resnet_cifar10", "d5489e8995e81e91ce6b1d69dcc98ad579b0b153")
+_AKA_TINY = ["-a", "resnet20", "--epochs", "1", "-b", "8", "-j", "0", "--print-freq", "1"]
+_CIFAR100 = ("weiaicunzai/pytorch-cifar100", "11d8418f415b261e4ae3cb1ffe20d06ec95b98e4")
+#: diffusion: dome272's DDPM (device "cuda" as a string default and argument, a sampling loop after each epoch,
+#: images and the state_dict written per epoch); 20 noise steps instead of 1,000 (the sampling loop runs them all)
+_DDPM = ("dome272/Diffusion-Models-pytorch", "be352208d0576039fec061238c0e4385a562a2d4")
+#: vision transformers: kentaroy47's ViT for CIFAR (torch.cuda.amp autocast + GradScaler, `'cuda' in device`,
+#: checkpoints with net / optimizer / scaler state); needs einops (installed for the corpus run)
+_VITCIFAR = ("kentaroy47/vision-transformers-cifar10", "5bb83d36018b314c3020558541015bb01bce15bc")
+#: segmentation: VainF's DeepLabV3+ (model always in nn.DataParallel, `model.module.state_dict()` in its
+#: checkpoints, CUDA_VISIBLE_DEVICES set from --gpu_id); a VOC-layout dataset is generated under data/ (8 train and
+#: 2 val images of 64x64 with 21-class masks), the ImageNet backbone download is skipped
+_DEEPLAB = ("VainF/DeepLabV3Plus-Pytorch", "4e1087de98bc49d55b9239ae92810ef7368660db")
+_DEEPLAB_DATA = """def get_dataset(opts):
+    import numpy as _np; from PIL import Image as _Image
+    _voc = os.path.join(opts.data_root, 'VOCdevkit', 'VOC2012')
+    for _sub in ('JPEGImages', 'SegmentationClass', 'ImageSets/Segmentation'):
+        os.makedirs(os.path.join(_voc, _sub), exist_ok=True)
+    for _split, _n in (('train', 8), ('val', 2)):
+        _names = [f'{_split}{_i}' for _i in range(_n)]
+        for _i, _name in enumerate(_names):
+            _rs = _np.random.RandomState(_i + (100 if _split == 'val' else 0))
+            _Image.fromarray(_rs.randint(0, 256, (64, 64, 3), dtype=_np.uint8)).save(os.path.join(_voc, 'JPEGImages', _name + '.jpg'))
+            _Image.fromarray(_rs.randint(0, 21, (64, 64), dtype=_np.uint8)).save(os.path.join(_voc, 'SegmentationClass', _name + '.png'))
+        with open(os.path.join(_voc, 'ImageSets/Segmentation', _split + '.txt'), 'w') as _f:
+            _f.write('\\n'.join(_names))
+    return _get_dataset(opts)
+
+
+def _get_dataset(opts):"""
+PINNED += [
+    ("simclr-train", *_SIMCLR, "run.py", ["-data", "data", "-dataset-name", "cifar10", "-a", "resnet18", "-j", "0",
+                                          "--epochs", "1", "-b", "8", "--fp16-precision", "--log-every-n-steps", "1",
+                                          "--out_dim", "16"],
+     [("from torch.utils.tensorboard import SummaryWriter", _NO_TENSORBOARD)]),
+    # the shipped checkpoints have no 'epoch' key: `checkpoint['epoch']` raises on a CUDA box too
+    ("akamaster-resume", *_AKAMASTER, "trainer.py", [*_AKA_TINY, "--resume", "resnet20-12fca82f.th"],
+     [("args.start_epoch = checkpoint['epoch']", "args.start_epoch = checkpoint.get('epoch', 0)")]),
+    ("akamaster-half", *_AKAMASTER, "trainer.py", [*_AKA_TINY, "--half"], []),
+    ("cifar100-train", *_CIFAR100, "train.py", ["-net", "resnet18", "-gpu", "-b", "8"],
+     [("from torch.utils.tensorboard import SummaryWriter", _NO_TENSORBOARD), ("num_workers=4", "num_workers=0")]),
+    ("ddpm-train", *_DDPM, "ddpm.py", [],
+     [("from torch.utils.tensorboard import SummaryWriter", _NO_TENSORBOARD), ("args.epochs = 500", "args.epochs = 1"),
+      ("args.batch_size = 12", "args.batch_size = 4"), ("noise_steps=1000", "noise_steps=20")]),
+    # `usewandb = ~args.nowandb` is always truthy (~True == -2): the script's own bug, wandb imported on CUDA too;
+    # utils.progress_bar reads the terminal width with `stty size` at import (no terminal here); pandas is imported
+    # and never used (not installed here)
+    ("vit-cifar10", *_VITCIFAR, "train_cifar10.py",
+     ["--net", "vit_tiny", "--bs", "8", "--n_epochs", "1", "--dimhead", "64", "--patch", "4", "--nowandb"],
+     [("usewandb = ~args.nowandb", "usewandb = not args.nowandb"), ("from utils import progress_bar",
+                                                                     "progress_bar = lambda *a, **k: None"),
+      ("import pandas as pd\n", ""), ("num_workers=8", "num_workers=0")]),
+    ("deeplab-voc", *_DEEPLAB, "main.py",
+     ["--data_root", "data", "--model", "deeplabv3plus_mobilenet", "--batch_size", "2", "--val_batch_size", "2",
+      "--crop_size", "64", "--crop_val", "--total_itrs", "4", "--val_interval", "2", "--output_stride", "16"],
+     [("def get_dataset(opts):", _DEEPLAB_DATA), ("num_workers=2", "num_workers=0"),
+      ("(num_classes=opts.num_classes, output_stride=opts.output_stride)",
+       "(num_classes=opts.num_classes, output_stride=opts.output_stride, pretrained_backbone=False)")]),
+]
 #: what to extract for a recipe when it is not the script's folder: paths from the repository root, each put
 #: next to the script (``mingpt/`` beside ``adder.py``); the script's own path must be among them
 EXTRACT: dict[str, list[str]] = {
@@ -478,6 +772,11 @@ EXTRACT: dict[str, list[str]] = {
     "timm-train": ["train.py"],
     "timm-train-amp": ["train.py"],
     "detr-train": ["main.py", "engine.py", "datasets", "models", "util"],
+    "akamaster-resume": ["trainer.py", "resnet.py", "pretrained_models/resnet20-12fca82f.th"],
+    "akamaster-half": ["trainer.py", "resnet.py"],
+    "simclr-train": ["run.py", "simclr.py", "utils.py", "data_aug", "models", "exceptions"],
+    "vit-cifar10": ["train_cifar10.py", "utils.py", "randomaug.py", "models"],
+    "deeplab-voc": ["main.py", "datasets", "network", "metrics", "utils"],
 }
 
 
@@ -523,14 +822,33 @@ def _cell(m: ModeResult | None) -> str:
     return f"FAIL: {m.error or ('rc ' + str(m.rc) + ', no steps' if m.rc == 0 else 'rc ' + str(m.rc))}"
 
 
+def _saved(r: Row) -> str:
+    """``torch.save`` calls / files written by the original under run, per device."""
+    cells = []
+    for dev in ("cpu", "npu"):
+        m = r.modes.get(f"run {dev}")
+        if m is not None:
+            cells.append(f"{dev} {sum(len(v) for v in m.saves.values())}/{len(m.files)}")
+    return ", ".join(cells) or "-"
+
+
+def changed_by_state(r: Row) -> list[str]:
+    """The devices where the saved-state comparison turned an equivalent training record into a failure."""
+    return [d for d, v in r.equivalent.items() if r.training_only.get(d) == "yes" and v != "yes"]
+
+
 def markdown(rows: list[Row]) -> str:
     """The corpus table (one row per script)."""
-    lines = ["| script | source | " + " | ".join(MODES) + " | equivalent cpu | equivalent npu | fix: imports torchport "
-             "| fix: lines changed | maintainers: lines changed |", "|" + "---|" * (len(MODES) + 7)]
+    lines = ["| script | source | " + " | ".join(MODES) + " | equivalent cpu | equivalent npu | saved (run): "
+             "torch.save calls / files | verdict changed by saved state | fix: findings left | fix fails at a "
+             "reported finding | fix: imports torchport | fix: lines changed | maintainers: lines changed |",
+             "|" + "---|" * (len(MODES) + 11)]
     for r in rows:
         cells = [_cell(r.modes.get(m)) for m in MODES]
         eq = [r.equivalent.get(d, "-") for d in ("cpu", "npu")]
         lines.append(f"| {r.script.name} | {r.script.source} | " + " | ".join(cells) + f" | {eq[0]} | {eq[1]} | "
+                     f"{_saved(r)} | {', '.join(changed_by_state(r)) or '-'} | {sum(map(len, r.left.values()))} | "
+                     f"{'; '.join(f'{d}: {w}' for d, w in r.crashes_at_finding().items()) or '-'} | "
                      f"{'yes' if r.fixed_imports_torchport else 'no'} | {r.lines_changed} | "
                      f"{'-' if r.script.maintainer_lines is None else r.script.maintainer_lines} |")
     return "\n".join(lines) + "\n"
@@ -543,6 +861,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", nargs="*", help="script names to run")
     ap.add_argument("--devices", default="cpu,npu")
     ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--fake-size", type=int, default=64,
+                    help="images per generated torchvision dataset (small: an epoch ends, so checkpoints get saved)")
+    ap.add_argument("--timeout", type=float, default=300, help="seconds per mode (raise it on a loaded host)")
     ap.add_argument("--unsafe-fixes", action="store_true")
     ap.add_argument("--emit", choices=("torchport", "torch"), default="torchport",
                     help="what `torchport fix` writes for the fix modes")
@@ -556,7 +877,7 @@ def main(argv: list[str] | None = None) -> int:
         rows = []
         for s in scripts:
             row = check(s, steps=args.steps, devices=tuple(args.devices.split(",")), unsafe=args.unsafe_fixes,
-                        emit=args.emit)
+                        emit=args.emit, fake_size=args.fake_size, timeout=args.timeout)
             rows.append(row)
             print(f"{s.name}: " + ", ".join(f"{m}={_cell(row.modes.get(m))}" for m in MODES)
                   + f"; equivalent {row.equivalent}", file=sys.stderr)
@@ -567,7 +888,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         args.json.write_text(json.dumps([{
             "script": r.script.name, "source": r.script.source, "equivalent": r.equivalent,
-            "modes": {m: {"rc": v.rc, "ranks": len(v.ranks), "error": v.error} for m, v in r.modes.items()},
+            "training_only": r.training_only, "changed_by_saved_state": changed_by_state(r),
+            "left": r.left, "crashes_at_finding": r.crashes_at_finding(),
+            "modes": {m: {"rc": v.rc, "ranks": len(v.ranks), "error": v.error, "saves": v.saves, "files": v.files,
+                          "failed_at": v.failed_at}
+                      for m, v in r.modes.items()},
             "imports_torchport": r.fixed_imports_torchport, "lines_changed": r.lines_changed,
             "maintainer_lines": r.script.maintainer_lines} for r in rows],
             indent=2), encoding="utf-8")

@@ -41,6 +41,7 @@ _EXPORTS = {
     "barrier": "torchport.runtime.distributed",
     "all_reduce_mean": "torchport.runtime.distributed",
     "redirect_cuda": "torchport.shim",
+    "compat": "torchport.shim.compat",
     "tune": "torchport.runtime.tuning",
 }
 

@@ -177,9 +177,10 @@ def test_this_repository_scans_clean_with_its_own_config(monkeypatch):
 
 
 def test_config_unsafe_fixes(repo):
-    (repo / "src" / "a.py").write_text("import torch\ntorch.cuda.manual_seed(0)\n")   # TP115: an unsafe fix
+    (repo / "src" / "a.py").write_text("from torch.nn.parallel import DistributedDataParallel as DDP\n"
+                                       "model = DDP(model, device_ids=[local_rank])\n")   # TP302: an unsafe fix
     _pyproject(repo, "unsafe-fixes = true\n")
-    assert "+torch.manual_seed(0)" in invoke("fix", "src").stdout
+    assert "+model = torchport.wrap_ddp(model)" in invoke("fix", "src").stdout
     assert invoke("fix", "src", "--isolated").stdout == ""
 
 

@@ -1,8 +1,9 @@
-"""TP303: `model = nn.DataParallel(model)` fixed to `torchport.wrap_ddp(model)` where the structure allows.
+"""TP303: `nn.DataParallel(model)` fixed to `torchport.compat.DataParallel(model)` -- the whole saved state kept.
 
-The behaviour test trains a single-process DataParallel script and its fixed copy on the CPU and compares
-every loss and the saved weights bitwise (one process: DDP is not used, the model itself trains, as
-DataParallel does on one device).
+`torch.nn.DataParallel` where the backend runs it, elsewhere the one-device DataParallel `torchport run` builds: the
+same type, `.module`, and the `module.`-prefixed `state_dict` keys, so a checkpoint written by the original loads
+strictly into the fixed script and the other way round. (The earlier fix, `torchport.wrap_ddp(model)`, returned the
+bare model in one process: every key lost its prefix and `.module` its target.)
 """
 
 from __future__ import annotations
@@ -20,10 +21,10 @@ import torch
 import torch.nn as nn
 
 torch.manual_seed(0)
-model = nn.Sequential(nn.Linear(8, 16), nn.BatchNorm1d(16), nn.ReLU(), nn.Linear(16, 3))
+net = nn.Sequential(nn.Linear(8, 16), nn.BatchNorm1d(16), nn.ReLU(), nn.Linear(16, 3))
 if torch.cuda.is_available():
-    model = model.cuda()
-model = nn.DataParallel(model)
+    net = net.cuda()
+model = nn.DataParallel(net)
 optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
 losses = []
 for step in range(5):
@@ -34,84 +35,85 @@ for step in range(5):
     optimizer.zero_grad()
     loss.backward()
     optimizer.step()
-saved = model.module.state_dict()
+saved = model.state_dict()
+inner = model.module.state_dict()
+kind = type(model).__name__
 """
 
 
-def _fix(src: str, unsafe: bool = False) -> str:
-    return fix_source(textwrap.dedent(src), unsafe=unsafe)
+def _fix(src: str, unsafe: bool = False, emit: str = "torchport") -> str:
+    return fix_source(textwrap.dedent(src), unsafe=unsafe, emit=emit)
 
 
 def _tp303(src: str) -> list:
     return [f for f in scan_source(textwrap.dedent(src)).findings if f.code == "TP303"]
 
 
-def test_single_process_data_parallel_fixed_to_wrap_ddp_trains_the_same():
+def test_fixed_data_parallel_trains_and_saves_like_the_original():
     fixed = _fix(SCRIPT)
-    assert "model = torchport.wrap_ddp(model)\n" in fixed, fixed
-    assert 'saved = getattr(model, "module", model).state_dict()' in fixed, fixed
-    assert "DataParallel" not in fixed and _fix(fixed) == fixed
+    assert "model = torchport.compat.DataParallel(net)\n" in fixed, fixed
+    assert "saved = model.state_dict()\ninner = model.module.state_dict()\n" in fixed  # `.module` untouched
+    assert _fix(fixed) == fixed
     before, after = exec_on_cpu(SCRIPT), exec_on_cpu(fixed)
     assert before["losses"] == after["losses"]
-    assert before["saved"].keys() == after["saved"].keys()
-    for k in before["saved"]:
-        assert torch.equal(before["saved"][k], after["saved"][k]), k
+    assert after["kind"] == before["kind"] == "DataParallel"
+    for name in ("saved", "inner"):
+        assert list(before[name]) == list(after[name]), name   # `module.0.weight` ... in the same order
+        for k in before[name]:
+            assert torch.equal(before[name][k], after[name][k]), (name, k)
+    assert all(k.startswith("module.") for k in after["saved"])
 
 
-def test_device_ids_and_output_device_are_dropped():
+def test_checkpoints_load_strictly_both_ways():
+    """The repository's own `module.`-keyed checkpoints (akamaster's shipped `*.th`) load strictly into the fixed
+    script, and what the fixed script saves loads strictly into the original's DataParallel."""
+    import torchport
+
+    torchport.select_device("cpu", warn=False)
+    try:
+        torch.manual_seed(1)
+        original = torch.nn.DataParallel(torch.nn.Linear(3, 2))   # noqa: TP303 (the reference)
+        fixed = torchport.compat.DataParallel(torch.nn.Linear(3, 2))
+        fixed.load_state_dict(original.state_dict())              # strict by default
+        original.load_state_dict(fixed.state_dict())
+        assert torch.equal(fixed.module.weight, original.module.weight)
+        assert isinstance(fixed, torch.nn.DataParallel) and fixed.device_ids == []
+    finally:
+        from torchport.runtime.device import reset_selection
+
+        reset_selection()
+
+
+def test_arguments_are_kept_and_every_form_is_fixed():
     out = _fix("import torch\nnet = torch.nn.DataParallel(net, device_ids=[0, 1], output_device=0)\n")
-    assert "net = torchport.wrap_ddp(net)" in out, out
-
-
-def test_module_read_on_another_name_is_reported_not_fixed():
-    src = """\
-    import torch.nn as nn
-    model = nn.DataParallel(model)
-    def save(net):
-        return net.module.state_dict()
-    """
-    assert "DataParallel" in _fix(src)
-    [finding] = _tp303(src)
-    assert finding.fix_safety == "none" and "`.module` is also read on net" in finding.message
-
-
-def test_data_parallel_not_assigned_to_a_name_is_reported():
-    src = "import torch.nn as nn\ntrain(nn.DataParallel(model))\n"
-    assert "DataParallel" in _fix(src)
-    assert "not assigned to a name" in _tp303(src)[0].message
-
-
-def test_strict_false_loading_makes_the_fix_unsafe():
-    """Unprefixed keys vs DataParallel's `module.`: with strict=False a checkpoint would silently not load."""
+    assert "net = torchport.compat.DataParallel(net, device_ids=[0, 1], output_device=0)" in out, out
+    chained = _fix("import torch\nmodel = torch.nn.DataParallel(model).cuda()\nsd = model.module.state_dict()\n")
+    assert "model = torchport.compat.DataParallel(model).to(torchport.device())" in chained, chained
+    assert "sd = model.module.state_dict()" in chained
+    # formerly reported: `.module` read on another name, a wrapper not assigned to a name, strict=False loading
+    other = _fix("import torch.nn as nn\nmodel = nn.DataParallel(model)\ndef save(net):\n"
+                 "    return net.module.state_dict()\n")
+    assert "model = torchport.compat.DataParallel(model)" in other and "net.module.state_dict()" in other
+    assert "train(torchport.compat.DataParallel(model))" in _fix("import torch.nn as nn\ntrain(nn.DataParallel(model))\n")
     src = "import torch.nn as nn\nmodel = nn.DataParallel(model)\nmodel.load_state_dict(sd, strict=False)\n"
-    assert "DataParallel" in _fix(src)
-    assert "torchport.wrap_ddp(model)" in _fix(src, unsafe=True)
-    assert {f.fix_safety for f in _tp303(src)} == {"unsafe"}
+    assert {f.fix_safety for f in _tp303(src)} == {"safe"}
 
 
-def test_a_wrapper_moved_in_the_same_expression_is_fixed():
-    """pytorch/examples imagenet: `model = torch.nn.DataParallel(model).cuda()`."""
-    out = _fix("import torch\nmodel = torch.nn.DataParallel(model).cuda()\nsd = model.module.state_dict()\n")
-    assert "model = torchport.wrap_ddp(model).to(torchport.device())" in out, out
-    assert 'sd = getattr(model, "module", model).state_dict()' in out, out
+def test_functional_data_parallel_is_reported_only():
+    src = "import torch\nout = torch.nn.parallel.data_parallel(module, inputs)\n"
+    [finding] = _tp303(src)
+    assert finding.fix_safety == "none" and "data_parallel" in _fix(src)
 
 
-def test_two_wrapped_models_each_keep_their_module_reads():
-    """GAN scripts wrap G and D and save both `.module` state dicts: each read belongs to one of the fixes."""
-    out = _fix("""\
-    import torch.nn as nn
-    netG = nn.DataParallel(netG)
-    netD = nn.DataParallel(netD)
-    state = {"G": netG.module.state_dict(), "D": netD.module.state_dict()}
-    """)
-    assert "netG = torchport.wrap_ddp(netG)\nnetD = torchport.wrap_ddp(netD)\n" in out, out
-    assert '{"G": getattr(netG, "module", netG).state_dict(), "D": getattr(netD, "module", netD).state_dict()}' in out
+def test_emit_torch_keeps_the_runtime_call_and_says_so():
+    """torch has no one-device DataParallel for a backend without DataParallel: `--emit torch` falls back to
+    torchport.compat, and the finding says it does."""
+    fixed = _fix(SCRIPT, emit="torch")
+    assert "model = torchport.compat.DataParallel(net)\n" in fixed, fixed
+    from torchport.migrate.runner import Options, analyze_text
 
-
-def test_emit_torch_writes_ddp_or_the_model_with_torch_only():
-    fixed = fix_source(SCRIPT, emit="torch")
-    assert ("model = (torch.nn.parallel.DistributedDataParallel(model) if torch.distributed.is_initialized() "
-            "else model)\n") in fixed, fixed
-    assert "torchport" not in fixed
+    res = analyze_text(SCRIPT, "s.py", Options(emit="torch"))
+    [finding] = [f for f in res.findings if f.code == "TP303"]
+    assert "--emit torch" in finding.message and "torchport.compat" in finding.message
     before, after = exec_on_cpu(SCRIPT), exec_on_cpu(fixed)
-    assert before["losses"] == after["losses"]
+    assert before["losses"] == after["losses"] and list(before["saved"]) == list(after["saved"])

@@ -8,6 +8,7 @@ and a weight update. CI has no network, so the pinned third-party corpus runs ou
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
 from pathlib import Path
 
@@ -56,8 +57,10 @@ NEEDS_APEX = frozenset({"modelzoo_apex"})
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(set(SCRIPTS) - NEEDS_APEX))
 def test_fixed_script_is_equivalent_on_cpu(name):
-    row = corpus.check(SCRIPTS[name], devices=("cpu",), steps=2, timeout=240)
+    row = corpus.check(SCRIPTS[name], devices=("cpu",), steps=3, timeout=240)  # 3: data_parallel_single ends and saves
     assert row.equivalent == {"cpu": "yes"}, (row.equivalent, {m: r.error for m, r in row.modes.items()})
+    if name == "data_parallel_single":  # its checkpoint was compared too (keys, values, devices after load)
+        assert [len(v) for v in row.modes["fix cpu"].saves.values()] == [1]
     assert row.fixed_imports_torchport
 
 
@@ -154,3 +157,80 @@ def test_probe_records_the_loss_a_grad_scaler_scaled_not_its_multiple(tmp_path):
     stdout, records = _probe_one_step(tmp_path, _SCALED)
     loss = float(stdout.split("LOSS")[1].split()[0])
     assert [r["losses"] for r in records] == [[loss]] and loss > 0
+
+
+def _saved(keys, device="cpu", sha="a", file="<script>/ckpt.pt", loaded=("cpu",)):
+    obj = {"dict": "OrderedDict", "keys": list(keys),
+           "values": [{"tensor": "float32", "shape": [2], "device": device, "sha": sha, "sum": 1.0} for _ in keys]}
+    return {"rank": 0, "file": file, "object": obj, "loaded_devices": list(loaded)}
+
+
+def test_saved_state_is_part_of_the_verdict():
+    """Equal losses are not enough (issue 30): a `module.` prefix lost from the saved keys (TP303's old fix), a
+    tensor saved on another device, other values, another file or a different random-generator state fail."""
+    records = {0: _rank([0.5, 0.25])}
+    base = corpus.ModeResult(0, records, saves={0: [_saved(["module.w", "module.b"])]},
+                             files={"<script>/log.txt": "text:1"})
+
+    def other(**kw):
+        saves = kw.pop("saves", base.saves)
+        return corpus.ModeResult(0, kw.pop("ranks", records), saves=saves, files=kw.pop("files", base.files))
+
+    assert corpus.verdict(base, other(), 5e-3) == ("yes", "yes")
+    cases = {
+        "keys differ": other(saves={0: [_saved(["w", "b"])]}),
+        "tensor device": other(saves={0: [_saved(["module.w", "module.b"], device="npu:0")]}),
+        "tensor values differ": other(saves={0: [_saved(["module.w", "module.b"], sha="b")]}),
+        "after loading": other(saves={0: [_saved(["module.w", "module.b"], loaded=("npu:0",))]}),
+        "torch.save calls": other(saves={0: []}),
+        "files written differ": other(files={}),
+        "content differs": other(files={"<script>/log.txt": "text:2"}),
+    }
+    for needle, fix in cases.items():
+        whole, training = corpus.verdict(base, fix, 5e-3)
+        assert training == "yes" and needle in whole, (needle, whole)
+    rng = other(ranks={0: [dict(r, rng="x") for r in records[0]]})
+    base_rng = corpus.ModeResult(0, {0: [dict(r, rng="y") for r in records[0]]}, saves=base.saves, files=base.files)
+    assert "random generators" in corpus.compare(base_rng, rng, 5e-3)
+    row = corpus.Row(corpus.Script("x", Path("x.py")), {}, {"cpu": cases["keys differ"].error or "keys differ"},
+                     training_only={"cpu": "yes"})
+    assert corpus.changed_by_state(row) == ["cpu"]
+
+
+_SAVES = """
+import torch
+model = torch.nn.DataParallel(torch.nn.Linear(3, 2))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+model(torch.ones(1, 3)).sum().backward()
+torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "epoch": 1}, "ckpt.pt")
+opt.step()
+"""
+
+
+def test_probe_records_what_torch_save_was_given(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    _probe_one_step(tmp_path, _SAVES)
+    [record] = [json.loads(line) for f in (tmp_path / "probe").glob("*.saves.jsonl") for line in f.read_text().splitlines()]
+    assert record["file"] == "ckpt.pt" and record["loaded_devices"] == ["cpu"]
+    top = record["object"]
+    assert top["keys"] == ["model", "opt", "epoch"] and top["values"][2] == 1
+    assert top["values"][0]["keys"] == ["module.weight", "module.bias"]
+    assert top["values"][0]["values"][0]["shape"] == [2, 3]
+
+
+def test_a_crash_at_a_reported_only_line_is_counted(tmp_path):
+    """The count issue 30 asks for: the original runs under `run`, the fixed copy dies at a line whose finding
+    the fix only reported (TP114's `torch.cuda.memory_summary()` dying with KeyError, before compat)."""
+    fixed = tmp_path / "fixed"
+    (fixed / "pkg").mkdir(parents=True)
+    err = (f'Traceback (most recent call last):\n  File "{fixed}/train.py", line 40, in <module>\n'
+           f'  File "{fixed}/pkg/util.py", line 7, in report\n  File "/site-packages/torch/cuda/memory.py", line 9\n'
+           "KeyError: 'allocated_bytes.all.current'\n")
+    assert corpus._failed_at(err, fixed) == "pkg/util.py:7"
+    ok = corpus.ModeResult(0, {0: _rank([0.5])})
+    dead = corpus.ModeResult(1, {}, error="KeyError", failed_at="pkg/util.py:7")
+    row = corpus.Row(corpus.Script("x", Path("x.py")), {"run cpu": ok, "fix cpu": dead}, {"cpu": "not compared"},
+                     left={"pkg/util.py:7": ["TP114"]})
+    assert row.crashes_at_finding() == {"cpu": "pkg/util.py:7 TP114"}
+    row.left = {"pkg/util.py:8": ["TP114"]}
+    assert row.crashes_at_finding() == {}

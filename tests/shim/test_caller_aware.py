@@ -80,8 +80,12 @@ def test_without_caller_awareness_the_library_breaks(pretend_accelerator, fastke
 def test_torch_itself_gets_real_answers(pretend_accelerator):
     shim.install(pretend_accelerator)
     assert torch.cuda.is_available() is True
-    # torch's own availability checks keep telling the truth, so torch takes no CUDA path either.
-    assert torch.cuda.amp.common.amp_definitely_not_available() is True
+    # torch's own availability checks keep telling the truth, so torch takes no CUDA path either (a call
+    # compiled as torch's own grad_scaler.py, where torch asks it); user code gets the selected device's answer.
+    ns = {"f": torch.cuda.amp.common.amp_definitely_not_available}
+    exec(compile("answer = f()", torch.amp.grad_scaler.__file__, "exec"), ns)
+    assert ns["answer"] is True
+    assert torch.cuda.amp.common.amp_definitely_not_available() is False
     assert torch._utils._get_available_device_type() != "cuda"
     torch.manual_seed(0)  # torch.manual_seed calls torch.cuda.manual_seed_all internally: must reach the real one
     assert torch.initial_seed() == 0

@@ -30,8 +30,16 @@ def rule_page(rule: Rule) -> str:
         f"## Why it matters\n\n{rule.why}\n\n"
         f"## Example\n\n```python\n{rule.example}```\n\n"
         f"## Use instead\n\n```python\n{rule.use_instead}```\n\n"
-        f"## Fix safety\n\n{FIX_WORDS[rule.fix]}.\n\n{rule.fix_notes}\n"
+        f"## Fix safety\n\n{FIX_WORDS[rule.fix]}.\n\n{rule.fix_notes}\n\n"
+        f"## After `torchport fix`, compared with `torchport run`\n\n{_after_fix(rule)}\n"
     )
+
+
+def _after_fix(rule: Rule) -> str:
+    """The rule's outcome after a fix (:attr:`Rule.after_fix`), with the contract that holds for it."""
+    return (f"{rule.after_fix[0].upper()}{rule.after_fix[1:]}. The fixed file does what the original does under "
+            "`torchport run` -- checked per rule on the CPU and the emulated npu by `tools/rule_contract.py` "
+            "(see [the contract table](README.md#the-contract-fix-never-does-worse-than-run)).")
 
 
 def index_page(rules: list[Rule]) -> str:
@@ -47,11 +55,26 @@ def index_page(rules: list[Rule]) -> str:
               "by `torchport fix --write`. An **unsafe** fix can change what the code does there (an index "
               "dropped, a comparison that now also matches CPU tensors) and needs `--unsafe-fixes`. "
               "`torchport fix --check` exits 1 when a fix would change a file (for CI)."]
-    lines += ["", "| Code | Name | Severity | Fix | Default | What it finds |", "|---|---|---|---|---|---|"]
+    lines += ["", "**After fix**: what a fixed file does where the rule fired -- *fixed* (rewritten to portable "
+              "code), *redirected to runtime* (a call into `torchport.compat`, which reaches the implementation "
+              "`torchport run` uses, and is torch's own function on CUDA), or *reported only* with the reason the "
+              "line left as written is harmless."]
+    lines += ["", "| Code | Name | Severity | Fix | Default | What it finds | After fix |", "|---|---|---|---|---|---|---|"]
     for r in rules:
         summary = r.summary.replace("|", "\\|")
+        after = r.after_fix.replace("|", "\\|")
         lines.append(f"| [{r.code}]({r.code}.md) | `{r.name}` | {r.severity} | {r.fix} | "
-                     f"{'on' if r.default_enabled else 'off'} | {summary} |")
+                     f"{'on' if r.default_enabled else 'off'} | {summary} | {after} |")
+    lines += ["", "## The contract: fix never does worse than run", "",
+              "For every rule, `tests/migrate/contract/<CODE>.py` is a small script exercising it -- the lines it "
+              "fixes and the lines it only reports. `tools/rule_contract.py` runs each as the original under "
+              "`torchport run` and as the output of `torchport fix --unsafe-fixes --select ALL`, on the CPU and on "
+              "the emulated npu, and compares everything the script leaves: what it printed, the exception it "
+              "raised, its module-level values (tensors by dtype, shape, device and values; modules by type and "
+              "`state_dict`), every `torch.save` (and the devices after loading it back), the files it wrote, the "
+              "current device and the next random draws. The measured table is in "
+              "[docs/migrate-corpus.md](../migrate-corpus.md#the-per-rule-contract); "
+              "`tests/migrate/test_rule_contract.py` runs it in CI."]
     return "\n".join(lines) + "\n"
 
 

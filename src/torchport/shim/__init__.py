@@ -18,12 +18,16 @@ Entry points::
     import torchport.auto                       # one line at the top of a script
     with torchport.shim.redirect_cuda(): ...    # a block
     shim = torchport.shim.install(); ...; torchport.shim.uninstall()
+    torchport.compat.init()                     # a fixed file: what the shim does for that name
+
+Every public CUDA name and its treatment: :mod:`torchport.shim.surface` (the one registry).
 """
 
 from __future__ import annotations
 
 from torchport.shim.core import Shim, ShimError, active, install, redirect_cuda, uninstall
 from torchport.shim.report import RedirectRecord, RedirectReport
+from torchport.shim.surface import RefusedCall, standin
 
 __all__ = [
     "install",
@@ -35,6 +39,8 @@ __all__ = [
     "ShimError",
     "RedirectReport",
     "RedirectRecord",
+    "RefusedCall",
+    "standin",
 ]
 
 

@@ -1,107 +1,37 @@
-"""Replacements for ``torch.cuda.*`` functions under the shim.
+"""Replacements for ``torch.cuda.*`` (and the other names of :mod:`torchport.shim.surface`) under the shim.
 
 Each replacement calls through the selected backend's device module (``torch.npu``,
 ``torch.xpu`` ...). Where that module lacks a function -- always the case on a CPU
-target -- a documented stand-in answers: memory statistics are 0, seeding and RNG
-state go to the CPU generator, streams are no-ops and events time with the host
-clock, so a CUDA-only script keeps running.
+target -- the documented stand-in of :data:`torchport.shim.surface.SURFACE` answers:
+memory statistics are 0, seeding and RNG state go to the CPU generator, streams are
+CPU streams and events time with the host clock -- or the call is refused in one line.
 
-Every stand-in is *caller-aware*: calls from user code act on / answer for the
-selected device; calls from installed libraries and from torch itself reach the
-original ``torch.cuda`` function. So ``"cuda" if torch.cuda.is_available() else "cpu"``
+Every replacement the shim installs is *caller-aware*: calls from user code act on /
+answer for the selected device; calls from installed libraries and from torch itself
+reach the original ``torch.cuda`` function. So ``"cuda" if torch.cuda.is_available() else "cpu"``
 in a script lands on the accelerator, while a library deciding whether to launch a
 CUDA-only kernel -- or torch's own ``torch.manual_seed`` calling
 ``torch.cuda.manual_seed_all`` -- still sees the real CUDA runtime (see ``docs/shim.md``).
+
+The sections (here, ``_cuda_streams``, ``_cuda_memory``, ``_cuda_extras``) each return
+``{qualified name: implementation}``; :func:`user_implementations` collects them, and
+:func:`cuda_patches` (the shim) / :func:`implementations` (``surface.standin``, fixed files) use them.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import importlib
+import importlib.util
 import os
-import platform
 import sys
-import time
-import types
+import threading
+import warnings
 from typing import Any, Callable
 
-__all__ = ["build_cuda_api", "CpuStream", "CpuEvent"]
+__all__ = ["cuda_patches", "implementations", "user_implementations", "Value"]
 
-_STATS_INT = ("memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved")
-_STATS_RESET = ("reset_peak_memory_stats", "reset_max_memory_allocated", "reset_max_memory_cached", "reset_accumulated_memory_stats")
-
-
-class CpuStream:
-    """Stand-in for ``torch.cuda.Stream`` on a CPU target: work is synchronous, waits are no-ops."""
-
-    def __init__(self, device: Any = None, priority: int = 0, **kwargs: Any) -> None:
-        self.device = device
-        self.priority = priority
-
-    def wait_stream(self, stream: Any) -> None:
-        """No-op: CPU work is already ordered."""
-
-    def wait_event(self, event: Any) -> None:
-        """No-op."""
-
-    def record_event(self, event: Any = None) -> "CpuEvent":
-        """Record and return an event."""
-        event = event or CpuEvent()
-        event.record(self)
-        return event
-
-    def synchronize(self) -> None:
-        """No-op."""
-
-    def query(self) -> bool:
-        """Always True (nothing is pending)."""
-        return True
-
-    def __eq__(self, other: Any) -> bool:
-        return isinstance(other, CpuStream)
-
-    def __hash__(self) -> int:
-        return hash(CpuStream)
-
-
-class CpuEvent:
-    """Stand-in for ``torch.cuda.Event`` on a CPU target; ``elapsed_time`` uses the host clock (ms)."""
-
-    def __init__(self, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False, **kw: Any) -> None:
-        self.enable_timing = enable_timing
-        self._t: float | None = None
-
-    def record(self, stream: Any = None) -> None:
-        """Remember the time now."""
-        self._t = time.perf_counter()
-
-    def wait(self, stream: Any = None) -> None:
-        """No-op."""
-
-    def query(self) -> bool:
-        """Always True."""
-        return True
-
-    def synchronize(self) -> None:
-        """No-op."""
-
-    def elapsed_time(self, end_event: "CpuEvent") -> float:
-        """Milliseconds between this event and ``end_event`` (both must be recorded)."""
-        if self._t is None or end_event._t is None:
-            raise RuntimeError("CpuEvent.elapsed_time: both events must be recorded first (call .record())")
-        return (end_event._t - self._t) * 1000.0
-
-
-class _StreamContext:
-    """``with torch.cuda.stream(s):`` -- a no-op context on a CPU target."""
-
-    def __init__(self, stream: Any) -> None:
-        self.stream = stream
-
-    def __enter__(self) -> Any:
-        return self.stream
-
-    def __exit__(self, *exc: Any) -> None:
-        return None
+C = "torch.cuda."
 
 
 class _ProxyMeta(type):
@@ -113,10 +43,65 @@ class _ProxyMeta(type):
     def __subclasscheck__(cls, subclass: type) -> bool:
         return issubclass(subclass, cls._torchport_classes)
 
+    def __getattr__(cls, name: str) -> Any:
+        # class attributes (Stream.priority_range, GreenContext.create): user code gets the stand-in's, the rest
+        # the real class's
+        if name.startswith("__"):
+            raise AttributeError(name)
+        own = type.__getattribute__(cls, "__dict__")
+        if own["_torchport_is_user"](sys._getframe(1).f_code.co_filename):
+            source = own["_torchport_attrs"]
+            if getattr(source, "_torchport_refused", False):
+                return source          # calling it raises the one-line refusal
+            return getattr(source, name)
+        return getattr(own["__wrapped__"], name)
+
+
+class Value:
+    """A module attribute that is a value, not a callable (``torch.cuda.default_generators``): ``get()`` gives
+    what user code reads."""
+
+    def __init__(self, get: Callable[[], Any]) -> None:
+        self.get = get
+
+
+class _ValueProxy:
+    """A caller-aware module value: user code reads ``user()``'s object, everyone else the real one (attribute
+    reads and writes, indexing, ``len``, iteration)."""
+
+    __slots__ = ("_user", "_real", "_is_user")
+
+    def __init__(self, user: Callable[[], Any], real: Any, is_user: Callable[[str], bool]) -> None:
+        object.__setattr__(self, "_user", user)
+        object.__setattr__(self, "_real", real)
+        object.__setattr__(self, "_is_user", is_user)
+
+    def _pick(self) -> Any:
+        frame = sys._getframe(2)
+        return self._user() if self._is_user(frame.f_code.co_filename) else self._real
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._pick(), name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(self._pick(), name, value)
+
+    def __getitem__(self, key: Any) -> Any:
+        return self._pick()[key]
+
+    def __len__(self) -> int:
+        return len(self._pick())
+
+    def __iter__(self):
+        return iter(self._pick())
+
+    def __repr__(self) -> str:
+        return repr(self._pick())
+
 
 def _dispatch(name: str, user_fn: Callable, real: Any, classifier: Any,
               produces: tuple[type, ...] = (), acting_fn: Callable | None = None) -> Any:
-    """A stand-in for ``torch.cuda.<name>``: ``user_fn`` for user code, ``real`` for everyone else --
+    """A stand-in for ``name``: ``user_fn`` for user code, ``real`` for everyone else --
     except a library acting on a CUDA device the user handed down (``CallerClassifier.acts_for_user``),
     which gets ``acting_fn`` (default ``user_fn``).
 
@@ -124,10 +109,13 @@ def _dispatch(name: str, user_fn: Callable, real: Any, classifier: Any,
     annotations such as ``Optional[torch.cuda.Stream]`` and ``isinstance`` keep working in
     code imported while the shim is active.
     """
-    doc = (f"[torchport shim] ``torch.cuda.{name}`` for user code acts on the selected device; installed "
+    short = name.rsplit(".", 1)[1]
+    doc = (f"[torchport shim] ``{name}`` for user code acts on the selected device; installed "
            f"libraries and torch itself get the original (see docs/shim.md).\n\n{getattr(real, '__doc__', '') or ''}")
     is_user, acts_for_user = classifier.is_user_file, classifier.acts_for_user
     acting = acting_fn or user_fn
+    if isinstance(user_fn, Value):
+        return _ValueProxy(user_fn.get, real, is_user)
     if isinstance(real, type):
         def __new__(cls: type, *args: Any, **kwargs: Any) -> Any:
             frame = sys._getframe(1)
@@ -138,8 +126,10 @@ def _dispatch(name: str, user_fn: Callable, real: Any, classifier: Any,
             return real(*args, **kwargs)
 
         classes = tuple(c for c in (real, *produces) if isinstance(c, type))
-        return _ProxyMeta(name, (), {"__new__": __new__, "__doc__": doc, "__module__": __name__,
-                                     "__wrapped__": real, "_torchport_classes": classes})
+        attrs = user_fn if getattr(user_fn, "_torchport_refused", False) else (produces[-1] if produces else real)
+        return _ProxyMeta(short, (), {"__new__": __new__, "__doc__": doc, "__module__": __name__,
+                                      "__wrapped__": real, "_torchport_classes": classes,
+                                      "_torchport_attrs": attrs, "_torchport_is_user": is_user})
 
     def stand_in(*args: Any, **kwargs: Any) -> Any:
         frame = sys._getframe(1)
@@ -149,7 +139,7 @@ def _dispatch(name: str, user_fn: Callable, real: Any, classifier: Any,
             return acting(*args, **kwargs)
         return real(*args, **kwargs)
 
-    stand_in.__name__ = stand_in.__qualname__ = name
+    stand_in.__name__ = stand_in.__qualname__ = short
     stand_in.__doc__ = doc
     stand_in.__wrapped__ = real  # type: ignore[attr-defined]
     return stand_in
@@ -160,29 +150,38 @@ def _r(device: Any) -> str:
     return "" if device is None else repr(device)
 
 
-def _host_memory() -> tuple[int, int]:
-    """(free, total) bytes of host RAM, for ``mem_get_info`` on a CPU target."""
-    try:
-        page = os.sysconf("SC_PAGE_SIZE")
-        return os.sysconf("SC_AVPHYS_PAGES") * page, os.sysconf("SC_PHYS_PAGES") * page
-    except (ValueError, OSError, AttributeError):  # non-POSIX
-        return 0, 0
+def _noop(*args: Any, **kwargs: Any) -> None:
+    return None
 
 
 @dataclasses.dataclass
 class _Api:
-    """What every section of the ``torch.cuda`` stand-ins shares."""
+    """What every section of the stand-ins shares: the target, its device map, the report."""
 
-    shim: Any
     dm: Any
     target: Any
     accel: bool
     mod: Any
     hit: Callable
+    note: Callable[[str], None]
+    produces: dict = dataclasses.field(default_factory=dict)
+    warned: set = dataclasses.field(default_factory=set)
 
-    def fn_of(self, name: str) -> Callable | None:
-        """``name`` from the selected backend's device module (None on CPU or when it lacks it)."""
-        return getattr(self.mod, name, None) if self.mod is not None else None
+    @property
+    def label(self) -> str:
+        return f"{self.target.device} ({self.target.backend.label})" if self.accel else str(self.target.device)
+
+    def fn_of(self, path: str) -> Any:
+        """``path`` (``"memory._snapshot"`` for a submodule) from the selected backend's device module, or None."""
+        obj = self.mod
+        for part in path.split("."):
+            if obj is None:
+                return None
+            try:
+                obj = getattr(obj, part)
+            except Exception:  # AttributeError, or a lazy submodule that cannot load
+                return None
+        return obj
 
     def dev_arg(self, device: Any) -> Any:
         """A CUDA device argument as the target module expects it (None stays None)."""
@@ -192,281 +191,202 @@ class _Api:
             return self.dm.device(device)
         return self.dm.map(device)
 
+    def via(self, qual: str, fallback: Callable, *, path: str | None = None, device_pos: int | None = 0) -> Callable:
+        """``qual`` acting through the backend module's ``path`` (CUDA device argument at ``device_pos`` or
+        ``device=`` mapped) where it has one, else ``fallback(*args, **kwargs)`` (the documented stand-in)."""
+        name = qual.rsplit(".", 1)[1]
+        path = path or name
+        dm, hit = self.dm, self.hit
 
-def build_cuda_api(shim: Any, originals: dict[str, Any]) -> dict[str, Any]:
-    """Build ``{name: replacement}`` for ``torch.cuda`` attributes.
+        def impl(*args: Any, **kwargs: Any) -> Any:
+            fn = self.fn_of(path)
+            device = None
+            if device_pos is not None:
+                device = kwargs["device"] if "device" in kwargs else (args[device_pos] if len(args) > device_pos
+                                                                      else None)
+            hit(qual, f"{name}({_r(device)})", dm.device(dm.index_of(device)) if fn is not None else "stand-in")
+            if fn is None:
+                return fallback(*args, **kwargs)
+            if device is not None:
+                mapped = self.dev_arg(device)
+                if "device" in kwargs:
+                    kwargs["device"] = mapped
+                else:
+                    args = (*args[:device_pos], mapped, *args[device_pos + 1:])
+            return fn(*args, **kwargs)
 
-    Args:
-        shim: the installing :class:`~torchport.shim.core.Shim` (map, report, classifier).
-        originals: the current ``torch.cuda`` attributes by name (used by caller-aware
-            queries to give libraries the real answer).
+        impl.__name__ = impl.__qualname__ = name
+        impl.__doc__ = f"Under the torchport shim: ``{qual}`` on the selected device (see docs/shim.md)."
+        return impl
 
-    Returns:
-        Replacements only for names that exist in ``originals``; each section below
-        builds one group (queries, current device, memory, RNG, streams and events).
-    """
-    accel = shim.map.accelerator
-    api = _Api(shim=shim, dm=shim.map, target=shim.target, accel=accel,
-               mod=shim.target.module if accel else None, hit=shim.hit)
+    def refuse(self, qual: str, fix: str) -> Callable:
+        """A call that raises :class:`~torchport.shim.surface.RefusedCall`: one line naming ``qual`` and ``fix``."""
+        from torchport.shim.surface import RefusedCall
+
+        def refused(*args: Any, **kwargs: Any) -> Any:
+            self.note(f"{qual} was refused on {self.label}")
+            raise RefusedCall(f"{qual}() cannot run on {self.label}: {fix}")
+
+        refused.__name__ = refused.__qualname__ = qual.rsplit(".", 1)[1]
+        refused._torchport_refused = True  # type: ignore[attr-defined]
+        return refused
+
+    def via_or_refuse(self, qual: str, fix: str, *, path: str | None = None, device_pos: int | None = None) -> Callable:
+        """The backend module's ``path`` where it has one, else refused."""
+        return self.via(qual, self.refuse(qual, fix), path=path, device_pos=device_pos)
+
+    def warn_once(self, key: str, message: str) -> None:
+        """One ``UserWarning`` per installation and message key, and a note in the report."""
+        if key not in self.warned:
+            self.warned.add(key)
+            self.note(message)
+            warnings.warn(f"torchport shim: {message}", UserWarning, stacklevel=_outside_shim())
+
+
+_SHIM_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def _outside_shim() -> int:
+    """The ``stacklevel`` of the first frame outside torchport/shim, seen from the caller of the caller."""
+    frame, level = sys._getframe(2), 2
+    while frame is not None and os.path.dirname(os.path.abspath(frame.f_code.co_filename)) == _SHIM_DIR:
+        frame, level = frame.f_back, level + 1
+    return level
+
+#: names whose redirect the shim installs elsewhere (``_redirects.amp_patches`` rewrites the device type in
+#: torch.amp's base classes); their implementations here serve :func:`implementations` (fixed files) only
+_REDIRECTED_ELSEWHERE = ("torch.cuda.amp.autocast", "torch.cuda.amp.GradScaler")
+
+
+class _ShortKeys(dict):
+    """``produces`` for a section that names classes by their ``torch.cuda`` short names."""
+
+    def __init__(self, api: "_Api") -> None:
+        super().__init__()
+        self._api = api
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self._api.produces[key if key.startswith("torch.") else C + key] = value
+
+    def update(self, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
+        for key, value in dict(*args, **kwargs).items():
+            self[key] = value
+
+
+def _sections() -> tuple[Callable, ...]:
+    """Every section: ``section(api) -> {qualified name (or torch.cuda short name): implementation}``. A module
+    ``torchport.shim._graphs`` (the CUDA-graph redirects) joins with its own ``SECTIONS`` when it exists."""
+    from torchport.shim import _cuda_device, _cuda_extras, _cuda_memory, _cuda_streams
+
+    graphs: tuple[Callable, ...] = ()
+    if importlib.util.find_spec("torchport.shim._graphs") is not None:
+        module = importlib.import_module("torchport.shim._graphs")
+        graphs = tuple(getattr(module, "SECTIONS", ()))
+        if not graphs and hasattr(module, "graph_api"):   # a section of the (api, produces) shape
+            graphs = (lambda api: module.graph_api(api, _ShortKeys(api)),)
+    return (*_cuda_device.SECTIONS, *_cuda_memory.SECTIONS, *_cuda_streams.SECTIONS, *_cuda_extras.SECTIONS,
+            *graphs)
+
+
+def user_implementations(api: _Api) -> dict[str, Any]:
+    """``{qualified name: what user code gets}`` for every name with an implementation (functions, factory
+    functions standing in for classes, :class:`Value` for module values)."""
     out: dict[str, Any] = {}
-    produces: dict[str, tuple[type, ...]] = {}
-    for section in (_queries, _current_device, _memory, _rng, _streams, _legacy_types):
-        out.update(section(api, produces))
+    for section in _sections():
+        for key, fn in section(api).items():
+            out[key if key.startswith("torch.") else C + key] = fn
+    return out
+
+
+def _api_for(target: Any, dm: Any, hit: Callable, note: Callable[[str], None]) -> _Api:
+    accel = bool(target.is_accelerator)
+    return _Api(dm=dm, target=target, accel=accel, mod=target.module if accel else None, hit=hit, note=note)
+
+
+#: modules whose attributes are patched where they hold the identical object (``torch.cuda.memory.memory_allocated``
+#: is ``torch.cuda.memory_allocated``); names of their own are keyed by their own qualified names
+_OWNERS = ("torch.cuda", "torch.cuda.memory", "torch.cuda.random", "torch.cuda.graphs", "torch.cuda.amp",
+           "torch.cuda.amp.autocast_mode", "torch.cuda.amp.common", "torch.cuda.nvtx", "torch.backends.cuda")
+
+
+def cuda_patches(shim: Any) -> list[tuple[Any, str, Any, str]]:
+    """``[(owner, attribute, caller-aware replacement, api)]`` for every implemented name, on every owner module
+    that holds it (the shim's patch table)."""
+    api = _api_for(shim.target, shim.map, shim.hit, shim.report.note)
+    impls = user_implementations(api)
+    owners = [importlib.import_module(m) for m in _OWNERS]
+
     def validated() -> bool:
         # a library validating the user's "cuda" request: it is redirected to the selected device, which exists
         shim.hit("torch.cuda.is_available", "is_available() (library, for your device)", True)
         return True
 
-    acting = {"is_available": validated}
-    return {name: _dispatch(name, fn, originals[name], shim.classifier, produces.get(name, ()), acting.get(name))
-            for name, fn in out.items() if name in originals}
-
-
-def _queries(api: _Api, produces: dict) -> dict[str, Any]:
-    """``is_available`` / ``device_count`` / ``is_bf16_supported`` (user code only: libraries get the real answers)."""
-    hit, accel, target = api.hit, api.accel, api.target
-    # 1 on the CPU fallback, as the fixed code's `torchport.current().backend.device_count()`: a DDP
-    # script's `mp.spawn(nprocs=torch.cuda.device_count())` then trains on one rank instead of none.
-    count = max(1, target.backend.device_count())
-    bf16 = bool(accel and target.backend.bf16_supported())   # computed before torch.cuda is patched
-
-    def is_available() -> bool:
-        hit("torch.cuda.is_available", "is_available()", accel)
-        return accel
-
-    def device_count() -> int:
-        hit("torch.cuda.device_count", "device_count()", count)
-        return count
-
-    def is_bf16_supported(*args: Any, **kwargs: Any) -> bool:
-        hit("torch.cuda.is_bf16_supported", "is_bf16_supported()", bf16)
-        return bf16
-
-    return dict(is_available=is_available, device_count=device_count, is_bf16_supported=is_bf16_supported)
-
-
-def _current_device(api: _Api, produces: dict) -> dict[str, Any]:
-    """``current_device`` / ``set_device`` / ``with torch.cuda.device(i)`` on the selected backend."""
-    dm, hit, fn_of = api.dm, api.hit, api.fn_of
-
-    def current_device() -> int:
-        """Under the torchport shim: the current index on the selected backend."""
-        hit("torch.cuda.current_device", "current_device()", dm.current)
-        return dm.current
-
-    def set_dev(idx: int) -> None:
-        dm.set_current(idx)
-        fn = fn_of("set_device")
-        if fn is not None:
-            fn(idx)
-
-    def set_device(device: Any) -> None:
-        """Under the torchport shim: set the current device of the selected backend."""
-        idx = dm.index_of(device)
-        hit("torch.cuda.set_device", f"set_device({_r(device)})", dm.device(idx))
-        dm.set_current(idx)
-        fn = fn_of("set_device")
-        if fn is not None and idx is not None and idx >= 0:
-            fn(idx)
-
-    class DeviceContext:
-        """``with torch.cuda.device(i):`` under the shim: index ``i`` of the selected backend."""
-
-        def __init__(self, device: Any) -> None:
-            self.idx = dm.index_of(device)
-            self.prev = dm.current
-            negative = self.idx is not None and self.idx < 0  # torch.cuda.device(-1) is a no-op
-            hit("torch.cuda.device", f"device({_r(device)})", "(no-op)" if negative else dm.device(self.idx))
-
-        def __enter__(self) -> None:
-            self.prev = dm.current
-            if self.idx is not None and self.idx >= 0 and self.idx != self.prev:
-                set_dev(self.idx)
-
-        def __exit__(self, *exc: Any) -> bool:
-            if self.prev != dm.current:
-                set_dev(self.prev)
-            return False
-
-    produces["device"] = (DeviceContext,)
-    return dict(current_device=current_device, set_device=set_device, device=DeviceContext)
-
-
-def _memory(api: _Api, produces: dict) -> dict[str, Any]:
-    """``synchronize``, the allocator statistics and device properties (host stand-ins on CPU)."""
-    dm, hit, fn_of, dev_arg, target = api.dm, api.hit, api.fn_of, api.dev_arg, api.target
-    out: dict[str, Any] = {}
-
-    def synchronize(device: Any = None) -> None:
-        """Under the torchport shim: synchronize the selected device (no-op on CPU)."""
-        hit("torch.cuda.synchronize", f"synchronize({_r(device)})", dm.device(dm.index_of(device)))
-        fn = fn_of("synchronize")
-        if fn is not None:
-            fn(dev_arg(device)) if device is not None else fn()
-
-    out["synchronize"] = synchronize
-
-    def stat(name: str, default: Callable[[], Any], takes_device: bool = True) -> Callable:
-        api_name = f"torch.cuda.{name}"
-
-        def replacement(*args: Any, **kwargs: Any) -> Any:
-            device = kwargs.pop("device", args[0] if args else None) if takes_device else None
-            fn = fn_of(name)
-            hit(api_name, f"{name}({_r(device)})", dm.device(dm.index_of(device)) if fn else "host stand-in")
-            if fn is None:
-                return default()
-            if takes_device and device is not None:
-                return fn(dev_arg(device), *args[1:], **kwargs)
-            return fn(*args[1:] if takes_device else args, **kwargs)
-
-        replacement.__name__ = replacement.__qualname__ = name
-        replacement.__doc__ = f"Under the torchport shim: ``{name}`` of the selected device (see docs/shim.md)."
-        return replacement
-
-    for name in _STATS_INT:
-        out[name] = stat(name, lambda: 0)
-    for name in _STATS_RESET:
-        out[name] = stat(name, lambda: None)
-    out["memory_stats"] = stat("memory_stats", dict)
-    out["memory_summary"] = stat("memory_summary", lambda: f"(no device memory statistics on {target})")
-    out["mem_get_info"] = stat("mem_get_info", _host_memory)
-    out["empty_cache"] = stat("empty_cache", lambda: None, takes_device=False)
-    out["ipc_collect"] = stat("ipc_collect", lambda: None, takes_device=False)
-    out["get_device_name"] = stat("get_device_name", lambda: platform.processor() or platform.machine() or "cpu")
-    out["get_device_capability"] = stat("get_device_capability", lambda: (0, 0))
-    out["get_device_properties"] = stat("get_device_properties", lambda: types.SimpleNamespace(
-        name=platform.processor() or "cpu", total_memory=_host_memory()[1], major=0, minor=0,
-        multi_processor_count=os.cpu_count() or 1))
-    return out
-
-
-def _rng(api: _Api, produces: dict) -> dict[str, Any]:
-    """Seeding and RNG state on the selected device's generator (the CPU generator on CPU)."""
-    import torch
-
-    dm, hit, fn_of, dev_arg = api.dm, api.hit, api.fn_of, api.dev_arg
-
-    def seeded(name: str, cpu: Callable) -> Callable:
-        api_name = f"torch.cuda.{name}"
-
-        def replacement(*args: Any, **kwargs: Any) -> Any:
-            fn = fn_of(name)
-            hit(api_name, f"{name}()", dm.device() if fn else "cpu generator")
-            return (fn or cpu)(*args, **kwargs)
-
-        replacement.__name__ = replacement.__qualname__ = name
-        replacement.__doc__ = f"Under the torchport shim: ``{name}`` on the selected device's generator."
-        return replacement
-
-    out: dict[str, Any] = {
-        "manual_seed": seeded("manual_seed", torch.manual_seed),
-        "manual_seed_all": seeded("manual_seed_all", torch.manual_seed),
-        "seed": seeded("seed", torch.seed),
-        "seed_all": seeded("seed_all", torch.seed),
-        "initial_seed": seeded("initial_seed", torch.initial_seed),
-        "get_rng_state_all": seeded("get_rng_state_all", lambda: [torch.get_rng_state()]),
-        "set_rng_state_all": seeded("set_rng_state_all", lambda states: torch.set_rng_state(list(states)[0])),
-    }
-
-    def get_rng_state(device: Any = "cuda") -> Any:
-        """Under the torchport shim: RNG state of the selected device (CPU generator on CPU)."""
-        fn = fn_of("get_rng_state")
-        hit("torch.cuda.get_rng_state", f"get_rng_state({_r(device)})", dm.device(dm.index_of(device)))
-        return fn(dev_arg(device)) if fn is not None else torch.get_rng_state()
-
-    def set_rng_state(new_state: Any, device: Any = "cuda") -> None:
-        """Under the torchport shim: set the RNG state of the selected device."""
-        fn = fn_of("set_rng_state")
-        hit("torch.cuda.set_rng_state", f"set_rng_state({_r(device)})", dm.device(dm.index_of(device)))
-        fn(new_state, dev_arg(device)) if fn is not None else torch.set_rng_state(new_state)
-
-    out.update(get_rng_state=get_rng_state, set_rng_state=set_rng_state)
-    return out
-
-
-def _streams(api: _Api, produces: dict) -> dict[str, Any]:
-    """Streams and events of the selected device (:class:`CpuStream` / :class:`CpuEvent` on CPU)."""
-    import torch
-
-    dm, hit, fn_of, dev_arg, accel = api.dm, api.hit, api.fn_of, api.dev_arg, api.accel
-    stream_cls = fn_of("Stream") or (CpuStream if not accel else getattr(torch, "Stream", CpuStream))
-    event_cls = fn_of("Event") or (CpuEvent if not accel else getattr(torch, "Event", CpuEvent))
-    cpu_stream = CpuStream()
-
-    def Stream(device: Any = None, priority: int = 0, **kwargs: Any) -> Any:  # noqa: N802 - mirrors the class
-        hit("torch.cuda.Stream", f"Stream({_r(device)})", dm.device(dm.index_of(device)))
-        if stream_cls is CpuStream:
-            return CpuStream(device, priority)
-        return stream_cls(device=dev_arg(device) or dm.device(), priority=priority, **kwargs)
-
-    def Event(*args: Any, **kwargs: Any) -> Any:  # noqa: N802 - mirrors the class
-        hit("torch.cuda.Event", "Event()", dm.device())
-        if event_cls is getattr(torch, "Event", None):
-            kwargs.setdefault("device", dm.device())
-        return event_cls(*args, **kwargs)
-
-    def current_stream(device: Any = None) -> Any:
-        """Under the torchport shim: the current stream of the selected device."""
-        hit("torch.cuda.current_stream", f"current_stream({_r(device)})", dm.device(dm.index_of(device)))
-        fn = fn_of("current_stream")
-        return fn(dev_arg(device)) if fn is not None else cpu_stream
-
-    def default_stream(device: Any = None) -> Any:
-        """Under the torchport shim: the default stream of the selected device."""
-        hit("torch.cuda.default_stream", f"default_stream({_r(device)})", dm.device(dm.index_of(device)))
-        fn = fn_of("default_stream")
-        return fn(dev_arg(device)) if fn is not None else cpu_stream
-
-    def stream(stream: Any = None) -> Any:  # torch's signature: stream(stream), also called as stream(stream=s)
-        """Under the torchport shim: ``with torch.cuda.stream(s):`` on the selected device."""
-        s = stream
-        hit("torch.cuda.stream", "stream(s)", dm.device())
-        fn = fn_of("stream")
-        return fn(s) if fn is not None and not isinstance(s, CpuStream) else _StreamContext(s)
-
-    produces.update(Stream=(stream_cls,), Event=(event_cls,))
-    return dict(Stream=Stream, Event=Event, current_stream=current_stream, default_stream=default_stream,
-                stream=stream)
-
-
-def legacy_cuda_dtype(cls: Any) -> Any:
-    """The dtype of a legacy CUDA tensor type (``torch.cuda.FloatTensor``, its shim stand-in or the string
-    ``"torch.cuda.FloatTensor"``), else None."""
-    import torch
-
-    real = getattr(cls, "__wrapped__", cls)
-    if isinstance(real, str):
-        if not real.startswith("torch.cuda.") or not real.endswith("Tensor"):
-            return None
-        real = getattr(torch.cuda, real[len("torch.cuda."):], None)
-        real = getattr(real, "__wrapped__", real)
-    if isinstance(real, type) and real.__module__ == "torch.cuda" and isinstance(getattr(real, "dtype", None), torch.dtype):
-        return real.dtype
-    return None
-
-
-def _legacy_types(api: _Api, produces: dict) -> dict[str, Any]:
-    """``torch.cuda.FloatTensor(2, 3)`` / ``torch.cuda.FloatTensor(ndarray)`` (the legacy typed constructors,
-    e.g. PyTorch-GAN's ``Tensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor``) on the selected device.
-    ``x.type(torch.cuda.FloatTensor)`` is redirected with the other device arguments (``Tensor.type``)."""
-    import torch
-
-    dm, hit = api.dm, api.hit
-    out: dict[str, Any] = {}
-    for name in ("FloatTensor", "DoubleTensor", "HalfTensor", "BFloat16Tensor", "LongTensor", "IntTensor",
-                 "ShortTensor", "CharTensor", "ByteTensor", "BoolTensor"):
-        dtype = legacy_cuda_dtype(getattr(torch.cuda, name, None))
-        if dtype is None:
+    acting = {C + "is_available": validated}
+    out: list[tuple[Any, str, Any, str]] = []
+    for qual, fn in impls.items():
+        if qual in _REDIRECTED_ELSEWHERE:
             continue
-
-        def legacy(*args: Any, device: Any = None, _name: str = name, _dtype: Any = dtype) -> Any:
-            dev = dm.device(None if device is None else dm.index_of(device))
-            hit(f"torch.cuda.{_name}", f"{_name}(...)", dev)
-            if len(args) == 1 and not isinstance(args[0], (int, torch.Size)):
-                return torch.as_tensor(args[0], dtype=_dtype, device=dev)
-            return torch.empty(*(args or (0,)), dtype=_dtype, device=dev)
-
-        legacy.__name__ = name
-        out[name] = legacy
+        modname, _, name = qual.rpartition(".")
+        home = sys.modules.get(modname)
+        if home is None or name not in vars(home):
+            continue  # not in this torch build
+        original = vars(home)[name]
+        replacement = _dispatch(qual, fn, original, shim.classifier, api.produces.get(qual, ()), acting.get(qual))
+        for owner in owners:
+            if owner is home or vars(owner).get(name) is original:
+                out.append((owner, name, replacement, qual))
     return out
 
+
+class _AlwaysUser:
+    """The classifier of a fixed file: every caller is user code."""
+
+    @staticmethod
+    def is_user_file(filename: str) -> bool:
+        return True
+
+    @staticmethod
+    def acts_for_user(frame: Any) -> bool:
+        return True
+
+
+_impl_lock = threading.Lock()
+_impl_cache: dict[tuple[str, int, int], dict[str, Any]] = {}
+
+
+def _home(qual: str) -> Any:
+    modname, _, name = qual.rpartition(".")
+    return vars(sys.modules.get(modname) or importlib.import_module(modname)).get(name)
+
+
+def implementations(target: Any = None) -> dict[str, Any]:
+    """``{qualified name: implementation}`` for fixed files (``torchport.compat``): the shim's user-code
+    implementations without the caller test, on ``target`` (default ``torchport.current()``), class stand-ins as
+    classes, values as values. Device indices follow torchport's selection
+    (:class:`~torchport.shim._mapping.FollowingMap`). On a CUDA target, torch's own objects (the shim
+    redirects nothing there). Built once per backend."""
+    from torchport.runtime.device import current
+    from torchport.shim._mapping import FollowingMap
+    from torchport.shim.core import _dist_backend
+
+    target = target if target is not None else current()
+    key = (target.backend.name, id(target.backend), id(target.module))  # an emulator installed anew: built anew
+    with _impl_lock:
+        cached = _impl_cache.get(key)
+        if cached is not None:
+            return cached
+        api = _api_for(target, FollowingMap(target, _dist_backend(target)), _noop, _noop)
+        impls = user_implementations(api)
+        out: dict[str, Any] = {}
+        for qual, fn in impls.items():
+            real = _home(qual)
+            if target.type == "cuda":
+                out[qual] = real
+            elif isinstance(fn, Value):
+                out[qual] = fn.get()
+            elif isinstance(real, type):
+                out[qual] = _dispatch(qual, fn, real, _AlwaysUser, api.produces.get(qual, ()))
+            else:
+                out[qual] = fn
+        _impl_cache[key] = out
+        return out

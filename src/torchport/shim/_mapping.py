@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["DeviceMap", "CUDA"]
+__all__ = ["DeviceMap", "FollowingMap", "CUDA"]
 
 CUDA = "cuda"
 _NCCL = "nccl"
@@ -67,8 +67,9 @@ class DeviceMap:
         return idx
 
     def set_current(self, index: int | None) -> None:
-        """Follow ``torch.cuda.set_device``: bare ``"cuda"`` now means ``index``."""
-        if index is not None and index >= 0:
+        """Follow ``torch.cuda.set_device``: bare ``"cuda"`` now means ``index``. A CPU target has one device,
+        index 0 (``current_device()`` answers 0 there, as the fixed code's ``torchport.current().index``)."""
+        if index is not None and index >= 0 and self.accelerator:
             self.current = int(index)
             self._by_str.clear()
 
@@ -146,3 +147,30 @@ class DeviceMap:
         if not pairs:
             return self.dist_backend
         return ",".join(pairs)
+
+
+class FollowingMap(DeviceMap):
+    """A :class:`DeviceMap` whose current index is torchport's selection (``torchport.current()``), for fixed
+    files: ``torchport.compat.set_device(1)`` / ``with torchport.compat.device(1):`` select device 1
+    (``torchport.select_device(index=1)``, what the TP112 fix writes), so ``torchport.device()`` and ``"cuda"``
+    under ``run`` keep meaning the same device."""
+
+    @property
+    def current(self) -> int:  # type: ignore[override]
+        from torchport.runtime.device import current
+
+        t = current()
+        return int(t.index) if self.accelerator and t.type == self.type else 0
+
+    @current.setter
+    def current(self, value: int) -> None:
+        """DeviceMap.__init__ assigns the start index: torchport's selection already holds it."""
+
+    def set_current(self, index: int | None) -> None:
+        if index is None or index < 0 or not self.accelerator:
+            return
+        if index != self.current:
+            from torchport.runtime.device import select_device
+
+            select_device(self.type, index=index, warn=False)
+        self._by_str.clear()

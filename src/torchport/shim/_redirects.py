@@ -14,7 +14,7 @@ import sys
 from typing import Any, Callable
 
 __all__ = ["FACTORIES", "TENSOR_NEW", "factory_patches", "tensor_patches", "module_patches", "amp_patches",
-           "load_patches", "distributed_patches", "data_patches"]
+           "load_patches", "restore_cuda_storage", "distributed_patches", "data_patches"]
 
 #: ``torch.<name>`` tensor factories whose ``device=`` keyword is rewritten.
 FACTORIES = (
@@ -198,7 +198,7 @@ def tensor_patches(shim: Any) -> Patches:
 
     out.append((T, "is_cuda", is_cuda_property(shim, T.is_cuda), "torch.Tensor.is_cuda"))
 
-    from torchport.shim._cuda_api import legacy_cuda_dtype
+    from torchport.shim._cuda_device import legacy_cuda_dtype
 
     orig_type = T.type
 
@@ -346,10 +346,20 @@ def amp_patches(shim: Any) -> Patches:
     ]
 
 
+def restore_cuda_storage(dm: Any, storage: Any, location: str) -> Any:
+    """``torch.load``'s restore step without a ``map_location``: a storage saved on ``cuda[:N]`` is restored
+    where ``dm`` maps that device (index ``N`` of the selected backend, the CPU on a CPU target); any other
+    returns None (torch's default restore: CPU storages stay on the CPU)."""
+    if not location.startswith("cuda"):
+        return None
+    from torch.serialization import default_restore_location
+
+    return default_restore_location(storage, str(dm.map(location)))
+
+
 def load_patches(shim: Any) -> Patches:
     """``torch.load(map_location="cuda:0")``; without ``map_location``, CUDA-saved storages land on the target."""
     import torch
-    from torch.serialization import default_restore_location
 
     dm, hit = shim.map, shim.hit
     orig_load = vars(torch)["load"]
@@ -359,13 +369,11 @@ def load_patches(shim: Any) -> Patches:
             seen: list[str] = []  # count the load once, however many CUDA storages it holds
 
             def restore(storage: Any, location: str) -> Any:
-                if not location.startswith("cuda"):
-                    return None  # torch's default restore
-                new = dm.map(location)
-                if not seen:
+                new = restore_cuda_storage(dm, storage, location)
+                if new is not None and not seen:
                     seen.append(location)
-                    hit("torch.load", f"storage saved on {location!r}", new)
-                return default_restore_location(storage, str(new))
+                    hit("torch.load", f"storage saved on {location!r}", dm.map(location))
+                return new
 
             map_location = restore
         elif not callable(map_location):

@@ -77,13 +77,11 @@ class Shim:
 
     # -- install / uninstall ------------------------------------------------------------
     def _entries(self) -> list[tuple[Any, str, Any, str]]:
-        import torch
 
         from torchport.shim import _redirects as r
-        from torchport.shim._cuda_api import build_cuda_api
+        from torchport.shim._cuda_api import cuda_patches
 
-        cuda = torch.cuda
-        entries = [(cuda, name, fn, f"torch.cuda.{name}") for name, fn in build_cuda_api(self, dict(vars(cuda))).items()]
+        entries = cuda_patches(self)   # every name of shim/surface.py with an implementation
         for build in (r.factory_patches, r.tensor_patches, r.module_patches, r.amp_patches, r.load_patches,
                       r.distributed_patches, r.data_patches):
             entries.extend(build(self))

@@ -128,6 +128,7 @@ def _run(config: RunConfig, user_paths: list) -> int:
     from torchport.runtime.device import ConfigError, NoAcceleratorError
     from torchport.runtime.device import CPUFallbackWarning
     from torchport.shim.core import CPU_FALLBACK_MESSAGE, ShimError, active, install, uninstall
+    from torchport.shim.surface import RefusedCall
 
     global _previous
     if config.module:
@@ -160,7 +161,6 @@ def _run(config: RunConfig, user_paths: list) -> int:
     sys.argv = [argv0, *config.args]
     code = 0
     import shutil
-    import tempfile
 
     from torchport.shim import child
 
@@ -210,6 +210,9 @@ def _run(config: RunConfig, user_paths: list) -> int:
         code = _exit_code(exc)
     except KeyboardInterrupt:
         code = 130
+    except RefusedCall as exc:  # a CUDA call with no counterpart on the target: one line, where it was made
+        _err(f"{exc} ({_user_site(shim, exc.__traceback__)})")
+        code = 1
     except BaseException:  # the script's own error: show it like python would
         traceback.print_exc()
         code = 1
@@ -218,6 +221,16 @@ def _run(config: RunConfig, user_paths: list) -> int:
             os._exit = real_exit
         finish()
     return code
+
+
+def _user_site(shim: Any, tb: Any) -> str:
+    """``file:line`` of the innermost user-code frame of a traceback (where the refused call was made)."""
+    site = "?"
+    while tb is not None:
+        if shim.classifier.is_user_file(tb.tb_frame.f_code.co_filename):
+            site = f"{tb.tb_frame.f_code.co_filename}:{tb.tb_lineno}"
+        tb = tb.tb_next
+    return site
 
 
 def _emit(report, config: RunConfig) -> None:

@@ -20,7 +20,7 @@ if torch.cuda.is_available():
     model = nn.DataParallel(model).cuda()
 criterion = nn.CrossEntropyLoss()
 optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
-data = [(torch.randn(args.batch_size, 3, 16, 16), torch.randint(0, 10, (args.batch_size,))) for _ in range(4)]
+data = [(torch.randn(args.batch_size, 3, 16, 16), torch.randint(0, 10, (args.batch_size,))) for _ in range(2)]
 for epoch in range(args.epochs):
     for images, target in data:
         if torch.cuda.is_available():

@@ -45,6 +45,7 @@ ALL_RULES: tuple[type[Rule], ...] = (
     data.PinMemoryHardcoded,
     data.PinMemoryCall,
     serialization.LoadMapLocationCuda,
+    serialization.LoadCudaCheckpoint,
     serialization.LoadWithoutMapLocation,
     dialects.BackendMethod,
     dialects.BackendDeviceString,

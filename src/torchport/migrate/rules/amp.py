@@ -52,6 +52,7 @@ class CudaAmpAutocast(Rule):
                  "keywords (`enabled=`, `dtype=`, `cache_enabled=`); the import it no longer needs is removed. "
                  "The default dtype is then the device's (fp16 on CUDA and NPU, bf16 on CPU). "
                  "For a policy per backend (bf16 where fast, fp32 on CPU) use `torchport.Amp(\"auto\").autocast()`.")
+    after_fix = ("fixed (a bare reference such as `ctx = torch.cuda.amp.autocast` is reported: rewrite its calls as `torch.amp.autocast(torchport.current().type)`)")
 
     def on_call(self, ctx, node: cst.Call, qualname: str) -> None:
         report_autocast(self, ctx, node, "CUDA-only autocast; use `torch.amp.autocast(torchport.current().type)`")
@@ -73,6 +74,7 @@ class CudaAmpGradScaler(Rule):
     fix_notes = ("Safe: becomes `torch.amp.GradScaler(torchport.current().type, ...)` with the same arguments; "
                  "references (annotations, isinstance) become `torch.amp.GradScaler`. "
                  "`torchport.Amp(\"fp16\")` adds a scaler only where the backend needs one.")
+    after_fix = ("fixed")
 
     def on_call(self, ctx, node: cst.Call, qualname: str) -> None:
         def fix(n: cst.Call) -> cst.Call:
@@ -97,6 +99,7 @@ class AutocastCudaDevice(Rule):
     use_instead = ("import torch\nimport torchport\n\n"
                    "with torch.autocast(torchport.current().type, dtype=torch.bfloat16):\n    loss = model(x)\n")
     fix_notes = "Safe: the device-type string becomes `torchport.current().type`."
+    after_fix = ("fixed")
 
     def on_call(self, ctx, node: cst.Call, qualname: str) -> None:
         arg = positional(node, 0) or keyword(node, "device_type")
@@ -119,6 +122,7 @@ class GradScalerDefaultDevice(Rule):
     example = "import torch\n\nscaler = torch.amp.GradScaler()\n"
     use_instead = "import torch\nimport torchport\n\nscaler = torch.amp.GradScaler(torchport.current().type)\n"
     fix_notes = "Safe: the selected device type is passed as the first argument (or replaces `\"cuda\"`)."
+    after_fix = ("fixed")
 
     def on_call(self, ctx, node: cst.Call, qualname: str) -> None:
         if not call_args_plain(node):
@@ -192,6 +196,7 @@ class ApexAmp(Rule):
                  "`optimizer.step()` statement in its function, `delay_unscale`, other apex APIs. "
                  "The emulator's apex stand-in "
                  "(docs/emulator.md) runs the unfixed script with the same semantics.")
+    after_fix = ("fixed (apex's own `opt_level` / `loss_scale` given at run time is unsafe or reported: the apex calls then stay, and run where apex runs, as under `run`)")
 
     def _plan(self, ctx):
         from torchport.migrate.rules.apex import line_of, plan_apex

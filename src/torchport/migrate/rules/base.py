@@ -29,15 +29,16 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import libcst as cst
 
 if TYPE_CHECKING:  # pragma: no cover
     from torchport.migrate.context import FileContext
 
-__all__ = ["Rule", "Site", "DeviceString", "CODE_RANGES", "KEBAB", "keyword", "positional", "call_args_plain",
-           "is_true", "with_args"]
+__all__ = ["Rule", "Site", "DeviceString", "CODE_RANGES", "KEBAB", "OUTCOMES", "keyword", "positional",
+           "call_args_plain", "is_true", "with_args", "compat_served", "compat_call", "compat_reference",
+           "compat_reference_fix", "COMPAT_NOTE"]
 
 #: Code ranges: first digit -> category (documented in docs/rules/README.md).
 CODE_RANGES: dict[str, str] = {
@@ -50,6 +51,8 @@ CODE_RANGES: dict[str, str] = {
     "9": "noisy rules (off by default)",
 }
 KEBAB = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+#: the outcome classes of :attr:`Rule.after_fix` (each part of it starts with one)
+OUTCOMES = ("fixed", "redirected to runtime", "reported only")
 _CODE = re.compile(r"^TP[1-9][0-9]{2}$")
 
 
@@ -102,7 +105,10 @@ class Rule:
     Docs fields (rendered into ``docs/rules/<CODE>.md`` and ``torchport explain``):
     ``summary`` (what it does), ``why`` (why it matters), ``example`` (code that
     triggers it), ``use_instead`` (the device-agnostic form; for fixable rules, what
-    the fix turns ``example`` into), ``fix_notes`` (fix safety explained).
+    the fix turns ``example`` into), ``fix_notes`` (fix safety explained), ``after_fix``
+    (what a fixed file does where the rule fired, compared with ``torchport run``: one or more
+    of :data:`OUTCOMES` joined by ``"; "`` -- *fixed*, *redirected to runtime: ...*, *reported
+    only -- harmless because ...*; the per-rule contract, ``tools/rule_contract.py``, checks it).
     """
 
     code: ClassVar[str]
@@ -115,6 +121,7 @@ class Rule:
     example: ClassVar[str] = ""
     use_instead: ClassVar[str] = ""
     fix_notes: ClassVar[str] = ""
+    after_fix: ClassVar[str] = ""
     #: text that must occur in a file for this rule to possibly fire (the prefilter)
     needles: ClassVar[tuple[str, ...]] = ("cuda",)
 
@@ -182,6 +189,53 @@ class Rule:
 #: ``a, b`` and ``k=v`` as the fixes write them.
 COMMA = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
 EQ = cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
+
+
+def compat_served(name: str) -> bool:
+    """True when ``torchport.compat.<name>`` exists: ``torch.cuda.<name>`` as ``torchport run`` answers it (the
+    shim's implementation), ``DataParallel`` or ``restore_location`` (see :mod:`torchport.shim.compat`; reading
+    its name list imports no torch)."""
+    from torchport.shim.compat import served
+
+    return served(name)
+
+
+#: appended to a message when ``--emit torch`` output keeps a runtime call because torch has no equivalent
+COMPAT_NOTE = " (--emit torch: torch has no equivalent that runs everywhere; this call stays on torchport.compat)"
+
+
+def compat_call(ctx, name: str, call: cst.Call) -> cst.Call:
+    """``call`` with its callee replaced by ``torchport.compat.<name>`` (arguments kept)."""
+    return call.with_changes(func=ctx.expr(f"{ctx.tp}.compat.{name}"))
+
+
+#: served names that are classes (a reference to them -- an annotation, ``isinstance`` -- stays as written)
+_LOWERCASE_CLASSES = ("device", "device_of", "graph")
+
+
+def compat_reference(qualname: str) -> tuple[str, str] | None:
+    """``(compat path, rest)`` when a reference to ``qualname`` -- a served function or value, or an attribute of
+    one (``torch.backends.cuda.cufft_plan_cache.max_size``) -- can point at ``torchport.compat`` (a decorator
+    such as ``@torch.cuda.amp.custom_bwd``, ``torch.cuda.default_generators[0]``, ``f = torch.cuda.utilization``);
+    None for everything else, classes included. Torch-free (the CUDA-surface registry's names)."""
+    from torchport.shim import surface
+
+    served = surface.served()
+    parts = qualname.split(".")
+    for end in range(len(parts), 2, -1):
+        head = ".".join(parts[:end])
+        if head in served:
+            short = parts[end - 1]
+            if short[:1].isupper() or short in _LOWERCASE_CLASSES:
+                return None
+            rest = "".join(f".{p}" for p in parts[end:])
+            return surface.compat_path(head), rest
+    return None
+
+
+def compat_reference_fix(ctx, path: str, rest: str) -> Any:
+    """The fix of :func:`compat_reference`: the dotted reference replaced by ``torchport.compat.<path><rest>``."""
+    return lambda n: ctx.expr(f"{ctx.tp}.compat.{path}{rest}")
 
 
 def tune_statement(ctx, knob: str, value: cst.BaseExpression) -> cst.Expr:

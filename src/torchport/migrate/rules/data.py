@@ -23,6 +23,7 @@ class PinMemoryHardcoded(Rule):
                    "loader = DataLoader(ds, batch_size=32, pin_memory=torchport.current().backend.pin_memory)\n")
     fix_notes = ("Safe: `True` becomes `torchport.current().backend.pin_memory` (the backend's policy). "
                  "`DataLoader(ds, batch_size=32, **torchport.loader_kwargs())` also sets workers and seeding.")
+    after_fix = "fixed"
 
     def on_call(self, ctx, node: cst.Call, qualname: str) -> None:
         arg = keyword(node, "pin_memory")
@@ -31,6 +32,25 @@ class PinMemoryHardcoded(Rule):
         ctx.report(self, arg.value, "`pin_memory=True` regardless of backend; use "
                                     "`torchport.current().backend.pin_memory`",
                    fix=lambda n: ctx.expr(f"{ctx.tp}.current().backend.pin_memory"))
+
+
+def _guarded(ctx) -> set:
+    """``x.pin_memory()`` calls that are the body of ``... if <pin policy> else ...`` (what the fix writes; with
+    ``--emit torch`` the policy reads ``torch.accelerator.is_available()``), computed once per file."""
+    hit = ctx.memo.get("TP902")
+    if hit is None:
+        hit = set()
+        code = ctx.module.code_for_node
+
+        class _Find(cst.CSTVisitor):
+            def visit_IfExp(self, node: cst.IfExp) -> None:
+                test = code(node.test)
+                if test.endswith("current().backend.pin_memory") or test.endswith("accelerator.is_available()"):
+                    hit.add(node.body)
+
+        ctx.module.visit(_Find())
+        ctx.memo["TP902"] = hit
+    return hit
 
 
 class PinMemoryCall(Rule):
@@ -43,12 +63,22 @@ class PinMemoryCall(Rule):
     summary = "Finds `tensor.pin_memory()` calls (off by default: most are already guarded by a policy)."
     why = "Pinning needs an accelerator runtime: on a CPU-only host it raises; where it helps differs per backend."
     example = "batch = batch.pin_memory()\n"
-    use_instead = ("import torchport\n\nif torchport.current().backend.pin_memory:\n    batch = batch.pin_memory()\n"
-                   "batch = torchport.to_device(batch)  # non_blocking where pinned\n")
-    fix_notes = "No fix: guard the call with the backend's policy as above."
+    use_instead = "import torchport\n\nbatch = (batch.pin_memory() if torchport.current().backend.pin_memory else batch)\n"
+    fix = "safe"
+    fix_notes = ("Safe: `x.pin_memory()` becomes `(x.pin_memory() if torchport.current().backend.pin_memory else x)` "
+                 "(`x` is evaluated once either way): pinned where the backend pins -- on CUDA, as before -- and the "
+                 "tensor itself elsewhere, as `torchport run` answers `pin_memory()`.")
+    after_fix = "fixed"
 
     def on_method(self, ctx, node: cst.Call, name: str) -> None:
-        if node.args:
+        if node.args or not isinstance(node.func, cst.Attribute) or node in _guarded(ctx):
             return
-        ctx.report(self, node, "`.pin_memory()` regardless of backend; guard it with "
-                               "`torchport.current().backend.pin_memory`")
+        space = cst.SimpleWhitespace(" ")
+
+        def fix(n: cst.Call) -> cst.BaseExpression:
+            return cst.IfExp(test=ctx.expr(f"{ctx.tp}.current().backend.pin_memory"), body=n, orelse=n.func.value,
+                             whitespace_before_if=space, whitespace_after_if=space, whitespace_before_else=space,
+                             whitespace_after_else=space, lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+
+        ctx.report(self, node, "`.pin_memory()` regardless of backend; pin only where the backend pins: "
+                               "`(x.pin_memory() if torchport.current().backend.pin_memory else x)`", fix=fix)

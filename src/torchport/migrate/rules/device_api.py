@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import libcst as cst
 
-from torchport.migrate.rules.base import EQ, Rule, call_args_plain, keyword, positional, report_tune_assign
+from torchport.migrate.rules.base import (COMPAT_NOTE, EQ, Rule, call_args_plain, compat_call, compat_reference,
+                                          compat_reference_fix, compat_served, keyword, positional,
+                                          report_tune_assign)
 
 __all__ = ["CudaIsAvailable", "CudaDeviceQuery", "CudaSetDevice", "CudaSynchronize", "CudaMemoryApi", "CudaRngApi",
            "CudaStreamEvent", "CudaNvtx", "CudnnKnob", "CudaVisibleDevices", "CudaApiOther"]
@@ -27,7 +29,10 @@ class _Mapped(Rule):
     in the template are the file's names for those modules, ``{q}`` a quote character.
     A template ending in ``(`` keeps the call's arguments (only the callee changes);
     any other template replaces the whole call, and is unsafe when the call had arguments.
-    ``advice`` maps short names without a rewrite to what to write instead.
+    A call with no safe replacement goes to ``torchport.compat.<name>(...)`` when that serves the name
+    (the shim's own implementation: what ``torchport run`` does, torch's function on CUDA) -- also where
+    a replacement would drop the call's arguments, or is unsafe and ``--emit torch`` is not asked for.
+    ``advice`` maps short names that stay reported to what to write instead.
     """
 
     replacements: dict[str, tuple[str, str]] = {}
@@ -39,8 +44,17 @@ class _Mapped(Rule):
 
     def on_call(self, ctx, node: cst.Call, qualname: str) -> None:
         short = _short(qualname)
+        path = qualname[len("torch.cuda."):]   # where torchport.compat serves it: "memory_summary", "nvtx.range_push"
         rep = self.replacements.get(short)
-        if rep is None or not call_args_plain(node):
+        plain = call_args_plain(node)
+        drops = rep is not None and not rep[0].endswith("(") and bool(node.args)
+        if plain and compat_served(path) and (rep is None or drops or (rep[1] == "unsafe" and not ctx.emit_torch)):
+            note = COMPAT_NOTE if ctx.emit_torch else ""
+            ctx.report(self, node, f"`{qualname}` is CUDA-only; use `torchport.compat.{path}(...)`, what "
+                                   f"`torchport run` does{note}", fix=lambda n: compat_call(ctx, path, n),
+                       safety="safe")
+            return
+        if rep is None or not plain:
             hint = self.advice.get(short, "see `torchport explain " + self.code + "`")
             ctx.report(self, node, f"`torch.cuda.{short}` is CUDA-only; {hint}")
             return
@@ -59,11 +73,11 @@ class _Mapped(Rule):
                 return n.with_changes(func=ctx.expr(code[:-1]))
             return ctx.expr(code)
 
-        if not keeps_args and node.args:
+        if drops:
             safety = "unsafe"
         shown = template.format(tp="torchport", torch="torch", q='"')
         shown = shown + "...)" if keeps_args else shown
-        note = " (its arguments are dropped)" if not keeps_args and node.args else ""
+        note = " (its arguments are dropped)" if drops else ""
         ctx.report(self, node, f"`torch.cuda.{short}` is CUDA-only; use `{shown}`{note}", fix=fix, safety=safety)
 
 
@@ -79,12 +93,13 @@ class CudaIsAvailable(_Mapped):
     example = "import torch\n\nuse_gpu = torch.cuda.is_available()\n"
     use_instead = "import torchport\n\nuse_gpu = torchport.current().is_accelerator\n"
     fix_notes = "Safe: becomes `torchport.current().is_accelerator` (true for any selected accelerator)."
+    after_fix = "fixed"
 
 
 class CudaDeviceQuery(_Mapped):
     code = "TP111"
     name = "cuda-device-query"
-    fix = "unsafe"
+    fix = "safe"
     names = tuple(f"torch.cuda.{n}" for n in ("device_count", "current_device", "get_device_name",
                                               "get_device_properties", "get_device_capability", "get_arch_list",
                                               "is_bf16_supported", "is_initialized", "init"))
@@ -94,9 +109,7 @@ class CudaDeviceQuery(_Mapped):
         "is_bf16_supported": ("{tp}.current().backend.bf16_supported()", "safe"),
     }
     advice = {
-        "get_device_name": "log `torchport.current()` or use `torchport doctor`",
-        "get_device_properties": "use `torchport.current().module.get_device_properties(...)` where the backend has it",
-        "get_device_capability": "branch on `torchport.current().backend.amp.usable(\"bf16\")` instead of compute capability",
+        "get_arch_list": "it lists the CUDA architectures torch was built for (harmless without a GPU)",
     }
     summary = "Finds device queries: `torch.cuda.device_count()`, `current_device()`, `get_device_name()`, ..."
     why = "They count and describe NVIDIA GPUs only; on other accelerators they report zero devices."
@@ -108,7 +121,15 @@ class CudaDeviceQuery(_Mapped):
                  "CPU-only host); `is_bf16_supported()` becomes `torchport.current().backend.bf16_supported()` (the "
                  "device module's own answer: the same as torch's on CUDA and on an NPU, False on a CPU-only host, "
                  "as `torchport run` answers). "
-                 "Names, properties and capabilities are reported only.")
+                 "`get_device_name()`, `get_device_properties(i)` and `get_device_capability()` become "
+                 "`torchport.compat.<name>(...)`: torch's own on CUDA, the selected device's (or the host's, on the CPU: "
+                 "`(0, 0)`, the host's memory) elsewhere, as `torchport run` answers; so do `init()` and "
+                 "`is_initialized()` (the selected backend's; a no-op and True on the CPU). `get_arch_list()` is "
+                 "reported only.")
+    after_fix = ("fixed: `device_count`, `current_device`, `is_bf16_supported`; redirected to runtime: "
+                 "`get_device_name`, `get_device_properties`, `get_device_capability`, `init`, `is_initialized` "
+                 "(`torchport.compat`); reported only -- harmless because `torchport run` leaves it alike: "
+                 "`get_arch_list()` answers the build's list without a GPU")
 
 
 class CudaSetDevice(_Mapped):
@@ -117,7 +138,6 @@ class CudaSetDevice(_Mapped):
     severity = "error"
     fix = "safe"
     names = ("torch.cuda.set_device", "torch.cuda.device")
-    advice = {"device": "select the device once with `torchport.select_device(...)` (or `TORCHPORT_DEVICE`)"}
     summary = "Finds `torch.cuda.set_device(i)` and the `torch.cuda.device(i)` context manager."
     why = "Selecting a CUDA device raises on a host without CUDA; the NPU has its own `torch.npu.set_device`."
     example = "import torch\n\n\ndef worker(gpu):\n    torch.cuda.set_device(gpu)\n"
@@ -127,13 +147,22 @@ class CudaSetDevice(_Mapped):
                  "`torchport.wrap_ddp(model)` use afterwards -- so an `mp.spawn` worker's `.cuda()` and "
                  "`DistributedDataParallel(model, device_ids=[gpu])` stay on device `i` once fixed. On the CPU the "
                  "index is ignored. A device that is not an integer index known from the file (see TP109) goes to "
-                 "`torchport.current().module.set_device(...)`. `torchport.init_distributed()` already does this "
-                 "for torchrun jobs.")
-
-    replacements = {"set_device": ("{tp}.current().module.set_device(", "safe")}
+                 "`torchport.compat.set_device(...)` (what `torchport run` does with it: `torch.device(\"cuda:1\")` "
+                 "selects device 1 of the selected backend). `with torch.cuda.device(i):` becomes "
+                 "`with torchport.compat.device(i):` -- device `i` for the block, the previous one after it, "
+                 "`torchport.device()` included, as under `run`; torch's own context manager on CUDA (with "
+                 "`--emit torch` and an integer index: `torch.accelerator.device_index(i if "
+                 "torch.accelerator.is_available() else None)`). `torchport.init_distributed()` already selects the "
+                 "device for torchrun jobs.")
+    after_fix = ("fixed: `set_device(i)` with an integer index; redirected to runtime: `set_device(<a device>)` and "
+                 "`with torch.cuda.device(i):` (`torchport.compat`)")
 
     def on_call(self, ctx, node: cst.Call, qualname: str) -> None:
         arg = positional(node, 0) or keyword(node, "device")
+        if qualname == "torch.cuda.device" and arg is not None and len(node.args) == 1 and call_args_plain(node) \
+                and ctx.emit_torch:
+            ctx.defer(lambda: self._device_index(ctx, node, arg, qualname))
+            return
         if qualname != "torch.cuda.set_device" or arg is None or len(node.args) != 1 or not call_args_plain(node):
             super().on_call(ctx, node, qualname)
             return
@@ -148,6 +177,24 @@ class CudaSetDevice(_Mapped):
 
         ctx.defer(later)
 
+    def _device_index(self, ctx, node: cst.Call, arg: cst.Arg, qualname: str) -> None:
+        """``--emit torch``: ``with torch.cuda.device(i):`` for an integer ``i`` becomes torch's
+        ``torch.accelerator.device_index(i if torch.accelerator.is_available() else None)`` (a no-op on the CPU,
+        as under ``run``); any other device stays on ``torchport.compat.device``."""
+        if ctx.int_device(arg.value) is None:
+            super().on_call(ctx, node, qualname)
+            return
+        space = cst.SimpleWhitespace(" ")
+
+        def fix(n: cst.Call) -> cst.Call:
+            index = cst.IfExp(test=ctx.expr(f"{ctx.torch}.accelerator.is_available()"), body=n.args[0].value,
+                              orelse=cst.Name("None"), whitespace_before_if=space, whitespace_after_if=space,
+                              whitespace_before_else=space, whitespace_after_else=space)
+            return cst.Call(func=ctx.expr(f"{ctx.torch}.accelerator.device_index"), args=[cst.Arg(index)])
+
+        ctx.report(self, node, "`torch.cuda.device(i)` is CUDA-only; use `torch.accelerator.device_index(i)` (None "
+                               "without an accelerator)", fix=fix, safety="safe")
+
 
 class CudaSynchronize(_Mapped):
     code = "TP113"
@@ -160,8 +207,10 @@ class CudaSynchronize(_Mapped):
     why = "Raises without CUDA; timing code around it is where portable scripts most often break."
     example = "import torch\n\ntorch.cuda.synchronize()\n"
     use_instead = "import torchport\n\ntorchport.synchronize()\n"
-    fix_notes = ("Safe: becomes `torchport.synchronize()` (a no-op on CPU). Unsafe when the call passed a device "
-                 "(it is dropped). `torch.accelerator.synchronize()` is the torch-core spelling on torch >= 2.6.")
+    fix_notes = ("Safe: becomes `torchport.synchronize()` (a no-op on CPU); with a device argument, "
+                 "`torchport.compat.synchronize(device)` (what `torchport run` does with it). "
+                 "`torch.accelerator.synchronize()` is the torch-core spelling on torch >= 2.6.")
+    after_fix = "fixed; redirected to runtime: `synchronize(device)` (`torchport.compat`)"
 
 
 class CudaMemoryApi(_Mapped):
@@ -181,8 +230,7 @@ class CudaMemoryApi(_Mapped):
         "reset_peak_memory_stats": ("{tp}.reset_peak_memory()", "safe"),
         "reset_max_memory_allocated": ("{tp}.reset_peak_memory()", "safe"),
     }
-    advice = {"memory_summary": "print `torchport.memory_stats()`",
-              "mem_get_info": "use `torchport.current().module.mem_get_info()` where the backend has it"}
+    advice = {"memory_snapshot": "use `torchport.memory_stats()`", "list_gpu_processes": "use `torchport doctor`"}
     summary = "Finds the CUDA caching-allocator API: `empty_cache`, `memory_allocated`, `max_memory_allocated`, ..."
     why = ("Memory statistics read the CUDA allocator only: on an NPU they report 0 (or raise), so memory logs and "
            "out-of-memory guards stop working.")
@@ -191,29 +239,40 @@ class CudaMemoryApi(_Mapped):
                    'peak = (torchport.memory_stats()["peak_bytes"] or 0)\n')
     fix_notes = ("Safe: `empty_cache()`, `reset_peak_memory_stats()`, `memory_allocated()`, "
                  "`max_memory_allocated()`, `memory_reserved()` map to `torchport.empty_cache()`, "
-                 "`torchport.reset_peak_memory()` and `torchport.memory_stats()` (0 on CPU). Unsafe when the "
-                 "call passed a device (it is dropped). The rest are reported only.")
+                 "`torchport.reset_peak_memory()` and `torchport.memory_stats()` (0 on CPU). With a device argument, "
+                 "and for `memory_summary()`, `mem_get_info()`, `memory_stats()`, `max_memory_reserved()`, "
+                 "`reset_accumulated_memory_stats()`, `reset_max_memory_cached()`, the call becomes "
+                 "`torchport.compat.<name>(...)`: torch's own on CUDA, the selected device's elsewhere, the shim's "
+                 "host stand-ins on the CPU (0, `{}`, a one-line summary, the host's free and total memory) -- what "
+                 "`torchport run` answers; so do `set_per_process_memory_fraction()` (enforced by the backend's "
+                 "allocator where it has one: an allocation past it raises the error `torch.cuda.OutOfMemoryError` "
+                 "catches; checked, not enforced, on the CPU), `memory_snapshot()`, `memory_cached()`, "
+                 "`max_memory_cached()` and `list_gpu_processes()`.")
+    after_fix = ("fixed: `empty_cache`, `reset_peak_memory_stats`, `memory_allocated`, `max_memory_allocated`, "
+                 "`memory_reserved`; redirected to runtime: every other call, and any call with a device "
+                 "(`torchport.compat`)")
 
 
 class CudaRngApi(_Mapped):
     code = "TP115"
     name = "cuda-rng-api"
-    fix = "unsafe"
+    fix = "safe"
     names = tuple(f"torch.cuda.{n}" for n in ("manual_seed", "manual_seed_all", "seed", "seed_all", "initial_seed",
                                               "get_rng_state", "get_rng_state_all", "set_rng_state",
                                               "set_rng_state_all"))
     replacements = {"manual_seed": ("{torch}.manual_seed(", "unsafe"),
                     "manual_seed_all": ("{torch}.manual_seed(", "unsafe")}
-    advice = {n: "save and restore `torch.get_rng_state()` plus `torchport.current().module.get_rng_state()` "
-                 "when `torchport.current().is_accelerator`"
-              for n in ("get_rng_state", "get_rng_state_all", "set_rng_state", "set_rng_state_all")}
     summary = "Finds CUDA random-generator calls: `torch.cuda.manual_seed(_all)`, `get/set_rng_state`, ..."
     why = "They seed or snapshot only CUDA generators; on an NPU the device generator stays unseeded."
     example = "import torch\n\ntorch.cuda.manual_seed_all(seed)\n"
-    use_instead = "import torch\n\ntorch.manual_seed(seed)\n"
-    fix_notes = ("Unsafe: `manual_seed(_all)(s)` becomes `torch.manual_seed(s)`, which seeds every device "
-                 "(CUDA, NPU, XPU, MPS) and also re-seeds the CPU generator. `torchport.seed_everything(seed)` "
-                 "seeds Python, NumPy and torch in one call.")
+    use_instead = "import torchport\n\ntorchport.compat.manual_seed_all(seed)\n"
+    fix_notes = ("Safe: every call becomes `torchport.compat.<name>(...)`: torch's own on CUDA; elsewhere the "
+                 "selected device's generator (the CPU generator on the CPU), as `torchport run` seeds, saves and "
+                 "restores it -- the CPU generator's draws stay what they were. With `--emit torch`, "
+                 "`manual_seed(_all)(s)` becomes `torch.manual_seed(s)` (unsafe: it also re-seeds the CPU "
+                 "generator); the rest stays on `torchport.compat`. `torchport.seed_everything(seed)` seeds Python, "
+                 "NumPy and torch in one call.")
+    after_fix = "redirected to runtime: every call (`torchport.compat`, or with `--emit torch` `torch.manual_seed` for the seeding)"
 
 
 class CudaStreamEvent(_Mapped):
@@ -224,37 +283,41 @@ class CudaStreamEvent(_Mapped):
     names = tuple(f"torch.cuda.{n}" for n in ("Stream", "Event", "stream", "current_stream", "default_stream",
                                               "StreamContext", "set_stream", "ExternalStream", "graph", "CUDAGraph",
                                               "make_graphed_callables"))
-    replacements = {n: ("{tp}.current().module.%s(" % n, "safe")
-                    for n in ("Stream", "Event", "stream", "current_stream", "StreamContext")}
     advice = {"graph": "CUDA graphs have no portable form; guard them with `torchport.current().type`",
               "CUDAGraph": "CUDA graphs have no portable form; guard them with `torchport.current().type`"}
     summary = "Finds CUDA streams, events and graphs: `torch.cuda.Stream()`, `Event()`, `stream(s)`, ..."
     why = "Streams and events are per-backend objects; the CUDA ones cannot be created without CUDA."
     example = "import torch\n\ns = torch.cuda.Stream()\nwith torch.cuda.stream(s):\n    pass\n"
-    use_instead = ("import torchport\n\ns = torchport.current().module.Stream()\n"
-                   "with torchport.current().module.stream(s):\n    pass\n")
-    fix_notes = ("Safe (on a CUDA machine the selected module is `torch.cuda`): `Stream`, `Event`, `stream`, "
-                 "`current_stream` and `StreamContext` are taken from the "
-                 "selected backend's module (on CPU these are stubs: no timing in `Event.elapsed_time`). "
-                 "Graphs, external streams and `set_stream` are reported only.")
+    use_instead = ("import torchport\n\ns = torchport.compat.Stream()\n"
+                   "with torchport.compat.stream(s):\n    pass\n")
+    fix_notes = ("Safe: `Stream`, `Event`, `stream`, `StreamContext`, `set_stream`, `current_stream`, "
+                 "`default_stream` and `ExternalStream` become `torchport.compat.<name>(...)` -- torch's own on CUDA, "
+                 "the selected backend's elsewhere (a stream set or entered is current on the target), and on the CPU "
+                 "the shim's stand-ins (work is synchronous; events time with the host clock; an external CUDA "
+                 "stream is refused in one line), as `torchport run` gives them. CUDA graphs are reported only "
+                 "until the graph redirects (`shim/_graphs.py`) exist.")
+    after_fix = ("redirected to runtime: `Stream`, `Event`, `stream`, `StreamContext`, `set_stream`, "
+                 "`current_stream`, `default_stream`, `ExternalStream` (`torchport.compat`); reported only -- "
+                 "harmless because `torchport run` leaves them alike: CUDA graphs (`graph`, `CUDAGraph`, "
+                 "`make_graphed_callables`) until `shim/_graphs.py` redirects them")
 
 
 class CudaNvtx(_Mapped):
     code = "TP117"
     name = "cuda-nvtx"
-    fix = "unsafe"
+    fix = "safe"
     names = ("torch.cuda.nvtx",)
     name_prefixes = ("torch.cuda.nvtx",)
     replacements = {"range": ("{torch}.profiler.record_function(", "unsafe")}
-    advice = {"range_push": "use `with torch.profiler.record_function(name):` around the region",
-              "range_pop": "use `with torch.profiler.record_function(name):` around the region",
-              "mark": "use `torch.profiler.record_function(name)`"}
     summary = "Finds NVTX annotations: `torch.cuda.nvtx.range_push/pop`, `range`, `mark`."
     why = "NVTX markers exist only for NVIDIA tools and fail where CUDA is missing."
-    example = 'import torch\n\nwith torch.cuda.nvtx.range("forward"):\n    pass\n'
-    use_instead = 'import torch\n\nwith torch.profiler.record_function("forward"):\n    pass\n'
-    fix_notes = ("Unsafe: `nvtx.range(name)` becomes `torch.profiler.record_function(name)`, which shows up in the "
-                 "torch profiler (and in Nsight through its NVTX bridge) on every backend.")
+    example = 'import torch\n\ntorch.cuda.nvtx.range_push("forward")\ntorch.cuda.nvtx.range_pop()\n'
+    use_instead = 'import torchport\n\ntorchport.compat.nvtx.range_push("forward")\ntorchport.compat.nvtx.range_pop()\n'
+    fix_notes = ("Safe: every call becomes `torchport.compat.nvtx.<name>(...)`, what `torchport run` does: "
+                 "`torch.profiler.record_function` ranges, which show up in the torch profiler (and in Nsight through "
+                 "its NVTX bridge) on every backend, with NVTX's depths and range ids. With `--emit torch`, "
+                 "`nvtx.range(name)` becomes `torch.profiler.record_function(name)` (unsafe: it returns no depth).")
+    after_fix = "redirected to runtime: every call (`torchport.compat.nvtx`)"
 
     def on_reference(self, ctx, node, qualname: str) -> None:
         if qualname != "torch.cuda.nvtx":
@@ -289,12 +352,30 @@ class CudnnKnob(Rule):
                  "exactly that attribute, every other backend ignores it (see TP606 for the NPU knobs). "
                  "For reproducibility on every backend add `torch.use_deterministic_algorithms(True)`; for fast "
                  "fp32 matmuls everywhere `torch.set_float32_matmul_precision(\"high\")`. Reads are reported only.")
+    after_fix = ("fixed: the assignments; redirected to runtime: the `torch.backends.cuda` calls that reach the CUDA "
+                 "runtime (`cublas_workspace_size`, `cublaslt_workspace_size`, `blas_workspace_size`, "
+                 "`can_use_cudnn_attention`) and `cufft_plan_cache` (`torchport.compat.backends.cuda`); reported only "
+                 "-- harmless because reading `torch.backends.cudnn.*` and the SDPA / matmul flags works on every "
+                 "backend (under `run` alike)")
 
     _HINTS = {"deterministic": "use `torch.use_deterministic_algorithms(True)` (all backends)",
               "allow_tf32": 'use `torch.set_float32_matmul_precision("high")` (all backends)',
               "benchmark": "no portable equivalent; it has no effect off CUDA"}
 
+    def on_call(self, ctx, node: cst.Call, qualname: str) -> None:
+        path = qualname[len("torch."):]   # torch.backends.cuda.cublas_workspace_size -> backends.cuda....
+        if compat_served(path) and call_args_plain(node):
+            ctx.report(self, node, f"`{qualname}` reaches the CUDA runtime; use `torchport.compat.{path}(...)`, what "
+                                   "`torchport run` does", fix=lambda n: compat_call(ctx, path, n))
+            return
+        self.on_reference(ctx, node.func, qualname)
+
     def on_reference(self, ctx, node, qualname: str) -> None:
+        target = compat_reference(qualname)
+        if target is not None:   # torch.backends.cuda.cufft_plan_cache: the stand-in `torchport run` gives
+            ctx.report(self, node, f"`{qualname}` reaches the CUDA runtime; use `torchport.compat.{''.join(target)}`, "
+                                   "what `torchport run` gives", fix=compat_reference_fix(ctx, *target))
+            return
         hint = self._HINTS.get(_short(qualname), "it only affects CUDA")
         ctx.report(self, node, f"`{qualname}` is a CUDA-only setting; {hint}")
 
@@ -320,6 +401,8 @@ class CudaVisibleDevices(Rule):
     use_instead = ('import os\nimport torchport\n\nenv = torchport.current().backend.visible_devices_env\n'
                    'if env:\n    os.environ[env] = "0,1"\n')
     fix_notes = "No fix: choose devices with the launcher (torchrun) or `TORCHPORT_DEVICE`, or use the code above."
+    after_fix = ("reported only -- harmless because setting or reading an environment variable works everywhere "
+                 "(`torchport run` leaves it alike), and it restricts CUDA only")
 
     def on_string(self, ctx, node, value: str) -> None:
         ctx.report(self, node, "`CUDA_VISIBLE_DEVICES` restricts CUDA only; use "
@@ -333,10 +416,35 @@ class CudaApiOther(Rule):
     name_prefixes = ("torch.cuda.",)
     summary = "Finds any other use of `torch.cuda` (the catch-all after TP110-TP117)."
     why = "Anything under `torch.cuda` assumes an NVIDIA GPU; this rule makes sure none of it goes unreported."
-    example = "import torch\n\narch = torch.cuda.get_gencode_flags()\n"
-    use_instead = "import torchport\n\nmod = torchport.current().module  # the selected backend's device module\n"
-    fix_notes = "No fix: look up the selected backend's module with `torchport.current().module`."
+    example = "import torch\n\ntorch.cuda.ipc_collect()\n"
+    use_instead = "import torchport\n\ntorchport.compat.ipc_collect()\n"
+    fix_notes = ("Safe for a call `torchport.compat` serves (e.g. `torch.cuda.ipc_collect()`, "
+                 "`torch.cuda.memory._record_memory_history()`, `torch.cuda.utilization()`; a refused one such as "
+                 "`torch.cuda.temperature()` raises the same one line as under `run`): it becomes "
+                 "`torchport.compat.<name>(...)`, what `torchport run` does; so does a reference to a served "
+                 "function or value (`@torch.cuda.amp.custom_bwd`, `torch.cuda.default_generators[0]`). Anything "
+                 "else (classes in annotations and `isinstance`, the harmless names): no fix -- look up the "
+                 "selected backend's module with `torchport.current().module`.")
+    after_fix = ("redirected to runtime: every call and function or value reference `torchport.compat` serves -- each "
+                 "name docs/shim.md's CUDA-surface table does not call harmless; reported only -- harmless because "
+                 "`torchport run` leaves the rest alike (the table's harmless names: build queries, exception "
+                 "classes such as `torch.cuda.OutOfMemoryError`, types; CUDA graphs until `shim/_graphs.py` exists)")
+    fix = "safe"
+
+    def on_call(self, ctx, node: cst.Call, qualname: str) -> None:
+        short = qualname[len("torch.cuda."):]
+        if compat_served(short) and call_args_plain(node):
+            note = COMPAT_NOTE if ctx.emit_torch else ""
+            ctx.report(self, node, f"`{qualname}` is CUDA-only; use `torchport.compat.{short}(...)`, what "
+                                   f"`torchport run` does{note}", fix=lambda n: compat_call(ctx, short, n))
+            return
+        self.on_reference(ctx, node.func, qualname)
 
     def on_reference(self, ctx, node, qualname: str) -> None:
+        target = compat_reference(qualname)
+        if target is not None:   # a served function or value: point it at what `torchport run` gives
+            ctx.report(self, node, f"`{qualname}` is CUDA-only; use `torchport.compat.{''.join(target)}`, what "
+                                   "`torchport run` gives", fix=compat_reference_fix(ctx, *target))
+            return
         ctx.report(self, node, f"`{qualname}` is CUDA-only; use the selected backend's module "
                                "`torchport.current().module`")

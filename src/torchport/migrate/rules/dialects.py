@@ -19,7 +19,8 @@ import libcst as cst
 
 from torchport.migrate.rules.amp import report_autocast
 from torchport.migrate.rules.base import COMMA as _COMMA
-from torchport.migrate.rules.base import (DeviceString, Rule, Site, call_args_plain, keyword, positional,
+from torchport.migrate.rules.base import (COMPAT_NOTE, DeviceString, Rule, Site, call_args_plain, compat_call,
+                                          compat_served, keyword, positional,
                                           report_tune_assign, tune_statement, with_args)
 from torchport.migrate.rules.placement import (DEVICE_FLAG_INSTEAD, accelerator_type_expr, backend_flag_pattern,
                                                device_with_index, literal_device, report_backend_flags,
@@ -51,6 +52,7 @@ class BackendMethod(Rule):
     fix_notes = ("Safe: becomes `.to(torchport.device(), ...)`; with an integer index known from the file "
                  "(see TP109) `.to(torch.device(torchport.current().type, i))`. Unsafe: an index that is not "
                  "known to be an integer (it is dropped).")
+    after_fix = ("fixed (a call with `*args` is reported: rewrite it by hand)")
 
     def on_method(self, ctx, node: cst.Call, name: str) -> None:
         msg = f"`.{name}()` only targets one backend; use `.to(torchport.device())`"
@@ -82,6 +84,7 @@ class BackendDeviceString(Rule):
                  "also uses CUDA (`d.type if d.type != \"mps\" else \"cpu\"` special-cases MPS), or when the "
                  "same operand is compared with two device types (`if` / `elif`). "
                  "Unsafe: parameter defaults (as TP104).")
+    after_fix = ("fixed")
 
     def on_call(self, ctx, node: cst.Call, qualname: str) -> None:
         if not call_args_plain(node):
@@ -164,6 +167,7 @@ class HcclBackend(Rule):
                    "dist.init_process_group(backend=torchport.current().backend.dist_backend)\n")
     fix_notes = ("Safe: becomes `torchport.current().backend.dist_backend` (hccl / nccl / xccl / gloo), also in "
                  "comparisons. `torchport.init_distributed()` does the whole set-up in one call.")
+    after_fix = ("fixed")
 
     def on_value(self, ctx, node, value: DeviceString, site: Site) -> None:
         if value.device_type not in ("hccl", "xccl"):
@@ -200,6 +204,7 @@ class TorchNpuImport(Rule):
                  "NPU-only calls that did are rewritten by the other TP6xx rules in the same pass; "
                  "`transfer_to_npu`'s redirection is what the CUDA rules' fixes -- or `torchport run` -- provide). "
                  "Imports whose names stay in use, or that import several names at once, are reported only.")
+    after_fix = ("fixed; reported only -- harmless because the import stays only where the file still uses torch_npu (its kernels, a guarded `try: import torch_npu`), which needs it alike")
 
     def on_import(self, ctx, node, module: str | None) -> None:
         if module is not None and module.split(".", 1)[0] == "torch":
@@ -246,7 +251,6 @@ class TorchNpuImport(Rule):
 _API = {
     "is_available": ("{tp}.current().is_accelerator", "safe"),
     "synchronize": ("{tp}.synchronize()", "safe"),
-    "set_device": ("{tp}.current().module.set_device(", "safe"),
     "current_device": ("{tp}.current().index", "safe"),
     "device_count": ("{tp}.current().backend.device_count()", "safe"),
     "empty_cache": ("{tp}.empty_cache()", "safe"),
@@ -257,11 +261,14 @@ _API = {
     "memory_reserved": ("({tp}.memory_stats()[{q}reserved_bytes{q}] or 0)", "safe"),
     "reset_peak_memory_stats": ("{tp}.reset_peak_memory()", "safe"),
     "is_bf16_supported": ("{tp}.current().backend.bf16_supported()", "safe"),
-    "Stream": ("{tp}.current().module.Stream(", "unsafe"),
-    "Event": ("{tp}.current().module.Event(", "unsafe"),
-    "current_stream": ("{tp}.current().module.current_stream(", "unsafe"),
-    "stream": ("{tp}.current().module.stream(", "unsafe"),
+    # Apple's names for the allocator counters (torch.mps): the same counters of the selected device
+    "current_allocated_memory": ("({tp}.memory_stats()[{q}allocated_bytes{q}] or 0)", "unsafe"),
+    "driver_allocated_memory": ("({tp}.memory_stats()[{q}reserved_bytes{q}] or 0)", "unsafe"),
+    "recommended_max_memory": ("{tp}.compat.mem_get_info()[1]", "unsafe"),
 }
+#: everything else a ``torchport.compat`` name serves (streams, events, seeding, RNG state, set_device, the memory
+#: summary ...) becomes ``torchport.compat.<name>(...)``: on the backend the code was written for that is its own
+#: module's function (the shim calls the selected backend's ``torch.<backend>.<name>``)
 _PREFIXES = ("torch.npu.", "torch_npu.npu.", "torch.xpu.", "torch.mps.")
 
 
@@ -287,15 +294,29 @@ class BackendApi(Rule):
            "hardware: the script cannot run on the team's other machines.")
     example = ("import torch\n\ntorch.npu.set_device(0)\nwith torch.npu.amp.autocast():\n    loss = model(x)\n"
                "torch.npu.synchronize()\n")
-    use_instead = ("import torch\nimport torchport\n\ntorchport.current().module.set_device(0)\n"
+    use_instead = ("import torch\nimport torchport\n\ntorchport.compat.set_device(0)\n"
                    "with torch.amp.autocast(torchport.current().type):\n    loss = model(x)\n"
                    "torchport.synchronize()\n")
-    fix_notes = ("Safe: `synchronize`, `set_device`, `current_device`, `device_count`, `is_available`, "
-                 "`empty_cache`, the memory counters, `is_bf16_supported`, `amp.autocast` and `amp.GradScaler` "
-                 "map to the torchport / torch.amp forms (same behaviour on the backend the code was written for). "
-                 "Unsafe: `manual_seed(_all)` (becomes `torch.manual_seed`, which also seeds the CPU) and streams / "
-                 "events (taken from the selected backend's module). Everything else is reported with "
-                 "`torchport.current().module` as the portable route.")
+    fix_notes = ("Safe: `synchronize`, `current_device`, `device_count`, `is_available`, "
+                 "`empty_cache`, the memory counters, `is_bf16_supported`, `amp.autocast` and (XPU, MPS) "
+                 "`amp.GradScaler` map to the torchport / torch.amp forms (same behaviour on the backend the code was "
+                 "written for). Unsafe: `torch.npu.amp.GradScaler()` becomes `torch.amp.GradScaler(torchport."
+                 "current().type)` -- the same scaling, but torch_npu's scaler keeps a `dynamic` flag in its "
+                 "`state_dict` and requires it on load, so a checkpoint of the fixed script's scaler does not load "
+                 "into the original's (`torchport.Amp` and torchport's checkpoints normalise the key). "
+                 "Every other name `torchport.compat` serves -- `set_device`, seeding and RNG state, streams and "
+                 "events, `memory_summary`, `mem_get_info` ... -- becomes `torchport.compat.<name>(...)`: on the "
+                 "backend the code was written for, that backend's own function; elsewhere what `torchport run` "
+                 "does for the CUDA name. Unsafe: Apple's `current_allocated_memory`, `driver_allocated_memory` "
+                 "(the selected device's allocated / reserved counters, which on MPS torch reports through "
+                 "`torch.accelerator`) and `recommended_max_memory` (the device's total memory). With "
+                 "`--emit torch`, `manual_seed(_all)` becomes `torch.manual_seed` (unsafe: it also seeds the CPU). "
+                 "Everything else (`torch.mps.compile_shader`, `torch.mps.profiler`, `torch_npu.npu_*` kernels ...) "
+                 "is reported with `torchport.current().module` as the portable route.")
+    after_fix = ("fixed: the names with a torchport / torch.amp form; redirected to runtime: the names "
+                 "`torchport.compat` serves; reported only -- harmless because nothing but the backend's own hardware "
+                 "runs them: Metal shaders, the MPS / NPU profilers and `torch_npu` kernels have no portable form "
+                 "(`torchport run` does not redirect single-backend dialects, and the original fails alike elsewhere)")
 
     def on_reference(self, ctx, node, qualname: str) -> None:
         backend, rest = _short(qualname)
@@ -307,13 +328,24 @@ class BackendApi(Rule):
         if rest == "amp.autocast":
             return self._autocast(ctx, node, qualname)
         if rest == "amp.GradScaler":
+            # torch_npu's scaler keeps a `dynamic` flag in its state_dict and requires it on load: a checkpoint of
+            # torch.amp's scaler lacks it, so the saved state changes on the npu (unsafe)
             ctx.report(self, node, f"`{qualname}` is {backend}-only; use "
                                    "`torch.amp.GradScaler(torchport.current().type)`",
                        fix=lambda n: with_args(n.with_changes(func=ctx.expr(f"{ctx.torch}.amp.GradScaler")),
-                                               [cst.Arg(ctx.type_expr(), comma=_COMMA), *n.args]))
+                                               [cst.Arg(ctx.type_expr(), comma=_COMMA), *n.args]),
+                       safety="unsafe" if backend == "npu" else "safe")
             return
         rep = _API.get(rest)
-        if rep is None or not call_args_plain(node):
+        plain = call_args_plain(node)
+        drops = rep is not None and not rep[0].endswith("(") and bool(node.args)
+        if plain and compat_served(rest) and (rep is None or drops or (rep[1] == "unsafe" and not ctx.emit_torch)):
+            note = COMPAT_NOTE if ctx.emit_torch else ""
+            ctx.report(self, node, f"`{qualname}` is {backend}-only; use `torchport.compat.{rest}(...)` (on {backend} "
+                                   f"its own {backend} call){note}", fix=lambda n: compat_call(ctx, rest, n),
+                       safety="safe")
+            return
+        if rep is None or not plain:
             return self.on_reference(ctx, node, qualname)
         template, safety = rep
         quote = ctx.quote
@@ -366,6 +398,7 @@ class BackendTuningKnob(Rule):
     fix_notes = ("Safe: becomes `torchport.tune(<knob>=<value>)`: the knob is declared on the npu backend record "
                  "and applied there; on every other backend it is a no-op. Combine several into one call by hand "
                  "(`torchport.tune(jit_compile=False, allow_internal_format=False, cudnn_benchmark=True)`).")
+    after_fix = ("fixed")
 
     def on_reference(self, ctx, node, qualname: str) -> None:
         knob = _KNOB_CALLS.get(qualname) or _KNOB_ASSIGNS.get(qualname)
@@ -394,6 +427,7 @@ class BackendVisibleDevices(Rule):
     use_instead = ('import os\nimport torchport\n\nenv = torchport.current().backend.visible_devices_env\n'
                    'if env:\n    os.environ[env] = "0,1"\n')
     fix_notes = "No fix: choose devices with the launcher (torchrun) or `TORCHPORT_DEVICE`, or use the code above."
+    after_fix = ("reported only -- harmless because setting or reading an environment variable works everywhere, and it restricts Ascend (or Intel) devices only")
 
     def on_string(self, ctx, node, value: str) -> None:
         ctx.report(self, node, f"`{value}` restricts one backend only; use "
@@ -418,6 +452,7 @@ class MpsAvailability(Rule):
     fix_notes = ("Safe: becomes `torchport.current().is_accelerator` (on a Mac torchport selects mps, so the branch "
                  "is taken as before); with TP602 the branch's `\"mps\"` becomes the selected device, so every "
                  "branch of the chain lands on it. Collapse the chain to `device = torchport.device()` by hand.")
+    after_fix = ("fixed (`torch.backends.mps.is_built()` now answers whether an accelerator is selected (True on the npu after fix, False under `run`: the faithful answer on the Mac it was written for)")
 
     def on_call(self, ctx, node: cst.Call, qualname: str) -> None:
         ctx.report(self, node, f"`{qualname}()` asks about one backend; use `torchport.current().is_accelerator`",
@@ -442,6 +477,7 @@ class BackendFlag(Rule):
     example = 'parser.add_argument("--no-mps", action="store_true")\n'
     use_instead = DEVICE_FLAG_INSTEAD
     fix_notes = "No fix: the flag is part of the script's interface; replace it by hand (see above)."
+    after_fix = ("reported only -- harmless because a command-line flag does nothing itself: the device built from it is fixed by TP602")
 
     def on_method(self, ctx, node: cst.Call, name: str) -> None:
         report_backend_flags(self, ctx, node, _FLAG, "one backend")

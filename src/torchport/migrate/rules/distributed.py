@@ -6,7 +6,8 @@ import re
 
 import libcst as cst
 
-from torchport.migrate.rules.base import DeviceString, Rule, Site, call_args_plain, keyword, positional, with_args
+from torchport.migrate.rules.base import (COMPAT_NOTE, DeviceString, Rule, Site, call_args_plain, compat_call,
+                                          keyword, positional, with_args)
 
 __all__ = ["NcclBackend", "DdpDeviceIds", "DataParallel"]
 
@@ -28,6 +29,7 @@ class NcclBackend(Rule):
     fix_notes = ('Safe: `"nccl"` becomes `torchport.current().backend.dist_backend` (nccl / hccl / xccl / gloo). '
                  "Also in comparisons (the same test on a CUDA machine). `torchport.init_distributed()` does the whole torchrun set-up "
                  "(device per LOCAL_RANK, backend, timeout) in one call.")
+    after_fix = ("fixed (`get_backend() == Backend.NCCL` now compares with the selected backend's (True after fix, False under `run`: the fixed file is the faithful one))")
 
     def on_value(self, ctx, node, value: DeviceString, site: Site) -> None:
         if value.device_type != "nccl":
@@ -63,6 +65,7 @@ class DdpDeviceIds(Rule):
                  "TP112 turns it into `torchport.select_device(index=gpu)`, whose index `wrap_ddp` passes); "
                  "unsafe otherwise (a `rank` from `mp.spawn` is not known to torchport: set `LOCAL_RANK` or "
                  "call `torchport.select_device(index=rank)` first).")
+    after_fix = ("fixed (unsafe where the ids are not the local rank or the selected device)")
 
     def on_call(self, ctx, node: cst.Call, qualname: str) -> None:
         ids, out = _ids_out(node)
@@ -151,92 +154,34 @@ class DataParallel(Rule):
            "requires DDP) and is slower than DDP even on CUDA.")
     example = ("import torch\n\nmodel = torch.nn.DataParallel(model)\n"
                "torch.save(model.module.state_dict(), \"model.pt\")\n")
-    use_instead = ("import torch\nimport torchport\n\nmodel = torchport.wrap_ddp(model)\n"
-                   "torch.save(getattr(model, \"module\", model).state_dict(), \"model.pt\")\n")
-    fix_notes = ("Safe when the wrapped model is assigned to a name (`model = nn.DataParallel(model, "
-                 "device_ids=...)`, also `nn.DataParallel(model).cuda()`) and every `.module` read in the file is "
-                 "on that name (or on another DataParallel-wrapped name, fixed alike): the call becomes "
-                 "`torchport.wrap_ddp(model)` -- the model itself in a single process (what DataParallel computes "
-                 "on one device), DistributedDataParallel with the right `device_ids` once the script runs under "
-                 "torchrun with `torchport.init_distributed()` -- and `model.module` becomes "
-                 "`getattr(model, \"module\", model)` (with `--emit torch`: `(torch.nn.parallel.DistributedDataParallel(model) "
-                 "if torch.distributed.is_initialized() else model)`). Differences: the `state_dict` keys lose DataParallel's "
-                 "`module.` prefix (a checkpoint saved by the original loads with an error naming the keys; "
-                 "with `load_state_dict(..., strict=False)` in the file the fix is unsafe, as nothing would be "
-                 "loaded); on a machine with several GPUs a single process now uses one -- launch with "
-                 "`torchrun --nproc-per-node N` and add a `DistributedSampler` for data parallelism. Not fixed "
-                 "(reported): `.module` on another name, DataParallel not assigned to a name, "
+    use_instead = ("import torch\nimport torchport\n\nmodel = torchport.compat.DataParallel(model)\n"
+                   "torch.save(model.module.state_dict(), \"model.pt\")\n")
+    fix_notes = ("Safe: `nn.DataParallel(model, ...)` becomes `torchport.compat.DataParallel(model, ...)`: "
+                 "`torch.nn.DataParallel` itself where the backend runs it (CUDA: the same replication over the "
+                 "same GPUs), elsewhere the one-device DataParallel `torchport run` builds -- the same type "
+                 "(`isinstance(model, nn.DataParallel)` holds), `model.module`, and `state_dict` keys with "
+                 "DataParallel's `module.` prefix, so checkpoints the original wrote load strictly into the fixed "
+                 "script and the other way round, and `model.module` keeps working. (An earlier fix wrote "
+                 "`torchport.wrap_ddp(model)`, which returns the bare model in one process: the keys lost their "
+                 "prefix and `.module` its target.) To use several accelerators, launch with "
+                 "`torchrun --nproc-per-node N` and wrap with `torchport.wrap_ddp(model)` after "
+                 "`torchport.init_distributed()`. `--emit torch` keeps the runtime call here (torch has no "
+                 "one-device DataParallel for backends without one). Not fixed (reported): the functional "
                  "`torch.nn.parallel.data_parallel(...)`.")
+    after_fix = ("redirected to runtime: `nn.DataParallel(...)` (`torchport.compat.DataParallel`: DataParallel's "
+                 "`state_dict` keys, `.module` and type); reported only -- harmless because `torchport run` leaves "
+                 "it alike: the functional `torch.nn.parallel.data_parallel(...)` calls the module directly without "
+                 "a GPU")
 
     def on_call(self, ctx, node: cst.Call, qualname: str) -> None:
-        msg = ("DataParallel is not supported on every backend; use DistributedDataParallel "
-               "(torchrun + `torchport.init_distributed()` + `torchport.wrap_ddp(model)`)")
-        module = keyword(node, "module") or positional(node, 0)
-        if qualname != "torch.nn.DataParallel" or module is None or not call_args_plain(node):
+        msg = ("DataParallel is not supported on every backend; `torchport.compat.DataParallel(model)` is "
+               "DataParallel where the backend runs it and one device elsewhere (for several devices: torchrun + "
+               "`torchport.init_distributed()` + `torchport.wrap_ddp(model)`)")
+        if qualname != "torch.nn.DataParallel" or not call_args_plain(node) or not node.args:
             ctx.report(self, node, msg)
             return
-        ctx.defer(lambda: _data_parallel_fix(self, ctx, node, msg))
+        note = COMPAT_NOTE if ctx.emit_torch else ""
+        ctx.report(self, node, msg + note, fix=lambda n: compat_call(ctx, "DataParallel", n), safety="safe")
 
     def on_reference(self, ctx, node, qualname: str) -> None:
         """``isinstance(model, DataParallel)`` and similar are harmless: not reported."""
-
-
-def _data_parallel_fix(rule: Rule, ctx, node: cst.Call, msg: str) -> None:
-    """Fix ``name = DataParallel(model, ...)`` to ``torchport.wrap_ddp(model)`` when every ``.module`` in the
-    file is read on ``name`` (those become ``getattr(name, "module", name)``); else report without a fix."""
-    def wraps(value) -> bool:  # `DataParallel(m)`, or its receiver chain `DataParallel(m).cuda()`
-        while value is not node and isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute):
-            value = value.func.value
-        return value is node
-
-    target = next((key for key, values in ctx.bindings.items() if any(wraps(v) for v in values)), None)
-    reads: list[cst.Attribute] = []
-    others: list[str] = []
-    code = ctx.module.code_for_node
-
-    def data_parallel(value) -> bool:  # another `x = DataParallel(...)`: its own fix rewrites its `.module` reads
-        while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and not ctx.is_call_to(
-                value, "torch.nn.DataParallel"):
-            value = value.func.value
-        return ctx.is_call_to(value, "torch.nn.DataParallel")
-
-    wrapped = {key for key, values in ctx.bindings.items() if any(data_parallel(v) for v in values if v is not None)}
-
-    class _Reads(cst.CSTVisitor):
-        def visit_Attribute(self, attr: cst.Attribute) -> None:
-            if attr.attr.value == "module":
-                receiver = code(attr.value)
-                if receiver == target:
-                    reads.append(attr)
-                elif receiver not in wrapped:
-                    others.append(receiver)
-
-    ctx.module.visit(_Reads())
-    if target is None or others:
-        why = ("it is not assigned to a name" if target is None else
-               f"`.module` is also read on {', '.join(sorted(set(others)))}")
-        ctx.report(rule, node, f"{msg}; not fixed: {why} (write `getattr(x, \"module\", x)` there, then "
-                               "`torchport.wrap_ddp(model)`)")
-        return
-    safety = "unsafe" if "strict=False" in ctx.module.code else "safe"
-
-    def fix(n: cst.Call) -> cst.BaseExpression:
-        mod = next(a for a in n.args if a.keyword is None or a.keyword.value == "module")
-        if ctx.emit_torch:  # torch only: DDP once a process group exists, else the model itself (what wrap_ddp does)
-            t = ctx.torch
-            ddp = cst.Call(func=ctx.expr(f"{t}.nn.parallel.DistributedDataParallel"), args=[cst.Arg(mod.value)])
-            return cst.IfExp(test=ctx.expr(f"{t}.distributed.is_initialized()"), body=ddp, orelse=mod.value,
-                             lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
-        return with_args(n.with_changes(func=ctx.expr(f"{ctx.tp}.wrap_ddp")),
-                         [mod.with_changes(keyword=None, equal=cst.MaybeSentinel.DEFAULT)])
-
-    ctx.report(rule, node, f"{msg}: becomes `torchport.wrap_ddp(model)` (the model itself in one process)",
-               fix=fix, safety=safety)
-    for attr in reads:
-        ctx.report(rule, attr, f"`{target}.module` exists only on a wrapped model: becomes "
-                               f"`getattr({target}, \"module\", {target})`",
-                   fix=lambda n: cst.Call(func=cst.Name("getattr"), args=[
-                       cst.Arg(n.value, comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))),
-                       cst.Arg(cst.SimpleString(f'{ctx.quote}module{ctx.quote}'),
-                               comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))),
-                       cst.Arg(n.value)]), safety=safety)

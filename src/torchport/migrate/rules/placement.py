@@ -13,10 +13,13 @@ import libcst as cst
 
 from torchport.migrate.rules.base import EQ as _EQ
 from torchport.migrate.rules.base import (
+    COMPAT_NOTE,
     DeviceString,
     Rule,
     Site,
     call_args_plain,
+    compat_call,
+    compat_served,
     keyword,
     positional,
     with_args,
@@ -136,6 +139,7 @@ class CudaMethod(Rule):
                  "`.to(torch.device(torchport.current().type, i))` -- or `.to(torchport.device())` when `i` is the "
                  "local rank or a literal 0 in a single-process script. Unsafe: `.cuda(x)` where `x` is not known "
                  "to be an integer -- " + _INDEX_NOTE + ".")
+    after_fix = ("fixed (a call with `*args` / `**kwargs` is reported: its device is unknown -- rewrite it by hand)")
 
     def on_method(self, ctx, node: cst.Call, name: str) -> None:
         msg = "`.cuda()` only targets CUDA devices; use `.to(torchport.device())`"
@@ -158,6 +162,7 @@ class CudaDeviceConstructor(Rule):
     fix_notes = ('Safe: `torch.device("cuda")` becomes `torchport.device()`; with an index expression '
                  "(`f\"cuda:{i}\"`, `\"cuda:%d\" % i`, `(\"cuda\", i)`) the index is kept: "
                  "`torch.device(torchport.current().type, i)`. " + _LITERAL_NOTE + ".")
+    after_fix = ("fixed")
 
     def on_call(self, ctx, node: cst.Call, qualname: str) -> None:
         if not call_args_plain(node):
@@ -198,6 +203,7 @@ class CudaDeviceArgument(Rule):
     use_instead = "import torchport\n\nx = torch.zeros(8, device=torchport.device())\ny = y.to(torchport.device())\n"
     fix_notes = ('Safe: `"cuda"` becomes `torchport.device()`; `f"cuda:{i}"` becomes '
                  "`torch.device(torchport.current().type, i)`. " + _LITERAL_NOTE + ".")
+    after_fix = ("fixed")
 
     def on_value(self, ctx, node, value: DeviceString, site: Site) -> None:
         if value.device_type != "cuda" or site.role != "arg":
@@ -239,6 +245,7 @@ class CudaDeviceString(Rule):
                  'device at import time, before the script can choose one). Literal indices: `"cuda:1"` becomes '
                  '`f"{torchport.current().type}:1"`, `"cuda:0"` in a single-process script `str(torchport.device())` '
                  "(both the same string on a CUDA machine).")
+    after_fix = ("fixed (a comparison with `\"cuda\"` now compares with the selected type (`x.device.type == \"cuda\"` is True on the npu after fix, False under `run`, which keeps the literal: the fixed file is the faithful one, see docs/shim.md))")
 
     def on_value(self, ctx, node, value: DeviceString, site: Site) -> None:
         if value.device_type != "cuda" or (site.role == "compare" and site.subject in ctx.dispatch_subjects):
@@ -296,6 +303,7 @@ class IsCudaAttribute(Rule):
                  "device\", the one meaning torchport gives `is_cuda` (`torchport run` answers the same for your "
                  "code, see docs/shim.md). On a CUDA machine that is exactly `is_cuda`; on the CPU fallback it is "
                  "True for CPU tensors, so `assert x.is_cuda` after a move still holds.")
+    after_fix = ("fixed")
 
     def on_attribute(self, ctx, node: cst.Attribute) -> None:
         def fix(n: cst.Attribute) -> cst.Comparison:
@@ -367,9 +375,13 @@ class CudaTensorType(Rule):
                  "`torchport.current().module.FloatTensor`; an unconditional `Tensor = torch.cuda.FloatTensor` "
                  "becomes `torchport.current().module.FloatTensor if torchport.current().is_accelerator else "
                  "torch.FloatTensor` (CPU tensors on the CPU fallback, as `torchport run` gives). "
-                 "Other constructors and `isinstance` checks are "
-                 "reported without a fix: write `torch.tensor(data, dtype=..., device=torchport.device())` or "
-                 "`torch.empty(shape, ...)`.")
+                 "A constructor call (`torch.cuda.HalfTensor(2, 3)`, `torch.cuda.FloatTensor(ndarray)`) becomes "
+                 "`torchport.compat.HalfTensor(2, 3)`: torch's own on CUDA, a tensor of that dtype on the selected "
+                 "device elsewhere, as `torchport run` builds it. `isinstance` checks are reported without a fix "
+                 "(compare `x.dtype` and `x.device.type`).")
+    after_fix = ("fixed: `.type(...)` and the alias idiom; redirected to runtime: constructor calls "
+                 "(`torchport.compat`); reported only -- harmless because `isinstance(x, torch.cuda.FloatTensor)` "
+                 "answers False without a GPU, under `torchport run` alike")
     if_exps = True
 
     def on_if_exp(self, ctx, node: cst.IfExp) -> None:
@@ -390,7 +402,14 @@ class CudaTensorType(Rule):
                 return
 
     def on_call(self, ctx, node, qualname: str) -> None:
-        dtype = _TENSOR_TYPES[qualname.rsplit(".", 1)[1]]
+        short = qualname.rsplit(".", 1)[1]
+        dtype = _TENSOR_TYPES[short]
+        if call_args_plain(node) and compat_served(short):
+            note = COMPAT_NOTE if ctx.emit_torch else ""
+            ctx.report(self, node, f"legacy CUDA tensor constructor `{qualname}`; use `torchport.compat.{short}(...)` "
+                                   f"(a {dtype} tensor on the selected device, as `torchport run` builds it){note}",
+                       fix=lambda n: compat_call(ctx, short, n))
+            return
         ctx.report(self, node, f"legacy CUDA tensor constructor `{qualname}`; use "
                                f"`torch.tensor(..., dtype=torch.{dtype}, device=torchport.device())`")
 
@@ -450,6 +469,7 @@ class CudaAvailabilityIdiom(Rule):
     fix_notes = ('Safe: the device form becomes `torchport.device()`, the string form `torchport.current().type` '
                  "(auto-selects npu > cuda > xpu > mps > cpu; `TORCHPORT_DEVICE` overrides); also with `\"cuda:0\"` "
                  "in a single-process script. Unsafe: any other index in the CUDA branch (it is dropped).")
+    after_fix = ("fixed")
 
     def _cuda_branch(self, ctx, node: cst.IfExp) -> cst.BaseExpression | None:
         test, negated = node.test, False
@@ -537,6 +557,7 @@ class IntDeviceIndex(Rule):
                  "`torch.device(torchport.current().type, i)`; a literal 0 in a single-process script becomes "
                  "`torchport.device()`. Integers the file does not show to be device indices are left alone "
                  "(`.to(n)` where `n` comes from elsewhere).")
+    after_fix = ("fixed")
 
     def _check(self, ctx, arg_value: cst.BaseExpression, report_node: cst.CSTNode, whole_call: bool) -> None:
         if not isinstance(arg_value, _INT_SHAPES):
@@ -608,6 +629,7 @@ class CudaFlag(Rule):
     example = 'parser.add_argument("--no-cuda", action="store_true")\n'
     use_instead = DEVICE_FLAG_INSTEAD
     fix_notes = "No fix: the flag is part of the script's interface; replace it by hand (see above)."
+    after_fix = ("reported only -- harmless because a command-line flag does nothing itself: the device built from it is fixed by TP102-TP107 (under `run` alike)")
 
     def on_method(self, ctx, node: cst.Call, name: str) -> None:
         report_backend_flags(self, ctx, node, _FLAG, "CUDA")

@@ -1,0 +1,11 @@
+"""`torch.cuda.amp.GradScaler()` scaling a step."""
+import torch
+
+model = torch.nn.Linear(4, 1).cuda()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+scaler = torch.cuda.amp.GradScaler()
+loss = model(torch.ones(2, 4).cuda()).pow(2).mean()
+scaler.scale(loss).backward()
+scaler.step(opt)
+scaler.update()
+print(scaler.is_enabled(), scaler.get_scale(), round(loss.item(), 5))
