@@ -255,7 +255,7 @@ def register(app: typer.Typer) -> None:
 
         Example: torchport fix train.py --write --unsafe-fixes -o changes.csv
         """
-        from torchport.migrate.emit import EMITS
+        from torchport.migrate.config import EMITS
         from torchport.migrate.runner import unified_diff
 
         if emit is not None and emit not in EMITS:

@@ -38,7 +38,9 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from torchport.errors import ConfigError
-from torchport.migrate.emit import EMITS
+
+#: what fixes write: the torchport runtime, or torch core where torch has the API (:mod:`torchport.migrate.emit`)
+EMITS = ("torchport", "torch")
 
 __all__ = ["Config", "load_config", "find_config", "read_config", "KEYS"]
 

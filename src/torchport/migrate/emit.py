@@ -29,12 +29,12 @@ from __future__ import annotations
 
 import libcst as cst
 
+from torchport.migrate.config import EMITS
 from torchport.migrate.imports import binding_statement, count_names, insert_after_imports
 
 __all__ = ["EMITS", "lower", "DEVICE_NAMES"]
 
-#: ``--emit`` choices; the first is the default.
-EMITS = ("torchport", "torch")
+# EMITS (the ``--emit`` choices, the first the default) is defined in config and re-exported here.
 #: the hoisted device's name: the first one the file does not use already
 DEVICE_NAMES = ("DEVICE", "TORCH_DEVICE", "ACCELERATOR_DEVICE")
 

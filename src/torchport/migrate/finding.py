@@ -103,6 +103,7 @@ class FileResult:
         source: the original text (only when a rewrite was produced).
         fixed_source: the rewritten text, or None when nothing was rewritten.
         analysed: False when the text prefilter showed the file cannot contain findings.
+        seconds: how long analysing it took (0 when the cache answered).
     """
 
     path: str
@@ -112,6 +113,7 @@ class FileResult:
     source: str | None = None
     fixed_source: str | None = None
     analysed: bool = False
+    seconds: float = 0.0
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -126,6 +128,8 @@ class Report:
         seconds: wall time of the run.
         dry_run: nothing was written (``fix --diff`` / ``--check``): a finding with ``fixed=True`` is one the
             rewrite shown *would* fix; :attr:`fixed` is then empty and :attr:`would_fix` lists them.
+        fixing: a ``fix`` run (``scan`` reports none of ``written`` / ``would_fix``).
+        cached: files the scan cache answered.
     """
 
     findings: list[Finding] = dataclasses.field(default_factory=list)
@@ -135,6 +139,8 @@ class Report:
     lines: int = 0
     seconds: float = 0.0
     dry_run: bool = False
+    fixing: bool = False
+    cached: int = 0
     results: list[FileResult] = dataclasses.field(default_factory=list, repr=False)
 
     @classmethod
