@@ -47,7 +47,10 @@ def _precisions() -> tuple[str, ...]:
     return PRECISIONS
 
 
-PRECISIONS = _precisions()
+def __getattr__(name: str) -> Any:
+    if name == "PRECISIONS":     # read from the backend records on first use: `torchport scan` never needs them
+        return _precisions()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def device_help() -> str:
@@ -71,7 +74,7 @@ def device_arg(value: Optional[str]) -> Optional[str]:
 
 def precision_option(default: Optional[str], *, many: bool = False, help: str = "") -> Any:  # noqa: A002
     """``--precision`` (one value, or a comma-separated list with ``many``)."""
-    values = "|".join(PRECISIONS)
+    values = "|".join(_precisions())
     text = (help + " " if help else "") + (f"Comma-separated list of {values}" if many else values)
     text += "; amp = the backend's low precision (bf16 or fp16), auto = that where it is fast, else fp32."
     return typer.Option(default, "--precision", metavar="PRECISION", help=text)
@@ -82,9 +85,9 @@ def parse_precision(verb: str, value: Optional[str], *, many: bool = False) -> A
     if value is None:
         return None
     items = [v.strip().lower() for v in value.split(",")] if many else [value.strip().lower()]
-    bad = [v for v in items if v not in PRECISIONS]
+    bad = [v for v in items if v not in _precisions()]
     if bad or not items:
-        fail(verb, f"--precision {value!r}: {bad[0] if bad else value!r} is not one of {' | '.join(PRECISIONS)}"
+        fail(verb, f"--precision {value!r}: {bad[0] if bad else value!r} is not one of {' | '.join(_precisions())}"
                    + (" (a comma-separated list, baseline first)" if many else ""))
     return tuple(items) if many else items[0]
 

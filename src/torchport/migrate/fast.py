@@ -76,6 +76,10 @@ def _chain(node: ast.AST) -> tuple[str, list[str]] | None:
     return node.id, parts
 
 
+#: the node types :meth:`_Marker.node_hit` answers for (besides names, which the walk checks itself)
+_MARK_TYPES = frozenset({ast.Constant, ast.Attribute, ast.IfExp, ast.Assign})
+
+
 class _Marker:
     """Decides whether an expression subtree holds a node at which a rule hook may run."""
 
@@ -247,31 +251,40 @@ def triggers(tree: ast.Module, rs: RuleSet) -> Triggers:
     parent: dict[int, ast.stmt | None] = {}
     binders: dict[str, list[ast.stmt]] = {}
     todo: list[ast.stmt] = []
+    prekeys: set[str] = set()
 
-    def scan_expr(root: ast.AST, seen: set[str]) -> int:
-        """2: a hook may run in ``root``; 1: keep it (an import, an alias rebound); 0: neither. Collects the
-        keys ``root`` mentions into ``seen``."""
+    def scan_expr(root: ast.AST) -> int:
+        """2: a hook may run in ``root``; 1: keep it (an import, an alias rebound); 0: neither. The binding
+        keys of the arguments of a call that may reach a rule go to ``prekeys`` (kept in the first round:
+        ``ctx.int_device`` asks about them)."""
         found = 0
         for node in ast.walk(root):
-            if found < 2 and marker.node_hit(node):
+            t = type(node)
+            if t is ast.Name:
+                if node.id in aliases:
+                    if type(node.ctx) is not ast.Load:
+                        found = found or 1
+                    elif found < 2 and marker.qualname_hit(node):
+                        found = 2
+            elif t is ast.Call:
+                func = node.func
+                if (type(func) is ast.Attribute and func.attr in marker.methods) or marker.qualname_hit(func):
+                    for arg in (*node.args, *(k.value for k in node.keywords)):
+                        k = _key(arg)
+                        if k is not None:
+                            prekeys.add(k)
+            elif found < 2 and t in _MARK_TYPES and marker.node_hit(node):
                 found = 2
-            if isinstance(node, ast.Name):
-                seen.add(node.id)
-                if not isinstance(node.ctx, ast.Load) and node.id in aliases:
-                    found = max(found, 1)
-            elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
-                seen.add(f"{node.value.id}.{node.attr}")
-            elif isinstance(node, (ast.Import, ast.ImportFrom)):
-                found = max(found, 1)
+            elif t is ast.Import or t is ast.ImportFrom:
+                found = found or 1
         return found
 
     def visit(stmts: list[ast.stmt], up: ast.stmt | None) -> None:
         nonlocal any_hit
         for stmt in stmts:
             parent[id(stmt)] = up
-            seen: set[str] = set()
             if isinstance(stmt, _COMPOUND):
-                found = max((scan_expr(n, seen) for n in _header_nodes(stmt)), default=0)
+                found = max((scan_expr(n) for n in _header_nodes(stmt)), default=0)
                 if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                     if stmt.name in aliases:
                         found = max(found, 1)
@@ -282,7 +295,7 @@ def triggers(tree: ast.Module, rs: RuleSet) -> Triggers:
                 for body in _child_lists(stmt):
                     visit(body, stmt)
             else:
-                found = 1 if isinstance(stmt, (ast.Import, ast.ImportFrom)) else scan_expr(stmt, seen)
+                found = 1 if isinstance(stmt, (ast.Import, ast.ImportFrom)) else scan_expr(stmt)
             any_hit = any_hit or found == 2
             for k in _binds(stmt):
                 binders.setdefault(k, []).append(stmt)
@@ -292,6 +305,7 @@ def triggers(tree: ast.Module, rs: RuleSet) -> Triggers:
     visit(tree.body, None)
     found = Triggers(any_hit or _imports_hook(rs, tree), parent, binders)
     found.add(todo)
+    found.extend(prekeys)
     return found
 
 
@@ -450,12 +464,26 @@ class _ModuleView:
         return getattr(self._module, name)
 
 
+class WholeFile(BaseException):
+    """Raised (through the rule that asked, which must not see a partial answer) when a rule in a sliced pass
+    uses whole-file state: the file goes to the full pass at once. A BaseException, so that a rule's own
+    ``except Exception`` cannot swallow it."""
+
+
 class SlicedContext(FileContext):
-    """The rules' :class:`FileContext` over a sliced module; ``whole_file_used`` says the result needs the full pass."""
+    """The rules' :class:`FileContext` over a sliced module; a use of whole-file state raises :class:`WholeFile`."""
+
+    @property
+    def whole_file_used(self) -> bool:
+        return False
+
+    @whole_file_used.setter
+    def whole_file_used(self, value: bool) -> None:
+        if value:
+            raise WholeFile()
 
     def __init__(self, module, ruleset: RuleSet, *, emit: str = "torchport", text: str = "",
                  dropped_keys: frozenset[str] = frozenset()) -> None:
-        self.whole_file_used = False
         self.dropped_keys = dropped_keys
         #: keys a rule asked about that a dropped statement binds: keep their statements and walk again
         self.needed_keys: set[str] = set()
@@ -512,7 +540,7 @@ def scan(source: str, path: str, ruleset: RuleSet, *, emit: str = "torchport"):
             break
         try:
             fast = engine.analyze(source, path, ruleset, emit=emit, sliced=sliced, dropped_keys=found.dropped_keys)
-        except Exception:  # noqa: BLE001 - a rule that stumbled on the sliced module: the full pass decides
+        except (WholeFile, Exception):  # noqa: BLE001 - a rule that stumbled on the sliced module: the full pass
             break
         if isinstance(fast, FileResult):
             return fast

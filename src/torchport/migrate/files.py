@@ -121,8 +121,11 @@ class IgnoreRules:
         except OSError:
             return None
 
-    def match(self, path: Path, is_dir: bool) -> bool | None:
-        """True (ignored), False (re-included by ``!``) or None (no pattern matched)."""
+    def match(self, path: Path, is_dir: bool, *, parents_checked: bool = False) -> bool | None:
+        """True (ignored), False (re-included by ``!``) or None (no pattern matched).
+
+        ``parents_checked``: a walk reached ``path``, so no parent directory is ignored (an ignored one is not
+        entered): a directory-only pattern cannot match the file then."""
         try:
             rel = path.relative_to(self.base).as_posix()
         except ValueError:
@@ -130,6 +133,8 @@ class IgnoreRules:
         verdict = None
         for rx, negated, dir_only in self.patterns:
             if dir_only and not is_dir:  # "build/" matches a file only through a parent directory
+                if parents_checked:
+                    continue
                 hit = any(rx.match(parent) for parent in _parents(rel))
             else:
                 hit = rx.match(rel) is not None
@@ -151,10 +156,10 @@ def _git_root(start: Path) -> Path | None:
     return None
 
 
-def _ignored(stack: Sequence[IgnoreRules], path: Path, is_dir: bool) -> bool:
+def _ignored(stack: Sequence[IgnoreRules], path: Path, is_dir: bool, walked: bool = False) -> bool:
     verdict = False
     for rules in stack:
-        m = rules.match(path, is_dir)
+        m = rules.match(path, is_dir, parents_checked=walked)
         if m is not None:
             verdict = m
     return verdict
@@ -184,7 +189,8 @@ def _exclude_rules(exclude: Sequence[str], base: Path, full: Path) -> IgnoreRule
 def iter_python_files(paths: Sequence[str | os.PathLike], *, exclude: Sequence[str] = (),
                       respect_gitignore: bool = True, cwd: str | os.PathLike | None = None,
                       on_skip: Callable[[str, str], None] | None = None,
-                      extensions: dict[str, str] | None = None) -> Iterator[Path]:
+                      extensions: dict[str, str] | None = None,
+                      skipped_dirs: frozenset[str] = ALWAYS_SKIPPED) -> Iterator[Path]:
     """Yield the Python files and notebooks under ``paths`` (files are yielded as given), sorted per directory.
 
     Args:
@@ -196,6 +202,7 @@ def iter_python_files(paths: Sequence[str | os.PathLike], *, exclude: Sequence[s
         on_skip: called as ``on_skip(path, reason)`` for what is left out: a named file an exclude pattern
             matches, and (in a walk) each excluded or ignored file and directory.
         extensions: more suffixes (without the dot) a walk takes, mapped to ``"python"`` or ``"ipynb"``.
+        skipped_dirs: folder names a walk never enters (``exclude`` in the settings replaces them).
 
     Raises:
         FileNotFoundError: a path does not exist (the message names it).
@@ -229,7 +236,7 @@ def iter_python_files(paths: Sequence[str | os.PathLike], *, exclude: Sequence[s
                         gi = IgnoreRules.from_file(d / ".gitignore")
                         if gi is not None:
                             stack.append(gi)
-        yield from _walk(p, full, stack, excl, respect_gitignore, on_skip, suffixes)
+        yield from _walk(p, full, stack, excl, respect_gitignore, on_skip, suffixes, skipped_dirs)
 
 
 def _pattern(rules: IgnoreRules, path: Path) -> str:
@@ -247,7 +254,8 @@ def _pattern(rules: IgnoreRules, path: Path) -> str:
 
 def _walk(shown: Path, full: Path, stack: list[IgnoreRules], excl: IgnoreRules | None,
           respect_gitignore: bool, on_skip: Callable[[str, str], None] | None = None,
-          suffixes: tuple[str, ...] = tuple(LANGUAGES)) -> Iterator[Path]:
+          suffixes: tuple[str, ...] = tuple(LANGUAGES), skipped_dirs: frozenset[str] = ALWAYS_SKIPPED
+          ) -> Iterator[Path]:
     if respect_gitignore:
         gi = IgnoreRules.from_file(full / ".gitignore")
         if gi is not None:
@@ -259,23 +267,24 @@ def _walk(shown: Path, full: Path, stack: list[IgnoreRules], excl: IgnoreRules |
     for entry in entries:
         is_dir = entry.is_dir(follow_symlinks=False)
         child = full / entry.name
-        if is_dir and entry.name in ALWAYS_SKIPPED:
+        if is_dir and entry.name in skipped_dirs:
             if on_skip is not None:
                 on_skip(str(shown / entry.name) + "/", "a tool or VCS folder, never entered")
             continue
         if not is_dir and not entry.name.endswith(suffixes):
             continue
-        if _ignored(stack, child, is_dir):
+        if _ignored(stack, child, is_dir, walked=True):
             if on_skip is not None:
                 on_skip(str(shown / entry.name) + ("/" if is_dir else ""), "ignored by .gitignore")
             continue
-        if excl is not None and _ignored([excl], child, is_dir):
+        if excl is not None and _ignored([excl], child, is_dir, walked=True):
             if on_skip is not None:
                 on_skip(str(shown / entry.name) + ("/" if is_dir else ""),
                         f"excluded by pattern {_pattern(excl, child)!r}")
             continue
         if is_dir:
-            yield from _walk(shown / entry.name, child, stack, excl, respect_gitignore, on_skip, suffixes)
+            yield from _walk(shown / entry.name, child, stack, excl, respect_gitignore, on_skip, suffixes,
+                             skipped_dirs)
         elif _file_or_broken(entry):
             yield shown / entry.name
 

@@ -63,6 +63,8 @@ class Options:
         cache_dir: the scan cache's folder (:mod:`torchport.migrate.cache`); None: no cache.
         extensions: file suffix -> language (``"python"`` or ``"ipynb"``) for the suffixes a directory walk
             also takes (``.py`` and ``.ipynb`` always).
+        skip_default_dirs: enter no folder by name alone (``.git``, ``.venv`` ...): ``exclude`` in the
+            settings replaced that list (its patterns are in ``exclude``).
     """
 
     select: tuple[str, ...] = ()
@@ -77,6 +79,7 @@ class Options:
     emit: str = "torchport"
     cache_dir: str | None = None
     extensions: tuple[tuple[str, str], ...] = ()
+    skip_default_dirs: bool = True
 
     def __post_init__(self) -> None:
         for name in ("select", "ignore", "exclude"):
@@ -330,8 +333,11 @@ def run(paths: Sequence[str | os.PathLike], options: Options | None = None, *,
     """
     options = options or Options()
     t0 = time.perf_counter()
-    files = [str(p) for p in iter_python_files(paths, exclude=options.exclude, respect_gitignore=options.respect_gitignore,
-                                                on_skip=on_skip, extensions=dict(options.extensions))]
+    from torchport.migrate.files import ALWAYS_SKIPPED
+
+    files = [str(p) for p in iter_python_files(
+        paths, exclude=options.exclude, respect_gitignore=options.respect_gitignore, on_skip=on_skip,
+        extensions=dict(options.extensions), skipped_dirs=ALWAYS_SKIPPED if options.skip_default_dirs else frozenset())]
     cache = None
     if options.cache_dir is not None:
         from torchport.migrate.cache import Cache
