@@ -12,13 +12,17 @@ from __future__ import annotations
 import dataclasses
 import functools
 import re
-from typing import Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import libcst as cst
 
+from torchport.migrate.records import DeviceString
 from torchport.migrate.resolve import ImportTable, qualname
-from torchport.migrate.rules.base import DeviceString, Rule
 from torchport.migrate.walk import FastVisitor
+
+#: a :class:`torchport.migrate.rules.base.Rule` (not imported: the rules import this module's types, and this
+#: module needs no more of a rule than its declarations, read by attribute)
+Rule = Any
 
 __all__ = ["RuleSet", "FileContext", "Fix", "Reported"]
 
@@ -96,8 +100,11 @@ class RuleSet:
             for a in rule.assignments:
                 self.assignments.setdefault(a, []).append(rule)
         self.prefixes = sorted(prefixes.items(), key=lambda kv: -len(kv[0]))
-        needles = sorted({n for r in self.rules if r.code in self.enabled for n in r.needles})
-        self.prefilter = re.compile("|".join(map(re.escape, needles))) if needles else None
+        needles = {n for r in self.rules if r.code in self.enabled for n in r.needles}
+        needles = sorted(n for n in needles if not any(m != n and m in n for m in needles))  # "cuda" covers "is_cuda"
+        patterns = sorted({p for r in self.rules if r.code in self.enabled for p in r.needle_patterns})
+        alternatives = [*map(re.escape, needles), *patterns]
+        self.prefilter = re.compile("|".join(alternatives)) if alternatives else None
 
     def lookup(self, qualname: str) -> Sequence[Rule]:
         """Rules for a qualified name: exact match first, then the longest prefix."""
