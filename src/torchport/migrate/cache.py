@@ -38,7 +38,7 @@ __all__ = ["Cache", "digest", "fingerprint", "DEFAULT_DIR"]
 DEFAULT_DIR = ".torchport_cache"
 #: entries kept from earlier runs at most (a run's own entries are always kept)
 _MAX_ENTRIES = 50_000
-_FIELDS = ("line", "column", "end_line", "end_column", "code", "name", "message", "severity", "fix_safety")
+_FIELDS = ("line", "column", "end_line", "end_column", "code", "name", "message", "severity", "fix_safety", "cell")
 _LOG = logging.getLogger("torchport.migrate.cache")
 _FINGERPRINT: str | None = None
 

@@ -30,7 +30,7 @@ from typing import Callable, Sequence
 
 from torchport.migrate.config import EMITS
 from torchport.migrate.finding import FileError, FileResult, Report
-from torchport.migrate.files import IgnoreRules, iter_python_files
+from torchport.migrate.files import IgnoreRules, iter_python_files, language
 
 __all__ = ["Options", "run", "run_source", "process_file", "analyze_text", "unified_diff", "file_noqa"]
 
@@ -237,6 +237,8 @@ def _process_file(path: str, options: Options) -> FileResult:
         text, encoding, data = _read(path)
     except (OSError, SyntaxError, UnicodeDecodeError, LookupError) as exc:
         return FileResult(path=path, error=FileError(path=path, message=f"could not read: {exc}"))
+    if language(path, dict(options.extensions)) == "ipynb":
+        return _process_notebook(path, text, data, options)
     deep = nesting_problem(text)
     if deep is not None:   # LibCST would crash the process (SIGSEGV): one line for this file instead
         return FileResult(path=path, error=FileError(path=path, message=deep))
@@ -256,6 +258,58 @@ def _process_file(path: str, options: Options) -> FileResult:
             result = analyze_text(text, path, dataclasses.replace(options, fix=False, write=False))
             result.error = FileError(path=path, message=problem)
     return result
+
+
+def _process_notebook(path: str, text: str, data: bytes, options: Options) -> FileResult:
+    """A notebook: its code cells as one Python text (:mod:`torchport.migrate.notebook`), findings at
+    cell-relative positions, fixes written into the cells' sources only (JSON layout kept)."""
+    from torchport.migrate.notebook import Notebook, NotebookError
+
+    try:
+        nb = Notebook.load(text)
+    except NotebookError as exc:
+        return FileResult(path=path, error=FileError(path=path, message=str(exc)))
+    if not nb.segments:
+        return FileResult(path=path)
+    problem = nesting_problem(nb.virtual)
+    if problem is not None:
+        return FileResult(path=path, error=FileError(path=path, message=problem))
+    try:
+        result = analyze_text(nb.virtual, path, options)
+    except RecursionError:
+        return FileResult(path=path, error=FileError(path=path, message="too deeply nested to analyse"))
+    except Exception as exc:  # a scanner bug must not stop the other files; it is reported
+        return FileResult(path=path, error=FileError(path=path, message=f"internal error: {type(exc).__name__}: {exc}"))
+    after = nb
+    if result.fixed_source is not None:
+        try:
+            new_text = nb.rebuild(result.fixed_source)
+            after = Notebook.load(new_text)
+        except NotebookError as exc:
+            result = analyze_text(nb.virtual, path, dataclasses.replace(options, fix=False, write=False))
+            result.error = FileError(path=path, message=str(exc))
+            new_text = None
+        if new_text is not None:
+            result.source, result.fixed_source = text, new_text
+            if options.write:
+                problem = write_back(path, new_text, "utf-8", expected=data)
+                if problem is not None:
+                    result = analyze_text(nb.virtual, path, dataclasses.replace(options, fix=False, write=False))
+                    result.error = FileError(path=path, message=problem)
+                    after = nb
+    result.findings = [_in_cell(f, nb if f.fixed or not options.write else after) for f in result.findings]
+    if result.error is not None and result.error.line is not None:
+        cell, line = nb.cell_position(result.error.line)
+        result.error = FileError(path=path, message=f"cell {cell}, line {line}: {result.error.message}", line=None)
+    result.lines = nb.lines
+    return result
+
+
+def _in_cell(finding, nb):
+    """``finding`` (at a line of the notebook's Python text) at its cell-relative position."""
+    cell, line = nb.cell_position(finding.line)
+    end_cell, end_line = nb.cell_position(finding.end_line)
+    return dataclasses.replace(finding, cell=cell, line=line, end_line=end_line if end_cell == cell else line)
 
 
 def write_back(path: str, text: str, encoding: str, *, expected: bytes | None = None) -> str | None:
