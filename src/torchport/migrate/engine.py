@@ -21,6 +21,7 @@ Flow for one file (:func:`analyze`):
 from __future__ import annotations
 
 import ast
+import dataclasses
 import re
 
 import libcst as cst
@@ -378,9 +379,22 @@ def analyze(source: str, path: str, ruleset: RuleSet, *, fix: bool = False, unsa
     if sliced is not None and (ctx.whole_file_used or ctx.needed_keys):
         return None if ctx.whole_file_used else ctx.needed_keys  # type: ignore[return-value]
     raws = [r for r in ctx.reported if r.rule.code in ruleset.enabled]
+    judge = "TP801" in ruleset.enabled and "noqa" in source.lower()   # every finding counts, reported or not
+    pos = positions(module, (r.node for r in (ctx.reported if judge else raws))) if (raws or judge) else {}
+    stale = unused_noqa(source, path, ruleset, ctx.reported, pos) if judge else []
+    if stale and fix:   # drop the unused codes first (a text edit inside comments: no position moves)
+        from torchport.migrate import noqa
+
+        edited = noqa.strip(source, [(c, bad) for c, bad, _ in stale])
+        again = analyze(edited, path, ruleset, fix=True, unsafe=unsafe, positions_after_fix=positions_after_fix,
+                        emit=emit)
+        if again.error is None:
+            again.source, again.fixed_source = source, again.fixed_source or edited
+            again.findings = [dataclasses.replace(f, fixed=True) for _, _, f in stale] + again.findings
+            return again
     if not raws:
+        result.findings = [f for _, _, f in stale]
         return result
-    pos = positions(module, (r.node for r in raws))
     if "noqa" in source:
         lines = source.splitlines()
         raws = [r for r in raws if not _noqa(lines, pos[r.node][0], r.rule.code)]
@@ -398,11 +412,37 @@ def analyze(source: str, path: str, ruleset: RuleSet, *, fix: bool = False, unsa
             elif fixed_source != source:
                 result.source, result.fixed_source = source, fixed_source
     findings = [_finding(path, r, pos[r.node], fixed=r.node in applied) for r in raws]
+    if stale:
+        findings = sorted(findings + [f for _, _, f in stale], key=lambda f: (f.line, f.column))
     if applied and positions_after_fix and result.fixed_source is not None:
         after = analyze(result.fixed_source, path, ruleset, emit=emit)
         findings = [f for f in findings if f.fixed] + after.findings
     result.findings = findings
     return result
+
+
+def unused_noqa(source: str, path: str, ruleset: RuleSet, raws: list, pos: dict) -> list:
+    """TP801: the ``# noqa`` comments whose torchport codes silence nothing, as ``[(comment, codes, Finding)]``
+    (:mod:`torchport.migrate.noqa`); empty when TP801 is not selected. ``raws``: every finding of the pass
+    (selected or not: the rules that ran are judged)."""
+    if "TP801" not in ruleset.enabled or "noqa" not in source.lower():
+        return []
+    from torchport.migrate import catalog, noqa
+
+    reported: dict[int, set[str]] = {}
+    for r in raws:
+        reported.setdefault(pos[r.node][0], set()).add(r.rule.code)
+    rule = catalog.get("TP801")
+    out = []
+    ran = frozenset(r.code for r in ruleset.rules)
+    for c, bad in noqa.unused(source, reported, ran, [r.code for r in catalog.rules()]):
+        what = ", ".join(bad)
+        msg = (f"unused noqa: {what} {'silences' if len(bad) == 1 else 'silence'} nothing on this line; "
+               "remove " + ("it" if len(bad) == len(c.codes) else "the unused code(s)"))
+        out.append((c, bad, Finding(path=path, line=c.line, column=c.column + 1, end_line=c.line,
+                                    end_column=c.column + 1 + len(c.text), code=rule.code, name=rule.name,
+                                    message=msg, severity=rule.severity, fix_safety="safe")))
+    return out
 
 
 def _finding(path: str, raw: Reported, pos: tuple[int, int, int, int], *, fixed: bool) -> Finding:

@@ -531,8 +531,9 @@ def scan(source: str, path: str, ruleset: RuleSet, *, emit: str = "torchport"):
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return engine.analyze(source, path, ruleset, emit=emit)   # LibCST's grammar and its error message
     found = triggers(tree, ruleset)
-    if not found.hit:
+    if not found.hit:   # no hook can run: no finding, but a noqa comment may silence nothing (TP801)
         result.analysed = True
+        result.findings = [f for _, _, f in engine.unused_noqa(source, path, ruleset, [], {})]
         return result
     for _ in range(_ROUNDS):
         sliced = slice_source(source, tree, found.keep)

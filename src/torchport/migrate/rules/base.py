@@ -49,6 +49,7 @@ CODE_RANGES: dict[str, str] = {
     "4": "data loading",
     "5": "checkpoints and serialization",
     "6": "single-backend dialects (Ascend NPU, Intel XPU, Apple MPS) back to portable",
+    "8": "torchport's own comments (noqa)",
     "9": "noisy rules (off by default)",
 }
 KEBAB = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
