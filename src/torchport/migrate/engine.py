@@ -27,7 +27,7 @@ import re
 import libcst as cst
 
 from torchport.migrate.context import LOOP_INDEX, FileContext, Fix, Reported, RuleSet
-from torchport.migrate.emit import lower
+from torchport.migrate.emit import lower, message
 from torchport.migrate.finding import FileError, FileResult, Finding
 from torchport.migrate.imports import add_imports, count_names, drop_unused
 from torchport.migrate.positions import positions
@@ -411,7 +411,7 @@ def analyze(source: str, path: str, ruleset: RuleSet, *, fix: bool = False, unsa
                 applied = set()
             elif fixed_source != source:
                 result.source, result.fixed_source = source, fixed_source
-    findings = [_finding(path, r, pos[r.node], fixed=r.node in applied) for r in raws]
+    findings = [_finding(path, r, pos[r.node], fixed=r.node in applied, torch_only=ctx.emit_torch) for r in raws]
     if stale:
         findings = sorted(findings + [f for _, _, f in stale], key=lambda f: (f.line, f.column))
     if applied and positions_after_fix and result.fixed_source is not None:
@@ -445,10 +445,12 @@ def unused_noqa(source: str, path: str, ruleset: RuleSet, raws: list, pos: dict)
     return out
 
 
-def _finding(path: str, raw: Reported, pos: tuple[int, int, int, int], *, fixed: bool) -> Finding:
+def _finding(path: str, raw: Reported, pos: tuple[int, int, int, int], *, fixed: bool,
+             torch_only: bool = False) -> Finding:
     rule = raw.rule
+    text = message(raw.message) if torch_only else raw.message   # --emit torch: recommend what the fix writes
     return Finding(path=path, line=pos[0], column=pos[1], end_line=pos[2], end_column=pos[3], code=rule.code,
-                   name=rule.name, message=raw.message, severity=rule.severity, fix_safety=raw.safety, fixed=fixed)
+                   name=rule.name, message=text, severity=rule.severity, fix_safety=raw.safety, fixed=fixed)
 
 
 def _apply(module: cst.Module, ctx: FileContext, wanted: dict[cst.CSTNode, Fix]):

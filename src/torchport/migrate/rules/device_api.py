@@ -84,7 +84,7 @@ class CudaIsAvailable(_Mapped):
 class CudaDeviceQuery(_Mapped):
     code = "TP111"
     name = "cuda-device-query"
-    fix = "unsafe"
+    fix = "safe"
     names = tuple(f"torch.cuda.{n}" for n in ("device_count", "current_device", "get_device_name",
                                               "get_device_properties", "get_device_capability", "get_arch_list",
                                               "is_bf16_supported", "is_initialized", "init"))
