@@ -24,6 +24,7 @@ import warnings
 from types import ModuleType
 
 from torchport import backends
+from torchport.log import user_stacklevel
 from torchport.backends.spec import BackendSpec, BackendUnavailable
 from torchport.env import env_flag, env_int  # noqa: F401  (re-exported: older import sites)
 from torchport.errors import ConfigError
@@ -170,7 +171,7 @@ def select_device(
                 "no accelerator found: running on CPU, which is typically 10-50x slower. "
                 "Run `torchport doctor` to see why, or set TORCHPORT_REQUIRE_ACCELERATOR=1 to make this an error.",
                 CPUFallbackWarning,
-                stacklevel=2,
+                stacklevel=user_stacklevel(),   # the user's line, past torchport's own frames
             )
     explicit_index = index is not None
     if index is None:
