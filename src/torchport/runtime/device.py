@@ -23,12 +23,17 @@ import threading
 import warnings
 from types import ModuleType
 
+from typing import TYPE_CHECKING
+
 from torchport import backends
-from torchport.log import user_stacklevel
 from torchport.backends.spec import BackendSpec, BackendUnavailable
 from torchport.env import env_flag, env_int  # noqa: F401  (re-exported: older import sites)
 from torchport.errors import ConfigError
 from torchport.errors import ExitCode
+from torchport.log import user_stacklevel
+
+if TYPE_CHECKING:  # pragma: no cover
+    import torch
 
 __all__ = [
     "Target",
@@ -201,7 +206,7 @@ def current() -> Target:
     return select_device()
 
 
-def device():
+def device() -> "torch.device":
     """Shortcut for ``current().device`` (a ``torch.device``)."""
     return current().device
 
