@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterable, Optional, Sequence
 
 import typer
 
-from torchport._json import write_json, write_text
+from torchport._json import write_json
 from torchport.cli._common import fail
 
 __all__ = [
@@ -283,7 +283,8 @@ def parse_reports(verb: str, fmt_value: Optional[str], values: Optional[Iterable
 def write_outputs(verb: str, outputs: Sequence[ReportFile], render: Callable[[str], str], *,
                   announce: Optional[Callable[[str], None]] = None,
                   path_for: Optional[Callable[[str], str]] = None) -> bool:
-    """Write each report (atomically; ``-`` = stdout) and announce ``wrote PATH``.
+    """Write each report (atomically; ``-`` = stdout) and announce ``wrote PATH``
+    (:func:`torchport._json.write_reports`, which library code uses too).
 
     A file that cannot be written is one error line; the others are still written. Returns True
     when every report was written.
@@ -293,21 +294,10 @@ def write_outputs(verb: str, outputs: Sequence[ReportFile], render: Callable[[st
         announce: where ``wrote PATH`` goes (default: stderr).
         path_for: maps each path before writing (``run`` adds ``.rankN`` under torchrun).
     """
-    from torchport.cli._common import error_line
+    from torchport._json import write_reports
 
-    say = announce or (lambda line: typer.echo(line, err=True))
-    ok = True
-    for out in outputs:
-        path = out.path if out.to_stdout or path_for is None else path_for(out.path)
-        try:
-            written = write_text(path, render(out.fmt))
-        except OSError as exc:
-            error_line(verb, f"cannot write {path}: {exc.strerror or exc}")
-            ok = False
-            continue
-        if written is not None:
-            say(f"wrote {written}")
-    return ok
+    return write_reports(verb, outputs, render, announce=announce or (lambda line: typer.echo(line, err=True)),
+                         path_for=path_for)
 
 
 def normalise_help(command: Any) -> Any:
