@@ -39,6 +39,10 @@ __all__ = ["Options", "run", "run_source", "process_file", "analyze_text", "unif
 _FILE_NOQA = re.compile(r"^[ \t]*#[ \t]*torchport:[ \t]*noqa(?:[ \t]*:[ \t]*(?P<codes>[A-Za-z0-9]+(?:[ \t,]+[A-Za-z0-9]+)*))?"
                         r"[ \t]*$", re.MULTILINE)
 
+#: TORCHPORT_SCAN_FULL_PASS=1: every file takes the full LibCST pass (the reference the fast scan is measured and
+#: tested against; benchmarks/bench_scan.py). Same findings, only slower.
+_FULL_PASS_ONLY = os.environ.get("TORCHPORT_SCAN_FULL_PASS", "") == "1"
+
 # below this many files, worker start-up costs more than it saves
 _PARALLEL_MIN_FILES = 16
 
@@ -202,6 +206,9 @@ def analyze_text(text: str, path: str, options: Options | None = None):
     if extra is None:
         return FileResult(path=path, lines=text.count("\n") + (1 if text and not text.endswith("\n") else 0))
     ruleset = catalog.ruleset(options.select, options.ignore + _known(extra))
+    if _FULL_PASS_ONLY:   # benchmarks/bench_scan.py's "full pass" row
+        return analyze(text, path, ruleset, fix=options.fix, unsafe=options.unsafe_fixes,
+                       positions_after_fix=options.write, emit=options.emit)
     scanned = fast.scan(text, path, ruleset, emit=options.emit)
     if not options.fix or scanned.error is not None or not scanned.findings:
         return scanned
