@@ -7,15 +7,7 @@ import json
 import logging
 
 import pytest
-from typer.testing import CliRunner
-
-from torchport.cli.main import app
-
-CUDA = "import torch\n\nx = torch.zeros(3).cuda()\ny = torch.cuda.is_available()\n"
-
-
-def invoke(*args: str, input: str | None = None):  # noqa: A002 - click's name
-    return CliRunner().invoke(app, list(args), input=input)
+from test_repo_conventions import CUDA, invoke
 
 
 @pytest.fixture()

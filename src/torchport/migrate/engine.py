@@ -370,7 +370,7 @@ def analyze(source: str, path: str, ruleset: RuleSet, *, fix: bool = False, unsa
     if sliced is None:
         ctx = FileContext(module, ruleset, emit=emit, text=source)
     else:
-        from torchport.migrate.fast import SlicedContext
+        from torchport.migrate.sliced import SlicedContext
 
         ctx = SlicedContext(module, ruleset, emit=emit, text=source, dropped_keys=dropped_keys)
     _Scanner(ctx).walk(module)
