@@ -111,7 +111,7 @@ def rows(args, work: Path) -> dict[str, list[str]]:
     if Path(ruff).exists():
         out["ruff cold"] = [ruff, "check", ".", "--no-cache", "--exit-zero", "-q"]
         out["ruff warm"] = [ruff, "check", ".", "--exit-zero", "-q", "--cache-dir", str(work / "ruffcache")]
-    if args.torchfix_python:
+    if args.torchfix_python and work.name in args.torchfix_corpora.split(","):
         out["torchfix"] = [args.torchfix_python, "-m", "torchfix", "--jobs", str(os.cpu_count() or 1), "."]
     return out
 
@@ -123,6 +123,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--corpora", default="timm,tree2000,torch")
     ap.add_argument("--before-src", help="the src folder of an older torchport (the 'before' row)")
     ap.add_argument("--torchfix-python", help="python of a venv with torchfix")
+    ap.add_argument("--torchfix-corpora", default="timm,tree2000,torch",
+                    help="the corpora TorchFix runs on (it is ~20x slower: on a busy machine, timm alone)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
