@@ -89,8 +89,8 @@ def corpus_torch(work: Path, limit: int | None) -> Path:
         files = [files[int(i * step)] for i in range(limit)]
     dst = work / "torch"
     root = _pkg_dir("torch")
-    for f in files:
-        out = dst / f.relative_to(root)
+    for f in files:   # under dst/torch/: a folder of torch's own modules (types.py ...) as the cwd would shadow the stdlib
+        out = dst / "torch" / f.relative_to(root)
         out.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(f, out)
     return dst
