@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import typer
 
-from torchport.data.bench import register_bench_data
+from torchport.cli.data_bench import register_bench_data
 
 app = typer.Typer(add_completion=False, pretty_exceptions_show_locals=False)
 

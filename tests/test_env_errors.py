@@ -33,3 +33,14 @@ def test_bad_emulate_value_stops_train_before_any_work(tmp_path):
     assert res.returncode == ExitCode.USAGE, (res.returncode, res.stderr[-2000:])
     assert "Traceback" not in res.stderr and "TORCHPORT_EMULATE='npu:0'" in res.stderr
     assert not (tmp_path / "run").exists()
+
+
+def test_bad_emulate_value_raises_from_import_torch_and_the_process_goes_on():
+    """Library code raises: `import torch` fails with torchport's one-line error as the cause, and the
+    interpreter (a notebook kernel, a test runner) keeps running -- no exit from inside an import."""
+    code = ("try:\n    import torch\nexcept RuntimeError as exc:\n    print('cause:', type(exc.__cause__).__name__,"
+            " exc.__cause__)\nprint('alive')\n")
+    env = {**os.environ, "TORCHPORT_EMULATE": "npu:abc"}
+    res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "cause: EmulateError TORCHPORT_EMULATE=npu:abc" in res.stdout and "alive" in res.stdout

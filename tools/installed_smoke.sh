@@ -6,9 +6,14 @@
 #   tools/installed_smoke.sh [PYTHON]     (PYTHON: an interpreter with the [train] stack installed,
 #                                          e.g. .ci/run's .venv/bin/python; default: python3)
 #
+# The sdist too (`python -m build --sdist`): it must carry the tests, the docs and what setup.py ships
+# (src/torchport-emulate.pth), and it is what the light install below installs -- pip builds it into a
+# wheel in isolation, as a user installing torchport from source would.
+#
 # Two installs, both fresh venvs:
-#   1. light: `pip install torchport` exactly (typer, rich, LibCST from the index / local wheel store): scan,
-#      fix, rules, explain, --version; every other verb must say in one line what to install (exit 2).
+#   1. light: `pip install torchport-X.tar.gz` (the sdist; typer, rich, LibCST from the index / local wheel
+#      store): scan, fix, rules, explain, --version; every other verb must say in one line what to install
+#      (exit 2).
 #   2. train: the same wheel, its [train] dependencies REUSED from PYTHON's environment instead of a fresh
 #      multi-GB torch download: the venv's own site-packages comes first (the wheel), then PYTHON's
 #      site-packages as a plain path entry (a .pth line: that folder's own .pth files -- an editable
@@ -38,14 +43,28 @@ assert not missing, missing
 assert lic, "LICENSE not in the wheel's .dist-info/licenses"
 EOF
 
+say "build the sdist (python -m build --sdist, with $PY's setuptools: no download)"
+"$PY" -m build --sdist --no-isolation -o "$WORK/sdist" "$SRC" >/dev/null 2>&1 || fail "the sdist does not build"
+SDIST=$(ls "$WORK"/sdist/torchport-*.tar.gz)
+"$PY" - "$SDIST" "$SRC" <<'EOF' || fail "the sdist lacks files a packager needs"
+import subprocess, sys, tarfile
+names = {n.split("/", 1)[1] for n in tarfile.open(sys.argv[1]).getnames() if "/" in n}
+tracked = subprocess.run(["git", "-C", sys.argv[2], "ls-files", "tests", "docs"], capture_output=True, text=True).stdout
+want = {n for n in tracked.splitlines() if n} or {"tests/conftest.py", "docs/cli.md"}
+missing = sorted(want - names) + [n for n in ("src/torchport-emulate.pth", "setup.py", "LICENSE", ".pre-commit-hooks.yaml",
+                                               "src/torchport/py.typed") if n not in names]
+assert not missing, f"missing from the sdist: {missing[:10]} ({len(missing)} in all)"
+assert not [n for n in names if "__pycache__" in n or ".torchport_cache" in n], "build litter in the sdist"
+EOF
+
 mkdir -p "$WORK/user" && cd "$WORK/user"          # outside the source tree from here on
 printf 'import torch\n\nmodel = torch.nn.Linear(2, 2).cuda()\nprint("ran on", next(model.parameters()).device)\n' > train.py
 
-say "1. light install: pip install torchport"
+say "1. light install: pip install the sdist"
 "$PY" -m venv "$WORK/light"
 T0=$(date +%s)
-"$WORK/light/bin/python" -m pip install -q "$WHEEL"
-echo "light install: $(( $(date +%s) - T0 )) s" >&2
+"$WORK/light/bin/python" -m pip install -q "$SDIST"
+echo "light install (from the sdist): $(( $(date +%s) - T0 )) s" >&2
 L="$WORK/light/bin/torchport"
 "$WORK/light/bin/python" -c "import torch" 2>/dev/null && fail "the light install pulled torch in"
 "$L" --version

@@ -90,3 +90,28 @@ def write_json(path: str | os.PathLike | None, payload: Any) -> str | None:
         return None
     text = payload if isinstance(payload, str) else json.dumps(payload, indent=2, default=str)
     return write_text(path, text if text.endswith("\n") else text + "\n")
+
+
+def write_reports(verb: str, outputs: Any, render: Any, *, announce: Any = None, path_for: Any = None) -> bool:
+    """Write each report of ``outputs`` (objects with ``fmt``, ``path``, ``to_stdout``: the CLI's ``-o`` values)
+    atomically (``-`` = stdout) and announce ``wrote PATH`` (default: on stderr). A file that cannot be written is
+    one error line naming ``verb``; the others are still written. Returns True when every report was written.
+
+    Library code (``torchport run``'s report files) and the verbs share it; no CLI framework is imported."""
+    import sys
+
+    from torchport.log import message_line
+
+    say = announce or (lambda line: sys.stderr.write(line + "\n"))
+    ok = True
+    for out in outputs:
+        path = out.path if out.to_stdout or path_for is None else path_for(out.path)
+        try:
+            written = write_text(path, render(out.fmt))
+        except OSError as exc:
+            sys.stderr.write(message_line("error", f"cannot write {path}: {exc.strerror or exc}", verb) + "\n")
+            ok = False
+            continue
+        if written is not None:
+            say(f"wrote {written}")
+    return ok

@@ -116,3 +116,15 @@ def setup_cli(verbosity: int = 0) -> None:
         logger.addHandler(handler)
     handler.setLevel(level)
     logger.setLevel(level)   # records still propagate: a root handler of yours (or pytest's caplog) sees them
+
+
+def user_stacklevel() -> int:
+    """The ``stacklevel`` for :func:`warnings.warn` that points at the first frame outside torchport: call it
+    where ``warn`` is called (``warnings.warn(msg, stacklevel=user_stacklevel())``), so a warning names the
+    user's line, not torchport's own (``torchport.device()`` -> ``current()`` -> ``select_device()``)."""
+    frame = sys._getframe(1)
+    level = 1
+    while frame is not None and frame.f_globals.get("__name__", "").split(".", 1)[0] == "torchport":
+        frame = frame.f_back
+        level += 1
+    return level

@@ -44,8 +44,9 @@ def test_no_path_means_the_current_directory(repo, verb):
     res = invoke(verb, "--output-format", "concise")
     assert res.exception is None or isinstance(res.exception, SystemExit), res.exception
     assert res.exit_code == 1, res.output
-    # fix shows its diff on stdout and the report on stderr
-    assert "src/a.py:3:5: TP101" in (res.stdout if verb == "scan" else res.stderr)
+    # stdout carries one format: the report asked for (fix shows its diff only with the text report)
+    assert "src/a.py:3:5: TP101" in res.stdout
+    assert "--- a/src/a.py" not in res.stdout
 
 
 def test_stdin_dash_with_stdin_filename(repo):
@@ -196,7 +197,7 @@ def test_config_unknown_key_is_one_usage_line(repo):
     assert res.exit_code == 2
     assert res.stderr.splitlines() == [
         f"torchport scan: error: {repo / 'pyproject.toml'}: unknown key 'selct' in [tool.torchport]; "
-        "known keys: select, ignore, extend-exclude, per-file-ignores, unsafe-fixes, emit"]
+        "known keys: select, extend-select, ignore, extend-ignore, exclude, extend-exclude, extend-include, per-file-ignores, unsafe-fixes, emit, cache-dir"]
 
 
 def test_config_wrong_type_and_bad_toml(repo):

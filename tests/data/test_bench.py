@@ -7,6 +7,7 @@ import json
 import typer
 from typer.testing import CliRunner
 
+from torchport.cli.data_bench import register_bench_data
 from torchport.data import bench, bench_baselines
 
 
@@ -17,7 +18,7 @@ def _bench_app():
     def _group() -> None:  # a group, as under `torchport bench`
         pass
 
-    bench.register_bench_data(app)
+    register_bench_data(app)
     return app
 
 

@@ -16,6 +16,7 @@ import types
 import typer
 from typer.testing import CliRunner
 
+from torchport.cli.data_bench import register_bench_data
 from torchport.data import bench, bench_baselines
 
 
@@ -125,7 +126,7 @@ def test_without_scikit_image_one_line_says_what_to_install(monkeypatch, tmp_pat
     def _group() -> None:
         pass
 
-    bench.register_bench_data(app)
+    register_bench_data(app)
     res = CliRunner().invoke(app, ["data", "--no-train-step", "--no-profile", "--rounds", "1", "--count", "8"],
                              env={"TORCHPORT_CACHE": str(tmp_path / "cache")})
     assert res.exit_code == 2, res.output

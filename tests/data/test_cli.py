@@ -52,7 +52,7 @@ def test_pack_bad_source_exit_code(tmp_path):
 
 
 def test_bench_data_json(tmp_path, train_folder):
-    from torchport.data.bench import register_bench_data
+    from torchport.cli.data_bench import register_bench_data
 
     bench = typer.Typer()
 

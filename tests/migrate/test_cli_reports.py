@@ -168,7 +168,8 @@ def test_parallel_and_serial_runs_agree(tree):
 def test_noqa_suppresses(tree):
     Path("pkg/q.py").write_text("import torch\nx = x.cuda()  # noqa: TP101\ny = y.cuda()  # noqa\nz = z.cuda()  # noqa: TP2\n")
     report = scan_paths(["pkg/q.py"])
-    assert [f.line for f in report.findings] == [4]
+    # line 4's `# noqa: TP2` silences nothing: TP101 stays, and TP801 says the comment is unused
+    assert [(f.line, f.code) for f in report.findings] == [(4, "TP101"), (4, "TP801")]
 
 
 def test_pre_commit_hooks_file():
@@ -179,7 +180,7 @@ def test_pre_commit_hooks_file():
     hooks = yaml.safe_load((REPO / ".pre-commit-hooks.yaml").read_text())
     by_id = {h["id"]: h for h in hooks}
     assert by_id["torchport-scan"]["entry"] == "torchport scan"
-    assert by_id["torchport-scan"]["types"] == ["python"]
+    assert by_id["torchport-scan"]["types_or"] == ["python", "jupyter"] == by_id["torchport-fix"]["types_or"]
     assert by_id["torchport-fix"]["entry"].startswith("torchport fix --write")
 
 

@@ -317,3 +317,15 @@ def test_a_torch_only_fixed_script_trains_without_torchport(tmp_path, emulate):
         assert line.startswith("device=npu:0 loss=") and line.endswith(" n=1"), line
     else:
         assert line.startswith("device=cpu loss=") and line.endswith(" n=1"), line
+
+
+def test_messages_recommend_what_emit_torch_writes():
+    """With --emit torch a finding's message names torch core's spelling, never torchport.device()."""
+    from torchport.migrate.runner import Options, run_source
+
+    src = 'import torch\nx = torch.zeros(2).cuda()\ntorch.cuda.synchronize()\nd = "cuda"\n'
+    torch_only = run_source(src, "t.py", Options(fix=True, emit="torch")).findings
+    default = run_source(src, "t.py", Options(fix=True)).findings
+    assert any("torchport.device()" in f.message for f in default)
+    assert not any("torchport.device()" in f.message or "torchport.current()" in f.message for f in torch_only)
+    assert any("torch.accelerator.current_accelerator()" in f.message for f in torch_only)

@@ -107,3 +107,19 @@ def test_shim_active_still_reports_real_device(monkeypatch):
     assert not backends.get("cuda").probe()
     with pytest.warns(CPUFallbackWarning):
         assert select_device().type == "cpu"
+
+
+def test_cpu_fallback_warning_points_at_the_users_line(monkeypatch):
+    """The warning names the line that asked for the device, not torchport's own frames."""
+    import warnings
+
+    import torchport
+    from torchport.runtime import device as device_mod
+
+    monkeypatch.delenv("TORCHPORT_DEVICE", raising=False)
+    monkeypatch.delenv("TORCHPORT_REQUIRE_ACCELERATOR", raising=False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        device_mod.select_device(warn=True)
+    fallback = [w for w in caught if issubclass(w.category, torchport.CPUFallbackWarning)]
+    assert fallback and fallback[0].filename == __file__, [(w.filename, w.lineno) for w in caught]

@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterable, Optional, Sequence
 
 import typer
 
-from torchport._json import write_json, write_text
+from torchport._json import write_json
 from torchport.cli._common import fail
 
 __all__ = [
@@ -47,7 +47,10 @@ def _precisions() -> tuple[str, ...]:
     return PRECISIONS
 
 
-PRECISIONS = _precisions()
+def __getattr__(name: str) -> Any:
+    if name == "PRECISIONS":     # read from the backend records on first use: `torchport scan` never needs them
+        return _precisions()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def device_help() -> str:
@@ -71,7 +74,7 @@ def device_arg(value: Optional[str]) -> Optional[str]:
 
 def precision_option(default: Optional[str], *, many: bool = False, help: str = "") -> Any:  # noqa: A002
     """``--precision`` (one value, or a comma-separated list with ``many``)."""
-    values = "|".join(PRECISIONS)
+    values = "|".join(_precisions())
     text = (help + " " if help else "") + (f"Comma-separated list of {values}" if many else values)
     text += "; amp = the backend's low precision (bf16 or fp16), auto = that where it is fast, else fp32."
     return typer.Option(default, "--precision", metavar="PRECISION", help=text)
@@ -82,9 +85,9 @@ def parse_precision(verb: str, value: Optional[str], *, many: bool = False) -> A
     if value is None:
         return None
     items = [v.strip().lower() for v in value.split(",")] if many else [value.strip().lower()]
-    bad = [v for v in items if v not in PRECISIONS]
+    bad = [v for v in items if v not in _precisions()]
     if bad or not items:
-        fail(verb, f"--precision {value!r}: {bad[0] if bad else value!r} is not one of {' | '.join(PRECISIONS)}"
+        fail(verb, f"--precision {value!r}: {bad[0] if bad else value!r} is not one of {' | '.join(_precisions())}"
                    + (" (a comma-separated list, baseline first)" if many else ""))
     return tuple(items) if many else items[0]
 
@@ -280,7 +283,8 @@ def parse_reports(verb: str, fmt_value: Optional[str], values: Optional[Iterable
 def write_outputs(verb: str, outputs: Sequence[ReportFile], render: Callable[[str], str], *,
                   announce: Optional[Callable[[str], None]] = None,
                   path_for: Optional[Callable[[str], str]] = None) -> bool:
-    """Write each report (atomically; ``-`` = stdout) and announce ``wrote PATH``.
+    """Write each report (atomically; ``-`` = stdout) and announce ``wrote PATH``
+    (:func:`torchport._json.write_reports`, which library code uses too).
 
     A file that cannot be written is one error line; the others are still written. Returns True
     when every report was written.
@@ -290,21 +294,10 @@ def write_outputs(verb: str, outputs: Sequence[ReportFile], render: Callable[[st
         announce: where ``wrote PATH`` goes (default: stderr).
         path_for: maps each path before writing (``run`` adds ``.rankN`` under torchrun).
     """
-    from torchport.cli._common import error_line
+    from torchport._json import write_reports
 
-    say = announce or (lambda line: typer.echo(line, err=True))
-    ok = True
-    for out in outputs:
-        path = out.path if out.to_stdout or path_for is None else path_for(out.path)
-        try:
-            written = write_text(path, render(out.fmt))
-        except OSError as exc:
-            error_line(verb, f"cannot write {path}: {exc.strerror or exc}")
-            ok = False
-            continue
-        if written is not None:
-            say(f"wrote {written}")
-    return ok
+    return write_reports(verb, outputs, render, announce=announce or (lambda line: typer.echo(line, err=True)),
+                         path_for=path_for)
 
 
 def normalise_help(command: Any) -> Any:

@@ -160,7 +160,7 @@ def register(app: typer.Typer) -> None:
         if write_json(json_out, rows) and not to_stdout:
             typer.echo(f"wrote {json_out}")
 
-    from torchport.data.bench import register_bench_data
+    from torchport.cli.data_bench import register_bench_data
 
     register_bench_data(bench_app, "data", deprecated_as="bench data")   # home: `torchport data bench`
     app.add_typer(bench_app, name="bench")

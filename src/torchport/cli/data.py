@@ -33,7 +33,7 @@ _app = typer.Typer(
 
 def register(app: typer.Typer) -> None:
     """Attach the ``data`` sub-app to the torchport app."""
-    from torchport.data.bench import register_bench_data
+    from torchport.cli.data_bench import register_bench_data
 
     register_bench_data(_app, "bench")
     app.add_typer(_app, name="data")

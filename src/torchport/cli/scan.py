@@ -1,4 +1,4 @@
-"""`torchport scan` / `fix` / `rules` / `explain`: find device-specific code and rewrite it portable.
+"""`torchport scan` / `fix`: find device-specific code and rewrite it portable (`rules` / `explain`: cli/rules.py).
 
 Exit codes (CI can use them):
 
@@ -10,7 +10,8 @@ Exit codes (CI can use them):
   or written (the others are still fixed, the summary still printed); 2 bad usage.
 * ``rules`` / ``explain``: 0; ``explain`` 2 for an unknown rule.
 
-Settings come from ``[tool.torchport]`` in the closest ``pyproject.toml`` (:mod:`torchport.migrate.config`);
+Settings come from the closest ``torchport.toml`` or ``[tool.torchport]`` in a ``pyproject.toml``
+(:mod:`torchport.migrate.config`); results are cached (:mod:`torchport.migrate.cache`, ``--no-cache``);
 ``-`` reads the source from stdin (``--stdin-filename`` names it in reports and for per-file ignores;
 ``fix - --write`` prints the fixed source on stdout).
 """
@@ -24,6 +25,7 @@ from typing import List, Optional
 
 import typer
 
+from torchport.cli._lint import Settings, extensions, run_linter, tokens
 from torchport.cli._options import (ReportFile, format_option, json_option, output_option, parse_format,
                                     parse_reports, report_outputs, split_output, warn_deprecated,
                                     write_json, write_outputs)
@@ -32,11 +34,6 @@ from torchport.log import message_line
 
 #: What ``scan`` / ``fix`` show (``--format`` / ``--output-format``) and write (``-o``).
 FORMATS = ("text", "concise", "github", "json", "sarif", "csv")
-
-
-def _tokens(values: Optional[List[str]]) -> tuple[str, ...]:
-    """Repeatable options that also accept comma-separated lists."""
-    return tuple(t.strip() for v in (values or []) for t in v.split(",") if t.strip())
 
 
 def _fail(verb: str, exc: Exception) -> None:
@@ -91,90 +88,62 @@ def _emit(verb: str, report, fmt: Optional[str], outputs: list[ReportFile], json
     return written
 
 
-def _stdin_text(verb: str) -> str:
-    """The source on stdin (``-``); a usage error when stdin is a terminal (nothing was piped in)."""
-    if sys.stdin is None or sys.stdin.isatty():
-        from torchport.cli._common import fail
-
-        fail(verb, "'-' reads the source from stdin, but nothing is piped in; e.g. cat f.py | torchport "
-                   f"{verb} - --stdin-filename f.py")
-    return sys.stdin.read()
-
-
-def _run(paths, select, ignore, exclude, no_gitignore, jobs, *, fix=False, unsafe=False, write=False, verb="scan",
-         settings=None, emit=None):
-    """Run the scanner over ``paths`` (default ``.``; ``-`` = stdin, shown as ``settings.stdin_filename``).
-
-    ``settings`` (:class:`_Settings`) carries the config file choice; the file's values merge with the
-    flags: ``--select`` replaces ``select``, ``--ignore`` / ``--exclude`` add, ``--unsafe-fixes`` or the file's
-    ``unsafe-fixes`` turns unsafe fixes on, ``--emit`` replaces ``emit``.
-    """
-    from torchport.errors import ConfigError
-    from torchport.migrate.catalog import UnknownRuleError
-    from torchport.migrate.config import load_config
-    from torchport.migrate.runner import Options, run, run_source
-
-    settings = settings or _Settings()
-    names = [str(p) for p in paths or ()] or ["."]
-    if "-" in names and len(names) > 1:
-        _fail(verb, ValueError("'-' (stdin) cannot be combined with other paths; give one or the other"))
-    stdin = names == ["-"]
-    if settings.stdin_filename is not None and not stdin:
-        _fail(verb, ValueError("--stdin-filename names the source read from stdin; give '-' as the path"))
-    shown_as = settings.stdin_filename or "-"
-    try:
-        cfg = load_config([shown_as] if stdin else names, config=settings.config, isolated=settings.isolated)
-        options = Options(select=_tokens(select) or cfg.select, ignore=cfg.ignore + _tokens(ignore),
-                          exclude=cfg.extend_exclude + _tokens(exclude), respect_gitignore=not no_gitignore,
-                          jobs=jobs, fix=fix, unsafe_fixes=unsafe or cfg.unsafe_fixes, write=write,
-                          per_file_ignores=cfg.per_file_ignores, emit=emit or cfg.emit or "torchport")
-        if stdin:
-            from torchport.migrate import catalog
-
-            catalog.ruleset(options.select, options.ignore)   # a bad code is a usage error before reading stdin
-            text = _stdin_text(verb)
-            report = run_source(text, shown_as, options)
-            for res in report.results:   # kept for `fix - --write`, which prints the source back
-                res.source = text if res.source is None else res.source
-            return report
-        return run(names, options)
-    except (UnknownRuleError, FileNotFoundError, ValueError) as exc:
-        if isinstance(exc, ConfigError):
-            raise      # the guard prints it (exit 2)
-        _fail(verb, exc)
-
-
-@dataclasses.dataclass(frozen=True)
-class _Settings:
-    """Where the settings come from and what stdin is called (``--config``, ``--isolated``, ``--stdin-filename``)."""
-
-    config: Optional[Path] = None
-    isolated: bool = False
-    stdin_filename: Optional[str] = None
-
-
 _PATHS = typer.Argument(None, help="Files or directories (default: the current directory); '-' reads stdin.")
 _SELECT = typer.Option(None, "--select", help="Only these rule codes / prefixes / names (e.g. TP1,TP201; ALL).")
+_EXTEND_SELECT = typer.Option(None, "--extend-select", help="Add these rule codes / prefixes / names to the "
+                                                            "selection (e.g. TP901).")
 _IGNORE = typer.Option(None, "--ignore", help="Skip these rule codes / prefixes / names.")
-_EXCLUDE = typer.Option(None, "--exclude", help="gitignore-style pattern of paths to skip (repeatable).")
+_EXCLUDE = typer.Option(None, "--exclude", help="gitignore-style pattern of paths to skip (repeatable; it applies to "
+                                                "named files too, as ruff's --force-exclude).")
 _NO_GITIGNORE = typer.Option(False, "--no-gitignore", help="Also scan files that .gitignore excludes.")
 _JOBS = typer.Option(None, "--jobs", "-j", help="Worker processes (default: CPU count).")
 _FORMAT = format_option(FORMATS, also=("--output-format",))
-_CONFIG = typer.Option(None, "--config", metavar="FILE", help="Read [tool.torchport] from this pyproject.toml "
-                       "(default: the closest one with that table, from the first path upward).")
-_ISOLATED = typer.Option(False, "--isolated", help="Ignore every pyproject.toml (command-line options only).")
+_CONFIG = typer.Option(None, "--config", metavar="FILE", help="Read the settings from this torchport.toml or "
+                       "pyproject.toml (default: the closest one, from the first path upward).")
+_ISOLATED = typer.Option(False, "--isolated", help="Ignore every settings file (command-line options only).")
 _STDIN_FILENAME = typer.Option(None, "--stdin-filename", metavar="PATH",
                                help="The name of the source read from stdin ('-'): shown in reports, matched by "
                                     "per-file-ignores, the start of the config search.")
+_NO_CACHE = typer.Option(False, "--no-cache", help="Analyse every file, reading and writing no cache.")
+_CACHE_DIR = typer.Option(None, "--cache-dir", metavar="DIR", help="The scan cache's folder (default: "
+                          ".torchport_cache beside the settings file, else here; also TORCHPORT_CACHE_DIR).")
+_EXTENSION = typer.Option(None, "--extension", metavar="EXT:LANG",
+                          help="Also take files with this suffix in a directory walk, as python or ipynb "
+                               "(e.g. pyw:python, ipy:ipynb; repeatable).")
+_STATISTICS = typer.Option(False, "--statistics", help="Show a count per rule instead of each finding.")
+_SHOW_FIXES = typer.Option(False, "--show-fixes", help="List the fixes (applied, or available) per file and rule.")
 _OUTPUT = output_option(
     FORMATS, extra="(Deprecated: --format X with one -o FILE and no FMT: writes FILE in X and shows nothing.)")
 _JSON = json_option("the report too")
 
 
+def _settings(config, isolated, stdin_filename, no_cache, cache_dir, extension, extend_select, verb) -> Settings:
+    return Settings(config=config, isolated=isolated, stdin_filename=stdin_filename, no_cache=no_cache,
+                    cache_dir=cache_dir, extensions=extensions(verb, extension), extend_select=tokens(extend_select))
+
+
+def _show_fixes(report, stream) -> None:
+    """``--show-fixes``: per file, the rules a fix rewrote (or, in a scan or a dry run, could rewrite)."""
+    import collections
+
+    done = report.fixed or report.would_fix
+    rows = done if done else [f for f in report.findings if f.fix_safety != "none"]
+    word = "fixed" if report.fixed else ("would fix" if report.would_fix else "fixable")
+    by_file: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
+    for f in rows:
+        by_file[f.path][(f.code, f.name)] += 1
+    stream.write(f"{sum(len(c) and sum(c.values()) for c in by_file.values())} finding(s) {word}"
+                 + (":\n" if by_file else "\n"))
+    for path in sorted(by_file):
+        stream.write(f"  {path}:\n")
+        for (code, name), n in sorted(by_file[path].items()):
+            stream.write(f"    {n} x {code} ({name})\n")
+
+
 def _nothing_written(report):
     """The report of a ``fix --diff`` / ``--check`` run: nothing was written, so no finding is "fixed"; the
     renderers say "would fix" for those the rewrite has (:attr:`~torchport.migrate.finding.Report.dry_run`)."""
-    return dataclasses.replace(report, dry_run=True)
+    return dataclasses.replace(report, dry_run=True, fixing=True)
 
 
 def _check_report(report, *, lines: bool = True, written: bool = True) -> None:
@@ -195,12 +164,13 @@ def _check_report(report, *, lines: bool = True, written: bool = True) -> None:
 
 
 def register(app: typer.Typer) -> None:
-    """Attach ``scan``, ``fix``, ``rules`` and ``explain`` to the torchport app."""
+    """Attach ``scan`` and ``fix`` to the torchport app (``rules`` / ``explain``: :mod:`torchport.cli.rules`)."""
 
     @app.command("scan")
     def scan(
         paths: Optional[List[Path]] = _PATHS,
         select: Optional[List[str]] = _SELECT,
+        extend_select: Optional[List[str]] = _EXTEND_SELECT,
         ignore: Optional[List[str]] = _IGNORE,
         exclude: Optional[List[str]] = _EXCLUDE,
         no_gitignore: bool = _NO_GITIGNORE,
@@ -212,15 +182,39 @@ def register(app: typer.Typer) -> None:
         config: Optional[Path] = _CONFIG,
         isolated: bool = _ISOLATED,
         stdin_filename: Optional[str] = _STDIN_FILENAME,
+        no_cache: bool = _NO_CACHE,
+        cache_dir: Optional[Path] = _CACHE_DIR,
+        extension: Optional[List[str]] = _EXTENSION,
+        statistics: bool = _STATISTICS,
+        show_fixes: bool = _SHOW_FIXES,
+        add_noqa: bool = typer.Option(False, "--add-noqa", help="Append `# noqa: CODE` to every line with a finding "
+                                                                "(files rewritten atomically), and report nothing."),
     ) -> None:
         """Find code that only runs on one device type (CUDA), with a rule code per construct.
 
         Example: torchport scan src --select TP1,TP2 -o scan.sarif -o scan.csv
         """
         shown, outputs, to_stdout = _reports("scan", fmt, output, json_out)
-        report = _run(paths, select, ignore, exclude, no_gitignore, jobs,
-                      settings=_Settings(config, isolated, stdin_filename))
+        settings = _settings(config, isolated, stdin_filename, no_cache, cache_dir, extension, extend_select, "scan")
+        report = run_linter("scan", paths, select, ignore, exclude, no_gitignore, jobs, settings=settings)
+        if add_noqa:
+            from torchport.migrate.noqa import add_noqa as add
+
+            if [str(p) for p in paths or ()] == ["-"]:
+                _fail("scan", ValueError("--add-noqa rewrites files; it cannot take '-' (stdin)"))
+            added, errors = add(report)
+            for err in errors:
+                sys.stderr.write(message_line("error", err, "scan") + "\n")
+            sys.stderr.write(f"added {added} noqa comment(s)\n")
+            raise typer.Exit(int(ExitCode.IO) if errors or report.errors else 0)
+        if statistics:
+            from torchport.migrate import render
+
+            (sys.stderr if to_stdout else sys.stdout).write(render.to_statistics(report))
+            shown = None if not to_stdout else shown
         written = _emit("scan", report, shown, outputs, json_out, to_stdout=to_stdout)
+        if show_fixes:
+            _show_fixes(report, sys.stderr if to_stdout or shown not in (None, "text") else sys.stdout)
         _exit(report, report.remaining, exit_zero=exit_zero, written=written)
 
     @app.command("fix")
@@ -229,6 +223,7 @@ def register(app: typer.Typer) -> None:
         write: bool = typer.Option(False, "--write/--diff", help="Rewrite files in place (default: show a diff)."),
         unsafe_fixes: bool = typer.Option(False, "--unsafe-fixes", help="Also apply fixes that can change behaviour."),
         select: Optional[List[str]] = _SELECT,
+        extend_select: Optional[List[str]] = _EXTEND_SELECT,
         ignore: Optional[List[str]] = _IGNORE,
         exclude: Optional[List[str]] = _EXCLUDE,
         no_gitignore: bool = _NO_GITIGNORE,
@@ -245,17 +240,23 @@ def register(app: typer.Typer) -> None:
             None, "--emit", metavar="torchport|torch",
             help="What the fixed code calls: 'torchport' (the torchport runtime; default) or 'torch' (torch core "
                  "only, torch >= 2.7, where torch has the API: torch.accelerator, torch.amp; the rest stays on "
-                 "torchport). Default: emit in [tool.torchport], else torchport."),
+                 "torchport). Default: emit in the settings file, else torchport."),
+        no_cache: bool = _NO_CACHE,
+        cache_dir: Optional[Path] = _CACHE_DIR,
+        extension: Optional[List[str]] = _EXTENSION,
+        show_fixes: bool = _SHOW_FIXES,
     ) -> None:
         """Rewrite device-specific code into device-agnostic code (torchport runtime / torch core).
 
         Without --write, prints a unified diff and changes nothing (the report then counts what --write
         would fix; nothing is called fixed). Fixes keep formatting and comments, add `import torchport`
-        once, and are idempotent. With '-' (stdin), --write prints the fixed source on stdout.
+        once, and are idempotent. With '-' (stdin), --write prints the fixed source on stdout. Stdout carries
+        one thing: the diff (with the text report on stderr), or the report asked for with --format / -o - /
+        --json - (whose JSON then holds the diff).
 
         Example: torchport fix train.py --write --unsafe-fixes -o changes.csv
         """
-        from torchport.migrate.emit import EMITS
+        from torchport.migrate.config import EMITS
         from torchport.migrate.runner import unified_diff
 
         if emit is not None and emit not in EMITS:
@@ -267,77 +268,37 @@ def register(app: typer.Typer) -> None:
             from torchport.cli._common import fail
 
             fail("fix", "--check writes nothing; drop --write (or --check)")
-        settings = _Settings(config, isolated, stdin_filename)
+        settings = _settings(config, isolated, stdin_filename, no_cache, cache_dir, extension, extend_select, "fix")
         stdin = [str(p) for p in paths or ()] == ["-"]
         if check:
-            report = _nothing_written(_run(paths, select, ignore, exclude, no_gitignore, jobs, fix=True,
-                                           unsafe=unsafe_fixes, write=False, verb="fix", settings=settings,
-                                           emit=emit))
+            report = _nothing_written(run_linter("fix", paths, select, ignore, exclude, no_gitignore, jobs, fix=True,
+                                                 unsafe=unsafe_fixes, write=False, settings=settings, emit=emit))
             # the report files (-o, --json) as without --check; a non-text --format replaces the "would fix" lines
             shown_check = None if shown == "text" else shown
             written = _emit("fix", report, shown_check, outputs, json_out, to_stdout=to_stdout)
+            if show_fixes:
+                _show_fixes(report, sys.stderr)
             _check_report(report, lines=shown_check is None and not to_stdout, written=written)
-        report = _run(paths, select, ignore, exclude, no_gitignore, jobs, fix=True, unsafe=unsafe_fixes,
-                      write=write and not stdin, verb="fix", settings=settings, emit=emit)
+        report = run_linter("fix", paths, select, ignore, exclude, no_gitignore, jobs, fix=True, unsafe=unsafe_fixes,
+                            write=write and not stdin, settings=settings, emit=emit)
+        report.fixing = True
         if stdin and write:   # like ruff: the fixed source (or the source as it was) on stdout
             res = report.results[0] if report.results else None
             if res is not None:
                 sys.stdout.write(res.fixed_source if res.fixed_source is not None else res.source)
             written = _emit("fix", report, shown, outputs, json_out, to_stdout=to_stdout, stream=sys.stderr)
+            if show_fixes:
+                _show_fixes(report, sys.stderr)
             _exit(report, report.remaining, written=written)
             return
         if not write:
-            for res in report.results:
-                if res.fixed_source is not None and res.source is not None:
-                    sys.stdout.write(unified_diff(res.path, res.source, res.fixed_source))
             report = _nothing_written(report)
+            if shown == "text" and not to_stdout:   # the diff is what stdout shows; the report goes to stderr
+                for res in report.results:
+                    if res.fixed_source is not None and res.source is not None:
+                        sys.stdout.write(unified_diff(res.path, res.source, res.fixed_source))
         written = _emit("fix", report, shown, outputs, json_out, to_stdout=to_stdout,
-                        stream=sys.stderr if not write else None)
+                        stream=sys.stderr if not write and shown == "text" else None)
+        if show_fixes:
+            _show_fixes(report, sys.stderr)
         _exit(report, report.findings if not write else report.remaining, written=written)
-
-    @app.command("rules")
-    def rules(
-        docs: Optional[Path] = typer.Option(None, "--docs", help="Write one Markdown page per rule into DIR."),
-        json_out: Optional[Path] = _JSON,
-    ) -> None:
-        """List every scanner rule: code, name, severity, fix safety, default, what it finds."""
-        from rich.table import Table
-
-        from torchport.log import console
-        from torchport.migrate import catalog
-        from torchport.migrate.docs import write_docs
-
-        all_rules = catalog.rules()
-        to_stdout = json_out is not None and str(json_out) == "-"
-        if docs is not None:
-            written = write_docs(docs, list(all_rules))
-            typer.echo(f"wrote {len(written)} pages to {docs}", err=to_stdout)
-        else:
-            table = Table(show_edge=False)
-            for col in ("code", "name", "severity", "fix", "default", "what it finds"):
-                table.add_column(col, overflow="fold")
-            for r in all_rules:
-                table.add_row(r.code, r.name, r.severity, r.fix, "on" if r.default_enabled else "off", r.summary)
-            console(stderr=to_stdout).print(table)
-        rows = [{"code": r.code, "name": r.name, "severity": r.severity, "fix": r.fix,
-                 "default": r.default_enabled, "summary": r.summary} for r in all_rules]
-        write_json(json_out, rows)
-
-    @app.command("explain")
-    def explain(code: str = typer.Argument(..., help="A rule code (TP101) or name (cuda-method).")) -> None:
-        """Show one rule's page: what it does, why it matters, example, what to use instead, fix safety."""
-        from rich.console import Console
-        from rich.markdown import Markdown
-
-        from torchport.migrate import catalog
-        from torchport.migrate.docs import rule_page
-
-        try:
-            rule = catalog.get(code)
-        except catalog.UnknownRuleError as exc:
-            _fail("explain", exc)
-        console = Console()
-        if console.is_terminal:
-            console.print(Markdown(rule_page(rule)))
-        else:
-            sys.stdout.write(rule_page(rule))

@@ -143,3 +143,25 @@ def main() -> None:
     app = typer.Typer(add_completion=False, pretty_exceptions_show_locals=False, rich_markup_mode=MARKUP)
     app.command()(guarded("train", _command))
     normalise_help(typer.main.get_command(app))(prog_name="torchport train")
+
+
+def convert_main() -> None:
+    """``python -m torchport.train.convert SRC DST``."""
+    import typer
+
+    from torchport.cli._common import guarded
+    from torchport.cli._options import MARKUP, normalise_help
+
+    def _command(src: str = typer.Argument(..., help="Trainer checkpoint: a ckpt-*.pt file (ddp) or a step-* DCP "
+                                                      "directory (fsdp); local or s3:// / obs://."),
+                 dst: str = typer.Argument(..., help="Where the other layout goes (a DCP directory for a .pt SRC, "
+                                                      "a .pt file for a DCP SRC).")) -> None:
+        from torchport.train.convert import convert_checkpoint
+
+        out = convert_checkpoint(src, dst)
+        typer.echo(f"converted {src} -> {out}")
+
+    _command.__doc__ = "Convert a trainer checkpoint between --strategy ddp (one file) and fsdp (sharded DCP), both ways."
+    app = typer.Typer(add_completion=False, pretty_exceptions_show_locals=False, rich_markup_mode=MARKUP)
+    app.command()(guarded("train convert", _command))
+    normalise_help(typer.main.get_command(app))(prog_name="python -m torchport.train.convert")

@@ -48,6 +48,8 @@ def get(code_or_name: str) -> Rule:
 
 def _matches(rule: Rule, token: str) -> bool:
     token = token.strip()
+    if token.upper() == "DEFAULT":      # the default set (what an empty select means), for extend-select
+        return rule.default_enabled
     return token.upper() == "ALL" or rule.code.startswith(token.upper()) or rule.name == token.lower()
 
 
@@ -55,7 +57,7 @@ def select(select: Iterable[str] = (), ignore: Iterable[str] = ()) -> list[Rule]
     """Rules chosen by code prefixes / names.
 
     Args:
-        select: prefixes (``TP1``, ``TP20``, ``TP101``), names or ``ALL``; empty means the
+        select: prefixes (``TP1``, ``TP20``, ``TP101``), names, ``ALL`` or ``DEFAULT``; empty means the
             default set (everything but TP9xx).
         ignore: prefixes or names removed afterwards.
 

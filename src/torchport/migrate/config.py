@@ -1,19 +1,25 @@
-"""``[tool.torchport]`` in ``pyproject.toml``: the scanner's settings, found like ruff finds its own.
+"""``[tool.torchport]`` in ``pyproject.toml`` (or a ``torchport.toml``): the scanner's settings, found like ruff's.
 
-``torchport scan`` / ``fix`` look for the closest ``pyproject.toml`` that has a ``[tool.torchport]``
-table, from the first path given (or the current directory) upward; ``--config FILE`` names one,
-``--isolated`` ignores them all. Command-line options win over the file: ``--select`` replaces
-``select``, ``--ignore`` adds to ``ignore``, ``--exclude`` adds to ``extend-exclude``,
-``--unsafe-fixes`` turns on what the file may leave off, ``--emit`` replaces ``emit``.
+``torchport scan`` / ``fix`` look, from the first path given (or the current directory) upward, for the
+closest directory with a ``torchport.toml`` (the keys at its top level, like ``ruff.toml``) or a
+``pyproject.toml`` that has a ``[tool.torchport]`` table (``torchport.toml`` wins in the same directory);
+``--config FILE`` names one, ``--isolated`` ignores them all. Command-line options win over the file:
+``--select`` replaces ``select`` (``--extend-select`` adds), ``--ignore`` adds to ``ignore``, ``--exclude``
+adds to ``extend-exclude``, ``--unsafe-fixes`` turns on what the file may leave off, ``--emit`` replaces
+``emit``, ``--cache-dir`` replaces ``cache-dir``.
 
 Example::
 
     [tool.torchport]
     select = ["TP1", "TP2"]              # default: every rule but the noisy TP9xx
-    ignore = ["TP109"]
+    extend-select = ["TP901"]            # added to select (or to the default set)
+    ignore = ["TP109"]                   # extend-ignore: the same, for ruff's spelling
     extend-exclude = ["third_party/", "**/gen_*.py"]
+    exclude = [".git/", "build/"]        # replaces the default folders never entered (.git, .venv, ...)
+    extend-include = ["*.pyw", "*.ipy"]  # more suffixes a walk takes (".ipynb"-like ones as notebooks)
     unsafe-fixes = false
     emit = "torch"                       # what fixes write: "torchport" (default) or "torch"
+    cache-dir = ".cache/torchport"       # the scan cache (default .torchport_cache beside this file)
 
     [tool.torchport.per-file-ignores]
     "tests/**" = ["TP1"]
@@ -38,12 +44,17 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from torchport.errors import ConfigError
-from torchport.migrate.emit import EMITS
+
+#: what fixes write: the torchport runtime, or torch core where torch has the API (:mod:`torchport.migrate.emit`)
+EMITS = ("torchport", "torch")
 
 __all__ = ["Config", "load_config", "find_config", "read_config", "KEYS"]
 
 #: Every key ``[tool.torchport]`` accepts (TOML spelling).
-KEYS = ("select", "ignore", "extend-exclude", "per-file-ignores", "unsafe-fixes", "emit")
+KEYS = ("select", "extend-select", "ignore", "extend-ignore", "exclude", "extend-exclude", "extend-include",
+        "per-file-ignores", "unsafe-fixes", "emit", "cache-dir")
+#: the standalone file's name (its keys at the top level)
+STANDALONE = "torchport.toml"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -52,7 +63,11 @@ class Config:
 
     Args:
         select: rule codes / prefixes / names (empty: the default set).
-        ignore: rule codes / prefixes / names removed from the selection.
+        extend_select: added to ``select`` (or to the default set).
+        ignore: rule codes / prefixes / names removed from the selection (``extend-ignore`` included).
+        exclude: patterns that replace the default folders a walk never enters, or None (the defaults).
+        extensions: ``(suffix, language)`` pairs from ``extend-include`` (``"pyw"``, ``"python"``).
+        cache_dir: the scan cache's folder (absolute), or None (the default place).
         extend_exclude: gitignore-style patterns of paths to skip, already anchored for the runner
             (a pattern with a ``/`` is made absolute under :attr:`root`).
         per_file_ignores: ``(absolute pattern root, pattern, codes)`` triples.
@@ -62,7 +77,11 @@ class Config:
     """
 
     select: tuple[str, ...] = ()
+    extend_select: tuple[str, ...] = ()
     ignore: tuple[str, ...] = ()
+    exclude: tuple[str, ...] | None = None
+    extensions: tuple[tuple[str, str], ...] = ()
+    cache_dir: Path | None = None
     extend_exclude: tuple[str, ...] = ()
     per_file_ignores: tuple[tuple[str, str, tuple[str, ...]], ...] = ()
     unsafe_fixes: bool = False
@@ -84,13 +103,15 @@ def _toml():
 
 
 def _table(path: Path) -> Mapping[str, Any] | None:
-    """The ``[tool.torchport]`` table of ``path`` (None when it has none)."""
+    """The ``[tool.torchport]`` table of ``path`` (None when it has none); all of a ``torchport.toml``."""
     try:
         data = _toml().loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise ConfigError(f"{path}: could not read: {exc.strerror or exc}") from None
     except ValueError as exc:   # tomllib.TOMLDecodeError
         raise ConfigError(f"{path}: not valid TOML ({exc}); fix the file or pass --isolated") from None
+    if path.name == STANDALONE:
+        return data
     table = data.get("tool", {}).get("torchport")
     if table is not None and not isinstance(table, dict):
         raise ConfigError(f"{path}: [tool.torchport] must be a table")
@@ -98,11 +119,13 @@ def _table(path: Path) -> Mapping[str, Any] | None:
 
 
 def find_config(start: str | os.PathLike) -> Path | None:
-    """The closest ``pyproject.toml`` with a ``[tool.torchport]`` table, from ``start`` upward."""
+    """The closest ``torchport.toml``, or ``pyproject.toml`` with a ``[tool.torchport]`` table, from ``start`` up."""
     here = Path(start).resolve()
     if not here.is_dir():
         here = here.parent
     for d in (here, *here.parents):
+        if (d / STANDALONE).is_file():
+            return d / STANDALONE
         candidate = d / "pyproject.toml"
         if candidate.is_file() and _table(candidate) is not None:
             return candidate
@@ -127,20 +150,22 @@ def _anchor(root: Path, pattern: str) -> str:
 
 
 def read_config(path: str | os.PathLike) -> Config:
-    """The settings in ``path`` (a ``pyproject.toml``); an empty :class:`Config` when it has no table.
+    """The settings in ``path`` (a ``pyproject.toml`` or ``torchport.toml``); empty when it has no table.
 
     Raises:
         ConfigError: unreadable or invalid file, unknown key, wrong value type (one line naming it).
     """
     path = Path(path).resolve()
     if not path.is_file():
-        raise ConfigError(f"--config {path}: no such file; name a pyproject.toml with a [tool.torchport] table")
+        raise ConfigError(f"--config {path}: no such file; name a torchport.toml, or a pyproject.toml with a "
+                          "[tool.torchport] table")
     table = _table(path)
     if table is None:
         return Config(path=path)
+    where = path.name if path.name == STANDALONE else "[tool.torchport]"
     unknown = sorted(set(table) - set(KEYS))
     if unknown:
-        raise ConfigError(f"{path}: unknown key {unknown[0]!r} in [tool.torchport]; known keys: {', '.join(KEYS)}")
+        raise ConfigError(f"{path}: unknown key {unknown[0]!r} in {where}; known keys: {', '.join(KEYS)}")
     root = path.parent
     pfi = table.get("per-file-ignores", {})
     if not isinstance(pfi, dict):
@@ -152,9 +177,18 @@ def read_config(path: str | os.PathLike) -> Config:
     if emit is not None and emit not in EMITS:
         raise ConfigError(f"{path}: [tool.torchport] emit must be one of {', '.join(repr(e) for e in EMITS)}, "
                           f"not {emit!r}")
+    cache_dir = table.get("cache-dir")
+    if cache_dir is not None and not (isinstance(cache_dir, str) and cache_dir.strip()):
+        raise ConfigError(f"{path}: {where} cache-dir must be a folder name, e.g. cache-dir = \".torchport_cache\"")
+    exclude = table.get("exclude")
     return Config(
         select=_strings(path, "select", table.get("select", [])),
-        ignore=_strings(path, "ignore", table.get("ignore", [])),
+        extend_select=_strings(path, "extend-select", table.get("extend-select", [])),
+        ignore=_strings(path, "ignore", table.get("ignore", [])) + _strings(path, "extend-ignore",
+                                                                            table.get("extend-ignore", [])),
+        exclude=None if exclude is None else tuple(_anchor(root, p) for p in _strings(path, "exclude", exclude)),
+        extensions=tuple(_include(path, p) for p in _strings(path, "extend-include", table.get("extend-include", []))),
+        cache_dir=None if cache_dir is None else (root / cache_dir).resolve(),
         extend_exclude=tuple(_anchor(root, p) for p in _strings(path, "extend-exclude",
                                                                  table.get("extend-exclude", []))),
         per_file_ignores=tuple((root.as_posix(), pattern, _strings(path, f"per-file-ignores {pattern!r}", codes))
@@ -163,6 +197,14 @@ def read_config(path: str | os.PathLike) -> Config:
         emit=emit,
         path=path,
     )
+
+
+def _include(path: Path, pattern: str) -> tuple[str, str]:
+    """An ``extend-include`` entry (``"*.pyw"``) as ``(suffix, language)``; notebooks' suffix ``.ipynb``."""
+    suffix = pattern[2:] if pattern.startswith("*.") else pattern.lstrip(".")
+    if not suffix or any(c in suffix for c in "/*?[") or suffix != pattern.rsplit(".", 1)[-1]:
+        raise ConfigError(f"{path}: extend-include entry {pattern!r}: give a suffix pattern such as \"*.pyw\"")
+    return suffix.lower(), "ipynb" if suffix.lower() == "ipynb" else "python"
 
 
 def load_config(paths: Sequence[str | os.PathLike] = (), *, config: str | os.PathLike | None = None,

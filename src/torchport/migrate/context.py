@@ -12,12 +12,17 @@ from __future__ import annotations
 import dataclasses
 import functools
 import re
-from typing import Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import libcst as cst
 
+from torchport.migrate.records import DeviceString
 from torchport.migrate.resolve import ImportTable, qualname
-from torchport.migrate.rules.base import DeviceString, Rule
+from torchport.migrate.walk import FastVisitor
+
+#: a :class:`torchport.migrate.rules.base.Rule` (not imported: the rules import this module's types, and this
+#: module needs no more of a rule than its declarations, read by attribute)
+Rule = Any
 
 __all__ = ["RuleSet", "FileContext", "Fix", "Reported"]
 
@@ -95,8 +100,11 @@ class RuleSet:
             for a in rule.assignments:
                 self.assignments.setdefault(a, []).append(rule)
         self.prefixes = sorted(prefixes.items(), key=lambda kv: -len(kv[0]))
-        needles = sorted({n for r in self.rules if r.code in self.enabled for n in r.needles})
-        self.prefilter = re.compile("|".join(map(re.escape, needles))) if needles else None
+        needles = {n for r in self.rules if r.code in self.enabled for n in r.needles}
+        needles = sorted(n for n in needles if not any(m != n and m in n for m in needles))  # "cuda" covers "is_cuda"
+        patterns = sorted({p for r in self.rules if r.code in self.enabled for p in r.needle_patterns})
+        alternatives = [*map(re.escape, needles), *patterns]
+        self.prefilter = re.compile("|".join(alternatives)) if alternatives else None
 
     def lookup(self, qualname: str) -> Sequence[Rule]:
         """Rules for a qualified name: exact match first, then the longest prefix."""
@@ -128,8 +136,10 @@ class FileContext:
         needs: modules a fix referenced that the file does not import yet.
     """
 
-    def __init__(self, module: cst.Module, ruleset: RuleSet, *, emit: str = "torchport") -> None:
+    def __init__(self, module: cst.Module, ruleset: RuleSet, *, emit: str = "torchport",
+                 text: str | None = None) -> None:
         self.module = module
+        self._text = text
         self.ruleset = ruleset
         self.emit = emit
         self.imports = ImportTable.from_module(module)
@@ -148,13 +158,18 @@ class FileContext:
         self.memo: dict[str, object] = {}
 
     @functools.cached_property
+    def text(self) -> str:
+        """The file's source text (the engine passes it; else generated from the module, which costs a pass)."""
+        return self._text if self._text is not None else self.module.code
+
+    @functools.cached_property
     def emit_torch(self) -> bool:
         """True when the fixes are lowered to torch core (:mod:`torchport.migrate.emit`): ``--emit torch``,
         or a file already written against ``torch.accelerator``; never in a file that imports torchport.
         The file's own style wins, so fixing ``--emit torch`` output with either choice changes nothing."""
-        if _IMPORTS_TORCHPORT.search(self.module.code) is not None:
+        if _IMPORTS_TORCHPORT.search(self.text) is not None:
             return False
-        return self.emit == "torch" or re.search(r"\btorch\.accelerator\.", self.module.code) is not None
+        return self.emit == "torch" or re.search(r"\btorch\.accelerator\.", self.text) is not None
 
     @property
     def quote(self) -> str:
@@ -329,10 +344,13 @@ class FileContext:
     def dispatch_subjects(self) -> frozenset[str]:
         """Operands the file compares with two or more device types (``device.type == "cuda"`` ...
         ``elif device.type == "npu"``): such code already branches per backend, so its comparisons stay."""
+        text = self.text
+        if sum(1 for t in ("cuda", "npu", "xpu", "mps") if t in text) < 2:   # no operand can meet two types
+            return frozenset()
         seen: dict[str, set[str]] = {}
         device_string, code = self.device_string, self.module.code_for_node
 
-        class _Comparisons(cst.CSTVisitor):
+        class _Comparisons(FastVisitor):
             def visit_Comparison(self, node: cst.Comparison) -> None:
                 operands = [node.left, *(t.comparator for t in node.comparisons)]
                 for i, operand in enumerate(operands):
@@ -342,7 +360,7 @@ class FileContext:
                     other = operands[i + 1] if i + 1 < len(operands) else operands[i - 1]
                     seen.setdefault(code(other), set()).add(ds.device_type)
 
-        self.module.visit(_Comparisons())
+        _Comparisons().walk(self.module)
         return frozenset(subject for subject, types in seen.items() if len(types) >= 2)
 
     @functools.cached_property
@@ -353,14 +371,14 @@ class FileContext:
         A file that already imports torchport, or uses ``torch.accelerator``, counts too: it is (or reads
         like) the output of a fix of CUDA code (``--emit torchport`` / ``--emit torch``), so fixing it again
         must take the same decision (fix is idempotent)."""
-        code = self.module.code
+        code = self.text
         return (re.search(r"\bcuda\b|\btorch\.accelerator\.", code) is not None
                 or _IMPORTS_TORCHPORT.search(code) is not None)
 
     @functools.cached_property
     def distributed(self) -> bool:
         """True when the file looks multi-process (``init_process_group``, ``LOCAL_RANK``, DDP, spawn)."""
-        return _DISTRIBUTED_MARKERS.search(self.module.code) is not None
+        return _DISTRIBUTED_MARKERS.search(self.text) is not None
 
     def index_device_expr(self, index: cst.BaseExpression, kind: str | None) -> cst.BaseExpression:
         """The portable device for an integer index: ``torchport.device()`` for the local rank or a

@@ -27,14 +27,16 @@ runtime, one already written against ``torch.accelerator`` is lowered with eithe
 
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 
+from torchport.migrate.config import EMITS
 from torchport.migrate.imports import binding_statement, count_names, insert_after_imports
 
-__all__ = ["EMITS", "lower", "DEVICE_NAMES"]
+__all__ = ["EMITS", "lower", "DEVICE_NAMES", "message"]
 
-#: ``--emit`` choices; the first is the default.
-EMITS = ("torchport", "torch")
+# EMITS (the ``--emit`` choices, the first the default) is defined in config and re-exported here.
 #: the hoisted device's name: the first one the file does not use already
 DEVICE_NAMES = ("DEVICE", "TORCH_DEVICE", "ACCELERATOR_DEVICE")
 
@@ -58,6 +60,31 @@ _STATEMENTS = {"synchronize": ("synchronize", ()), "empty_cache": ("empty_cache"
                "reset_peak_memory": ("reset_peak_memory_stats", ()), "select_device": ("set_device_index", ("index",))}
 
 _EMPTY = cst.Module(body=[])
+
+#: in messages, the device torch core has for what the fix hoists as DEVICE
+_MESSAGE_DEVICE = "torch.accelerator.current_accelerator()"
+_MESSAGE_SPELLINGS = {
+    **{tp: torch.format(T="torch", D=_MESSAGE_DEVICE, dist="torch.distributed") for tp, torch in _EXPRESSIONS.items()},
+    **{f"torchport.{name}()": f"torch.accelerator.{call}()" for name, (call, _) in _STATEMENTS.items()
+       if name != "select_device"},
+    "torchport.select_device(index=i)": "torch.accelerator.set_device_index(i)",
+    "torchport.memory_stats()": "torch.accelerator.memory_stats()",
+}
+_BACKTICKED = re.compile(r"`([^`]*torchport\.[^`]*)`")
+
+
+def message(text: str) -> str:
+    """A finding's message as ``--emit torch`` fixes read: each backticked torchport spelling that torch core
+    has becomes torch's (`torchport.device()` -> `torch.accelerator.current_accelerator()`); what torch lacks
+    stays, as the fix keeps it on the runtime."""
+    def swap(m: re.Match) -> str:
+        spelled = m.group(1)
+        for tp, torch in _MESSAGE_SPELLINGS.items():
+            if tp in spelled:
+                spelled = spelled.replace(tp, torch)
+        return f"`{spelled}`"
+
+    return _BACKTICKED.sub(swap, text) if "torchport." in text else text
 
 
 def _code(node: cst.CSTNode) -> str:

@@ -21,17 +21,19 @@ Flow for one file (:func:`analyze`):
 from __future__ import annotations
 
 import ast
+import dataclasses
 import re
 
 import libcst as cst
 
 from torchport.migrate.context import LOOP_INDEX, FileContext, Fix, Reported, RuleSet
-from torchport.migrate.emit import lower
+from torchport.migrate.emit import lower, message
 from torchport.migrate.finding import FileError, FileResult, Finding
 from torchport.migrate.imports import add_imports, count_names, drop_unused
 from torchport.migrate.positions import positions
 from torchport.migrate.resolve import CANONICAL, assigned_names, dotted, param_names
 from torchport.migrate.rules.base import Site
+from torchport.migrate.walk import FastVisitor
 
 __all__ = ["RuleSet", "FileContext", "FastVisitor", "analyze", "Fix"]
 
@@ -40,48 +42,6 @@ _LOG_METHODS = frozenset({"debug", "info", "warning", "warn", "error", "exceptio
 _QUIET_BUILTINS = frozenset({"print", "getattr", "hasattr", "setattr", "delattr", "warn", "echo"})
 _TEXT = (cst.SimpleString, cst.ConcatenatedString)  # f-strings may hold calls: they stay visited
 _NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Z0-9]+(?:[,\s]+[A-Z0-9]+)*))?", re.IGNORECASE)
-
-
-class FastVisitor(cst.CSTVisitor):
-    """A CSTVisitor whose hooks are found by a dict lookup on the node type.
-
-    LibCST's default dispatch formats and looks up ``visit_<Type>`` (and
-    ``visit_<Type>_<field>`` for every child field) on every node; on large files that
-    costs as much as the rules. Subclasses define ``visit_<Type>`` / ``leave_<Type>``
-    as usual (per-field hooks are not supported).
-    """
-
-    def __init__(self) -> None:
-        super().__init__()
-        cls = type(self)
-        tables = cls.__dict__.get("_tables")
-        if tables is None:  # hooks defined by FastVisitor subclasses (not LibCST's no-op stubs)
-            visit, leave = {}, {}
-            own = [k for k in reversed(cls.__mro__) if issubclass(k, FastVisitor)]
-            for klass in own:
-                for name, fn in vars(klass).items():
-                    kind, _, typename = name.partition("_")
-                    node_type = getattr(cst, typename, None) if kind in ("visit", "leave") else None
-                    if isinstance(node_type, type) and issubclass(node_type, cst.CSTNode):
-                        (visit if kind == "visit" else leave)[node_type] = fn
-            tables = (visit, leave)
-            cls._tables = tables
-        self._visit, self._leave = tables
-
-    def on_visit(self, node: cst.CSTNode) -> bool:
-        fn = self._visit.get(type(node))
-        return fn is None or fn(self, node) is not False
-
-    def on_leave(self, original_node: cst.CSTNode) -> None:
-        fn = self._leave.get(type(original_node))
-        if fn is not None:
-            fn(self, original_node)
-
-    def on_visit_attribute(self, node: cst.CSTNode, attribute: str) -> None:
-        return None
-
-    def on_leave_attribute(self, original_node: cst.CSTNode, attribute: str) -> None:
-        return None
 
 
 class _Scanner(FastVisitor):
@@ -148,7 +108,7 @@ class _Scanner(FastVisitor):
             root = func
             while isinstance(root, cst.Attribute):
                 root = root.value
-            ctx.alias_uses[root.value] = ctx.alias_uses.get(root.value, 0) + 1
+            _bump(ctx.alias_uses, root.value)
             callee: str | None = q
             for rule in self.rs.lookup(q):
                 rule.on_call(ctx, node, q)
@@ -194,7 +154,7 @@ class _Scanner(FastVisitor):
             while isinstance(root, cst.Attribute):
                 root = root.value
             if isinstance(root, cst.Name):
-                ctx.alias_uses[root.value] = ctx.alias_uses.get(root.value, 0) + 1
+                _bump(ctx.alias_uses, root.value)
             for rule in self.rs.lookup(q):
                 rule.on_reference(ctx, node, q)
             return False
@@ -202,14 +162,14 @@ class _Scanner(FastVisitor):
         if rules:
             for rule in rules:
                 rule.on_attribute(ctx, node)
-        node.value.visit(self)  # the receiver; the attribute name is not a reference
+        self.walk(node.value)  # the receiver; the attribute name is not a reference
         return False
 
     def visit_Name(self, node: cst.Name) -> None:
         ctx = self.ctx
         target = ctx.aliases.get(node.value)
         if target is not None:
-            ctx.alias_uses[node.value] = ctx.alias_uses.get(node.value, 0) + 1
+            _bump(ctx.alias_uses, node.value)
         if target is None or node is self._func_done or node in ctx.claimed or node.value in ctx.shadowed:
             return
         q = CANONICAL.get(target, target)
@@ -313,6 +273,11 @@ class _Scanner(FastVisitor):
             self.ctx.fstring_quotes.pop()
 
 
+def _bump(counts: dict[str, int], name: str) -> None:
+    """One more use of ``name`` (through the base dict: the engine's own bookkeeping is not a rule's read)."""
+    dict.__setitem__(counts, name, dict.get(counts, name, 0) + 1)
+
+
 def ctx_text_has(ctx: FileContext, node: cst.CSTNode, text: str) -> bool:
     """True when the source of ``node`` contains ``text``."""
     return text in ctx.module.code_for_node(node)
@@ -365,7 +330,8 @@ def _line_count(source: str) -> int:
 
 
 def analyze(source: str, path: str, ruleset: RuleSet, *, fix: bool = False, unsafe: bool = False,
-            positions_after_fix: bool = False, emit: str = "torchport") -> FileResult:
+            positions_after_fix: bool = False, emit: str = "torchport", sliced: str | None = None,
+            dropped_keys: frozenset[str] = frozenset()) -> FileResult:
     """Scan (and optionally fix) one file's source.
 
     Args:
@@ -377,6 +343,10 @@ def analyze(source: str, path: str, ruleset: RuleSet, *, fix: bool = False, unsa
         positions_after_fix: report remaining findings at their positions in the fixed
             text (use when the fixed text is written back); otherwise positions refer to
             ``source``.
+        sliced: ``source`` with the statements no rule can fire in blanked (:mod:`torchport.migrate.fast`):
+            walk that instead. When a rule used state a blanked statement could change, no result: None
+            (whole-file state) or the set of binding keys asked for among ``dropped_keys`` (the keys blanked
+            statements bind), to keep and walk again.
 
     Returns:
         A :class:`~torchport.migrate.finding.FileResult`; never raises for bad input.
@@ -386,21 +356,45 @@ def analyze(source: str, path: str, ruleset: RuleSet, *, fix: bool = False, unsa
         return result
     result.analysed = True
     try:
-        module = cst.parse_module(source)
+        module = cst.parse_module(source if sliced is None else sliced)
     except cst.ParserSyntaxError as exc:
+        if sliced is not None:
+            return None  # type: ignore[return-value]
         result.error = FileError(path=path, message=f"not valid Python: {exc.message}", line=exc.raw_line)
         return result
     except Exception as exc:  # LibCST raises a few other types on exotic input
+        if sliced is not None:
+            return None  # type: ignore[return-value]
         result.error = FileError(path=path, message=f"could not parse: {type(exc).__name__}: {exc}")
         return result
-    ctx = FileContext(module, ruleset, emit=emit)
-    module.visit(_Scanner(ctx))
+    if sliced is None:
+        ctx = FileContext(module, ruleset, emit=emit, text=source)
+    else:
+        from torchport.migrate.sliced import SlicedContext
+
+        ctx = SlicedContext(module, ruleset, emit=emit, text=source, dropped_keys=dropped_keys)
+    _Scanner(ctx).walk(module)
     for later in ctx.deferred:  # checks that need every binding in the file (integer device indices)
         later()
+    if sliced is not None and (ctx.whole_file_used or ctx.needed_keys):
+        return None if ctx.whole_file_used else ctx.needed_keys  # type: ignore[return-value]
     raws = [r for r in ctx.reported if r.rule.code in ruleset.enabled]
+    judge = "TP801" in ruleset.enabled and "noqa" in source.lower()   # every finding counts, reported or not
+    pos = positions(module, (r.node for r in (ctx.reported if judge else raws))) if (raws or judge) else {}
+    stale = unused_noqa(source, path, ruleset, ctx.reported, pos) if judge else []
+    if stale and fix:   # drop the unused codes first (a text edit inside comments: no position moves)
+        from torchport.migrate import noqa
+
+        edited = noqa.strip(source, [(c, bad) for c, bad, _ in stale])
+        again = analyze(edited, path, ruleset, fix=True, unsafe=unsafe, positions_after_fix=positions_after_fix,
+                        emit=emit)
+        if again.error is None:
+            again.source, again.fixed_source = source, again.fixed_source or edited
+            again.findings = [dataclasses.replace(f, fixed=True) for _, _, f in stale] + again.findings
+            return again
     if not raws:
+        result.findings = [f for _, _, f in stale]
         return result
-    pos = positions(module, (r.node for r in raws))
     if "noqa" in source:
         lines = source.splitlines()
         raws = [r for r in raws if not _noqa(lines, pos[r.node][0], r.rule.code)]
@@ -417,7 +411,9 @@ def analyze(source: str, path: str, ruleset: RuleSet, *, fix: bool = False, unsa
                 applied = set()
             elif fixed_source != source:
                 result.source, result.fixed_source = source, fixed_source
-    findings = [_finding(path, r, pos[r.node], fixed=r.node in applied) for r in raws]
+    findings = [_finding(path, r, pos[r.node], fixed=r.node in applied, torch_only=ctx.emit_torch) for r in raws]
+    if stale:
+        findings = sorted(findings + [f for _, _, f in stale], key=lambda f: (f.line, f.column))
     if applied and positions_after_fix and result.fixed_source is not None:
         after = analyze(result.fixed_source, path, ruleset, emit=emit)
         findings = [f for f in findings if f.fixed] + after.findings
@@ -425,10 +421,36 @@ def analyze(source: str, path: str, ruleset: RuleSet, *, fix: bool = False, unsa
     return result
 
 
-def _finding(path: str, raw: Reported, pos: tuple[int, int, int, int], *, fixed: bool) -> Finding:
+def unused_noqa(source: str, path: str, ruleset: RuleSet, raws: list, pos: dict) -> list:
+    """TP801: the ``# noqa`` comments whose torchport codes silence nothing, as ``[(comment, codes, Finding)]``
+    (:mod:`torchport.migrate.noqa`); empty when TP801 is not selected. ``raws``: every finding of the pass
+    (selected or not: the rules that ran are judged)."""
+    if "TP801" not in ruleset.enabled or "noqa" not in source.lower():
+        return []
+    from torchport.migrate import catalog, noqa
+
+    reported: dict[int, set[str]] = {}
+    for r in raws:
+        reported.setdefault(pos[r.node][0], set()).add(r.rule.code)
+    rule = catalog.get("TP801")
+    out = []
+    ran = frozenset(r.code for r in ruleset.rules)
+    for c, bad in noqa.unused(source, reported, ran, [r.code for r in catalog.rules()]):
+        what = ", ".join(bad)
+        msg = (f"unused noqa: {what} {'silences' if len(bad) == 1 else 'silence'} nothing on this line; "
+               "remove " + ("it" if len(bad) == len(c.codes) else "the unused code(s)"))
+        out.append((c, bad, Finding(path=path, line=c.line, column=c.column + 1, end_line=c.line,
+                                    end_column=c.column + 1 + len(c.text), code=rule.code, name=rule.name,
+                                    message=msg, severity=rule.severity, fix_safety="safe")))
+    return out
+
+
+def _finding(path: str, raw: Reported, pos: tuple[int, int, int, int], *, fixed: bool,
+             torch_only: bool = False) -> Finding:
     rule = raw.rule
+    text = message(raw.message) if torch_only else raw.message   # --emit torch: recommend what the fix writes
     return Finding(path=path, line=pos[0], column=pos[1], end_line=pos[2], end_column=pos[3], code=rule.code,
-                   name=rule.name, message=raw.message, severity=rule.severity, fix_safety=raw.safety, fixed=fixed)
+                   name=rule.name, message=text, severity=rule.severity, fix_safety=raw.safety, fixed=fixed)
 
 
 def _apply(module: cst.Module, ctx: FileContext, wanted: dict[cst.CSTNode, Fix]):

@@ -43,6 +43,7 @@ class Finding:
             ``--unsafe-fixes``: it can change behaviour) or ``"none"`` (report only).
         fixed: True when ``torchport fix`` rewrote this construct (positions then refer
             to the file before the rewrite).
+        cell: in a notebook, the cell (1-based, counting every cell) that ``line`` is relative to; else None.
     """
 
     path: str
@@ -56,6 +57,7 @@ class Finding:
     severity: str
     fix_safety: str
     fixed: bool = False
+    cell: int | None = None
 
     @property
     def fixable(self) -> bool:
@@ -63,15 +65,25 @@ class Finding:
         return self.fix_safety != "none"
 
     @property
+    def position(self) -> str:
+        """``line:column``, in a notebook ``cell N:line L:col C``."""
+        if self.cell is not None:
+            return f"cell {self.cell}:line {self.line}:col {self.column}"
+        return f"{self.line}:{self.column}"
+
+    @property
     def location(self) -> str:
-        """``path:line:column``, the form editors and terminals turn into links."""
-        return f"{self.path}:{self.line}:{self.column}"
+        """``path:line:column``, the form editors and terminals turn into links (``nb.ipynb:cell 3:line 2:col 5``
+        in a notebook)."""
+        return f"{self.path}:{self.position}"
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (all fields plus ``fixable``)."""
         out = dataclasses.asdict(self)
         out["file"] = out.pop("path")
         out["fixable"] = self.fixable
+        if self.cell is None:
+            del out["cell"]
         return out
 
 
@@ -103,6 +115,7 @@ class FileResult:
         source: the original text (only when a rewrite was produced).
         fixed_source: the rewritten text, or None when nothing was rewritten.
         analysed: False when the text prefilter showed the file cannot contain findings.
+        seconds: how long analysing it took (0 when the cache answered).
     """
 
     path: str
@@ -112,6 +125,7 @@ class FileResult:
     source: str | None = None
     fixed_source: str | None = None
     analysed: bool = False
+    seconds: float = 0.0
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -126,6 +140,8 @@ class Report:
         seconds: wall time of the run.
         dry_run: nothing was written (``fix --diff`` / ``--check``): a finding with ``fixed=True`` is one the
             rewrite shown *would* fix; :attr:`fixed` is then empty and :attr:`would_fix` lists them.
+        fixing: a ``fix`` run (``scan`` reports none of ``written`` / ``would_fix``).
+        cached: files the scan cache answered.
     """
 
     findings: list[Finding] = dataclasses.field(default_factory=list)
@@ -135,6 +151,8 @@ class Report:
     lines: int = 0
     seconds: float = 0.0
     dry_run: bool = False
+    fixing: bool = False
+    cached: int = 0
     results: list[FileResult] = dataclasses.field(default_factory=list, repr=False)
 
     @classmethod

@@ -24,7 +24,8 @@ from typing import Callable
 
 from torchport.migrate.finding import Report
 
-__all__ = ["render", "FORMATS", "to_text", "to_json", "to_sarif", "to_csv", "to_concise", "to_github", "print_rich"]
+__all__ = ["render", "FORMATS", "to_text", "to_json", "to_sarif", "to_csv", "to_concise", "to_github", "print_rich",
+           "to_statistics"]
 
 _SARIF_LEVEL = {"error": "error", "warning": "warning", "info": "note"}
 
@@ -66,7 +67,7 @@ def to_text(report: Report) -> str:
             current = f.path
             out.append(("" if not out else "\n") + f.path)
         mark = report.status(f) if f.fixed else ("[*]" if f.fix_safety == "safe" else "[unsafe fix]" if f.fixable else "")
-        out.append(f"  {f.line}:{f.column}  {f.code} {f.severity:<7} {f.message} {mark}".rstrip())
+        out.append(f"  {f.position}  {f.code} {f.severity:<7} {f.message} {mark}".rstrip())
     for e in report.errors:
         out.append(f"{e.path}:{e.line or 0}: error: {e.message}")
     rows = report.summary()
@@ -93,7 +94,7 @@ def print_rich(report: Report, console=None) -> None:
         if f.path != current:
             current = f.path
             console.print(Text(f.path, style="bold underline"))
-        line = Text(f"  {f.line}:{f.column}  ")
+        line = Text(f"  {f.position}  ")
         line.append(f.code, style=f"bold {colour.get(f.severity, '')}")
         line.append(f" {f.message}")
         if f.fixed:
@@ -127,19 +128,36 @@ def _finding_dict(report: Report, f) -> dict:
 
 
 def to_json(report: Report) -> str:
-    """``{"findings": [...], "errors": [...], "summary": [...], "files", "lines", "seconds"}``."""
+    """``{"findings": [...], "errors": [...], "summary": [...], "files", "lines", "seconds"}``; a ``fix`` report
+    adds ``"written"`` (whether the rewrites were written) and, when they were not, ``"diffs"``: the unified
+    diff of each file the rewrite changes (so ``fix --format json > r.json`` carries everything stdout had)."""
     payload = {
         "tool": "torchport",
         "files": report.files,
         "analysed": report.analysed,
         "lines": report.lines,
         "seconds": round(report.seconds, 3),
-        "written": not report.dry_run,
+        **({"written": not report.dry_run} if report.fixing else {}),
         "findings": [_finding_dict(report, f) for f in report.findings],
         "errors": [e.to_dict() for e in report.errors],
         "summary": report.summary(),
     }
+    if report.fixing and report.dry_run:
+        from torchport.migrate.runner import unified_diff
+
+        payload["diffs"] = [{"file": r.path, "diff": unified_diff(r.path, r.source, r.fixed_source)}
+                            for r in report.results if r.fixed_source is not None and r.source is not None]
     return json.dumps(payload, indent=2) + "\n"
+
+
+def to_statistics(report: Report) -> str:
+    """``--statistics``: one line per rule, ``COUNT  CODE  [*]  name`` (``[*]``: fixable), most frequent first, then
+    the summary line -- as ruff's ``--statistics``."""
+    rows = sorted(report.summary(), key=lambda r: (-r["count"], r["code"]))
+    width = max((len(str(r["count"])) for r in rows), default=1)
+    out = [f"{r['count']:>{width}}  {r['code']}  {'[*]' if r['fixable'] else '   '}  {r['name']}" for r in rows]
+    out.append(summary_line(report))
+    return "\n".join(out) + "\n"
 
 
 def _uri(path: str) -> str:

@@ -1,4 +1,9 @@
-"""Run the engine over many files: discovery, a text prefilter, worker processes, writing back.
+"""Run the engine over many files: discovery, the scan cache, worker processes, writing back.
+
+Per file: the cache (:mod:`torchport.migrate.cache`) answers when the file's bytes, the settings and
+torchport are unchanged; else the fast scan (:mod:`torchport.migrate.fast`: ``ast`` finds where a rule can
+fire, LibCST sees only those statements); ``fix`` runs the full LibCST pass only on files with a finding
+it can rewrite.
 
 Example::
 
@@ -21,11 +26,11 @@ import shutil
 import time
 import tokenize
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
-from torchport.migrate.emit import EMITS
+from torchport.migrate.config import EMITS
 from torchport.migrate.finding import FileError, FileResult, Report
-from torchport.migrate.files import IgnoreRules, iter_python_files
+from torchport.migrate.files import IgnoreRules, iter_python_files, language
 
 __all__ = ["Options", "run", "run_source", "process_file", "analyze_text", "unified_diff", "file_noqa"]
 
@@ -33,6 +38,10 @@ __all__ = ["Options", "run", "run_source", "process_file", "analyze_text", "unif
 #: ``# torchport: noqa: TP101, TP2`` (these codes / prefixes in the whole file).
 _FILE_NOQA = re.compile(r"^[ \t]*#[ \t]*torchport:[ \t]*noqa(?:[ \t]*:[ \t]*(?P<codes>[A-Za-z0-9]+(?:[ \t,]+[A-Za-z0-9]+)*))?"
                         r"[ \t]*$", re.MULTILINE)
+
+#: TORCHPORT_SCAN_FULL_PASS=1: every file takes the full LibCST pass (the reference the fast scan is measured and
+#: tested against; benchmarks/bench_scan.py). Same findings, only slower.
+_FULL_PASS_ONLY = os.environ.get("TORCHPORT_SCAN_FULL_PASS", "") == "1"
 
 # below this many files, worker start-up costs more than it saves
 _PARALLEL_MIN_FILES = 16
@@ -55,6 +64,11 @@ class Options:
             ``pattern`` matches relative to the directory ``root`` (``[tool.torchport.per-file-ignores]``).
         emit: what fixes write: ``"torchport"`` (the runtime) or ``"torch"`` (torch core where torch has
             the API; :mod:`torchport.migrate.emit`).
+        cache_dir: the scan cache's folder (:mod:`torchport.migrate.cache`); None: no cache.
+        extensions: file suffix -> language (``"python"`` or ``"ipynb"``) for the suffixes a directory walk
+            also takes (``.py`` and ``.ipynb`` always).
+        skip_default_dirs: enter no folder by name alone (``.git``, ``.venv`` ...): ``exclude`` in the
+            settings replaced that list (its patterns are in ``exclude``).
     """
 
     select: tuple[str, ...] = ()
@@ -67,6 +81,9 @@ class Options:
     write: bool = False
     per_file_ignores: tuple[tuple[str, str, tuple[str, ...]], ...] = ()
     emit: str = "torchport"
+    cache_dir: str | None = None
+    extensions: tuple[tuple[str, str], ...] = ()
+    skip_default_dirs: bool = True
 
     def __post_init__(self) -> None:
         for name in ("select", "ignore", "exclude"):
@@ -166,18 +183,35 @@ def _known(tokens: Sequence[str]) -> tuple[str, ...]:
     return tuple(t for t in tokens if any(catalog._matches(r, t) for r in catalog.rules()))
 
 
+def _extra_ignores(text: str, path: str, options: Options) -> tuple[str, ...] | None:
+    """The codes the file-level noqa comment and the per-file ignores add for this file (as written), or
+    None when the bare ``# torchport: noqa`` silences the whole file."""
+    silenced = file_noqa(text)
+    if silenced == ():
+        return None
+    return (silenced or ()) + _per_file_ignores(path, options)
+
+
 def analyze_text(text: str, path: str, options: Options | None = None):
     """Analyse source ``text`` shown as ``path`` per ``options``, honouring the file-level noqa comment
-    and the per-file ignores. Never writes; returns a :class:`FileResult`."""
-    from torchport.migrate import catalog
+    and the per-file ignores. Never writes; returns a :class:`FileResult`.
+
+    A scan takes the fast path (:func:`torchport.migrate.fast.scan`); a fix runs the full pass only when the
+    scan found something."""
+    from torchport.migrate import catalog, fast
     from torchport.migrate.engine import analyze
 
     options = options or _worker_options or Options()
-    silenced = file_noqa(text)
-    if silenced == ():
+    extra = _extra_ignores(text, path, options)
+    if extra is None:
         return FileResult(path=path, lines=text.count("\n") + (1 if text and not text.endswith("\n") else 0))
-    extra = _known((silenced or ()) + _per_file_ignores(path, options))
-    ruleset = catalog.ruleset(options.select, options.ignore + extra)
+    ruleset = catalog.ruleset(options.select, options.ignore + _known(extra))
+    if _FULL_PASS_ONLY:   # benchmarks/bench_scan.py's "full pass" row
+        return analyze(text, path, ruleset, fix=options.fix, unsafe=options.unsafe_fixes,
+                       positions_after_fix=options.write, emit=options.emit)
+    scanned = fast.scan(text, path, ruleset, emit=options.emit)
+    if not options.fix or scanned.error is not None or not scanned.findings:
+        return scanned
     return analyze(text, path, ruleset, fix=options.fix, unsafe=options.unsafe_fixes,
                    positions_after_fix=options.write, emit=options.emit)
 
@@ -198,12 +232,20 @@ def run_source(text: str, path: str = "-", options: Options | None = None) -> Re
 
 
 def process_file(path: str, options: Options | None = None) -> FileResult:
-    """Analyse one file per ``options`` (and write it back when ``options.write``)."""
-    options = options or _worker_options or Options()
+    """Analyse one file per ``options`` (and write it back when ``options.write``); ``seconds`` says how long."""
+    t0 = time.perf_counter()
+    result = _process_file(path, options or _worker_options or Options())
+    result.seconds = time.perf_counter() - t0
+    return result
+
+
+def _process_file(path: str, options: Options) -> FileResult:
     try:
         text, encoding, data = _read(path)
     except (OSError, SyntaxError, UnicodeDecodeError, LookupError) as exc:
         return FileResult(path=path, error=FileError(path=path, message=f"could not read: {exc}"))
+    if language(path, dict(options.extensions)) == "ipynb":
+        return _process_notebook(path, text, data, options)
     deep = nesting_problem(text)
     if deep is not None:   # LibCST would crash the process (SIGSEGV): one line for this file instead
         return FileResult(path=path, error=FileError(path=path, message=deep))
@@ -223,6 +265,58 @@ def process_file(path: str, options: Options | None = None) -> FileResult:
             result = analyze_text(text, path, dataclasses.replace(options, fix=False, write=False))
             result.error = FileError(path=path, message=problem)
     return result
+
+
+def _process_notebook(path: str, text: str, data: bytes, options: Options) -> FileResult:
+    """A notebook: its code cells as one Python text (:mod:`torchport.migrate.notebook`), findings at
+    cell-relative positions, fixes written into the cells' sources only (JSON layout kept)."""
+    from torchport.migrate.notebook import Notebook, NotebookError
+
+    try:
+        nb = Notebook.load(text)
+    except NotebookError as exc:
+        return FileResult(path=path, error=FileError(path=path, message=str(exc)))
+    if not nb.segments:
+        return FileResult(path=path)
+    problem = nesting_problem(nb.virtual)
+    if problem is not None:
+        return FileResult(path=path, error=FileError(path=path, message=problem))
+    try:
+        result = analyze_text(nb.virtual, path, options)
+    except RecursionError:
+        return FileResult(path=path, error=FileError(path=path, message="too deeply nested to analyse"))
+    except Exception as exc:  # a scanner bug must not stop the other files; it is reported
+        return FileResult(path=path, error=FileError(path=path, message=f"internal error: {type(exc).__name__}: {exc}"))
+    after = nb
+    if result.fixed_source is not None:
+        try:
+            new_text = nb.rebuild(result.fixed_source)
+            after = Notebook.load(new_text)
+        except NotebookError as exc:
+            result = analyze_text(nb.virtual, path, dataclasses.replace(options, fix=False, write=False))
+            result.error = FileError(path=path, message=str(exc))
+            new_text = None
+        if new_text is not None:
+            result.source, result.fixed_source = text, new_text
+            if options.write:
+                problem = write_back(path, new_text, "utf-8", expected=data)
+                if problem is not None:
+                    result = analyze_text(nb.virtual, path, dataclasses.replace(options, fix=False, write=False))
+                    result.error = FileError(path=path, message=problem)
+                    after = nb
+    result.findings = [_in_cell(f, nb if f.fixed or not options.write else after) for f in result.findings]
+    if result.error is not None and result.error.line is not None:
+        cell, line = nb.cell_position(result.error.line)
+        result.error = FileError(path=path, message=f"cell {cell}, line {line}: {result.error.message}", line=None)
+    result.lines = nb.lines
+    return result
+
+
+def _in_cell(finding, nb):
+    """``finding`` (at a line of the notebook's Python text) at its cell-relative position."""
+    cell, line = nb.cell_position(finding.line)
+    end_cell, end_line = nb.cell_position(finding.end_line)
+    return dataclasses.replace(finding, cell=cell, line=line, end_line=end_line if end_cell == cell else line)
 
 
 def write_back(path: str, text: str, encoding: str, *, expected: bytes | None = None) -> str | None:
@@ -283,29 +377,79 @@ def _mp_context():
     return multiprocessing.get_context("fork" if "fork" in methods else "spawn")
 
 
-def run(paths: Sequence[str | os.PathLike], options: Options | None = None) -> Report:
+def run(paths: Sequence[str | os.PathLike], options: Options | None = None, *,
+        progress: Callable[[int, int], None] | None = None,
+        on_skip: Callable[[str, str], None] | None = None) -> Report:
     """Scan (and optionally fix) every Python file under ``paths``.
+
+    Args:
+        progress: called as ``progress(done, total)`` after each file that had to be analysed (``total``
+            counts those only: files the cache answered are done before the first call).
+        on_skip: called as ``on_skip(path, reason)`` for each file or directory a walk leaves out, and for a
+            named file an exclude pattern matches.
 
     Raises:
         FileNotFoundError: a path does not exist.
         torchport.migrate.catalog.UnknownRuleError: a select/ignore token matches no rule.
     """
-    from torchport.migrate import catalog
-
     options = options or Options()
-    catalog.ruleset(options.select, options.ignore)  # validate before starting workers
     t0 = time.perf_counter()
-    files = [str(p) for p in iter_python_files(paths, exclude=options.exclude,
-                                                respect_gitignore=options.respect_gitignore)]
+    from torchport.migrate.files import ALWAYS_SKIPPED
+
+    files = [str(p) for p in iter_python_files(
+        paths, exclude=options.exclude, respect_gitignore=options.respect_gitignore, on_skip=on_skip,
+        extensions=dict(options.extensions), skipped_dirs=ALWAYS_SKIPPED if options.skip_default_dirs else frozenset())]
+    cache = None
+    if options.cache_dir is not None:
+        from torchport.migrate.cache import Cache
+
+        cache = Cache.open(options.cache_dir, select=options.select, ignore=options.ignore, emit=options.emit)
+    if cache is None or not cache.known:
+        from torchport.migrate import catalog
+
+        catalog.ruleset(options.select, options.ignore)  # validate before starting workers
+    done: dict[str, FileResult] = {}
+    keys: dict[str, str] = {}
+    if cache is not None:
+        from torchport.migrate.cache import digest
+
+        for f in files:
+            try:
+                with open(f, "rb") as fh:
+                    data = fh.read()
+            except OSError:
+                continue     # process_file reports it
+            extra = _extra_ignores(data.decode("utf-8", "replace"), f, options) if b"noqa" in data or (
+                options.per_file_ignores) else ()
+            keys[f] = digest(data, extra if extra is not None else ("*",))
+            hit = cache.get(keys[f], f)
+            if hit is not None and (not options.fix or not hit.findings):
+                done[f] = hit       # a fix of a file without findings has nothing to do
+    todo = [f for f in files if f not in done]
+    if todo:
+        from torchport.migrate import catalog
+
+        catalog.ruleset(options.select, options.ignore)   # loads the rules once, before any fork
     jobs = options.jobs or os.cpu_count() or 1
-    if jobs == 1 or len(files) < _PARALLEL_MIN_FILES:
-        results = [process_file(f, options) for f in files]
+    if jobs == 1 or len(todo) < _PARALLEL_MIN_FILES:
+        for i, f in enumerate(todo):
+            done[f] = process_file(f, options)
+            if progress is not None:
+                progress(i + 1, len(todo))
     else:
-        results = _run_pool(files, options, jobs)
-    return Report.from_results(results, seconds=time.perf_counter() - t0)
+        done.update(_run_pool(todo, options, jobs, progress))
+    if cache is not None:
+        for f in todo:
+            if f in keys and (not options.fix or not done[f].findings):
+                cache.put(keys[f], done[f])
+        cache.save()
+    report = Report.from_results([done[f] for f in files], seconds=time.perf_counter() - t0)
+    report.cached = cache.hits if cache is not None else 0
+    return report
 
 
-def _run_pool(files: list[str], options: Options, jobs: int) -> list[FileResult]:
+def _run_pool(files: list[str], options: Options, jobs: int,
+              progress: Callable[[int, int], None] | None = None) -> dict[str, FileResult]:
     """``process_file`` over ``files`` in worker processes. A worker killed by a file (a native parser
     crash, the OOM killer) must not cost the other files their results: whatever the broken pool did
     not return is processed again, one file per fresh process, and a file that kills its own process
@@ -322,12 +466,14 @@ def _run_pool(files: list[str], options: Options, jobs: int) -> list[FileResult]
                     done[futures[fut]] = fut.result()
                 except concurrent.futures.process.BrokenProcessPool:
                     pass
+                if progress is not None:
+                    progress(len(done), len(order))
     except concurrent.futures.process.BrokenProcessPool:
         pass
     for f in order:
         if f not in done:
             done[f] = _isolated(f, options)
-    return [done[f] for f in order]
+    return done
 
 
 def _isolated(path: str, options: Options) -> FileResult:

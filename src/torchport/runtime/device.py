@@ -23,11 +23,17 @@ import threading
 import warnings
 from types import ModuleType
 
+from typing import TYPE_CHECKING
+
 from torchport import backends
 from torchport.backends.spec import BackendSpec, BackendUnavailable
 from torchport.env import env_flag, env_int  # noqa: F401  (re-exported: older import sites)
 from torchport.errors import ConfigError
 from torchport.errors import ExitCode
+from torchport.log import user_stacklevel
+
+if TYPE_CHECKING:  # pragma: no cover
+    import torch
 
 __all__ = [
     "Target",
@@ -170,7 +176,7 @@ def select_device(
                 "no accelerator found: running on CPU, which is typically 10-50x slower. "
                 "Run `torchport doctor` to see why, or set TORCHPORT_REQUIRE_ACCELERATOR=1 to make this an error.",
                 CPUFallbackWarning,
-                stacklevel=2,
+                stacklevel=user_stacklevel(),   # the user's line, past torchport's own frames
             )
     explicit_index = index is not None
     if index is None:
@@ -200,7 +206,7 @@ def current() -> Target:
     return select_device()
 
 
-def device():
+def device() -> "torch.device":
     """Shortcut for ``current().device`` (a ``torch.device``)."""
     return current().device
 

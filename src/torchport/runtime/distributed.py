@@ -207,7 +207,7 @@ def _attempt_store(timeout: _dt.timedelta):
     return dist.PrefixStore(f"{_ATTEMPT_PREFIX}{restart}", store)
 
 
-def wrap_ddp(model, target: Any = None, **kwargs: Any):
+def wrap_ddp(model: Any, target: Any = None, **kwargs: Any) -> Any:
     """Wrap ``model`` in DistributedDataParallel with the right ``device_ids`` for the backend.
 
     Returns the model unchanged when not running distributed.
@@ -225,7 +225,7 @@ def wrap_ddp(model, target: Any = None, **kwargs: Any):
     return torch.nn.parallel.DistributedDataParallel(model, **kwargs)
 
 
-def data_parallel(model, target: Any = None, **kwargs: Any):
+def data_parallel(model: Any, target: Any = None, **kwargs: Any) -> Any:
     """``torch.nn.DataParallel`` where the backend supports it; a clear error elsewhere."""
     import torch
 

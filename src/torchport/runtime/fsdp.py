@@ -47,7 +47,7 @@ def mixed_precision_policy(amp: Any = None):
     return MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
 
 
-def shard_model(model, target: Any = None, *, amp: Any = None, reshard_after_forward: bool = True):
+def shard_model(model: Any, target: Any = None, *, amp: Any = None, reshard_after_forward: bool = True) -> Any:
     """Shard ``model`` in place with FSDP2 across every rank of the process group; returns it.
 
     Every direct child holding parameters becomes one FSDP unit (its parameters are all-gathered just

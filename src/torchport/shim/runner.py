@@ -45,7 +45,8 @@ class RunConfig:
         report_file: where the JSON report goes (ranks > 0 add ``.rank<N>`` before the suffix);
             ``"-"`` = stdout after the script's output (rank 0; then nothing is printed on stderr).
         outputs: more report files, each with a ``fmt`` (``text`` or ``json``) and a ``path`` (``-`` =
-            stdout, rank 0): :class:`torchport.cli._options.ReportFile` (``torchport run -o``).
+            stdout, rank 0): :class:`torchport.cli._options.ReportFile` values (``torchport run -o``; written by
+            :func:`torchport._json.write_reports`).
         user_paths: extra files/directories counted as user code.
     """
 
@@ -244,10 +245,10 @@ def _emit(report, config: RunConfig) -> None:
         elif config.report_file:
             report.write_json(report_path_for_rank(config.report_file, rank))
         if config.outputs:
-            from torchport.cli._options import write_outputs
+            from torchport._json import write_reports
 
             texts = {"text": report.to_text, "json": report.to_json}
-            write_outputs("run", [o for o in config.outputs if rank == 0 or o.path != "-"],
+            write_reports("run", [o for o in config.outputs if rank == 0 or o.path != "-"],
                           lambda fmt: texts[fmt]() + "\n", path_for=lambda p: report_path_for_rank(p, rank),
                           announce=None if rank == 0 else (lambda line: None))
         if rank != 0 or config.report_file == "-":

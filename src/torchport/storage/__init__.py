@@ -7,7 +7,7 @@ checkpoint path (``train --data/--resume/--checkpoint-dir``, ``data pack/verify/
 Pieces: :mod:`~torchport.storage.store` (URLs, configuration, retried requests, errors),
 :mod:`~torchport.storage.cache` (node-local block cache), :mod:`~torchport.storage.shards`
 (streamed shard reads, upload), :mod:`~torchport.storage.faults` (a fault-injecting S3 proxy for
-tests and benchmarks), :mod:`~torchport.storage.bench` (local vs store throughput).
+tests and benchmarks); the local vs store throughput benchmark is :mod:`torchport.cli._store_bench`.
 Importing this package imports nothing heavy; names load on first use.
 """
 

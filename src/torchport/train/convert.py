@@ -57,25 +57,7 @@ def convert_checkpoint(src: str | Path, dst: str | Path) -> Any:
     return dcp.convert(src, dst, model=model, optimizer=optimizer)
 
 
-def main() -> None:
-    """``python -m torchport.train.convert SRC DST``."""
-    import typer
+if __name__ == "__main__":   # the command lives in cli/ (torchport.cli.train.convert_main)
+    from torchport.cli.train import convert_main
 
-    from torchport.cli._common import guarded
-    from torchport.cli._options import MARKUP, normalise_help
-
-    def _command(src: str = typer.Argument(..., help="Trainer checkpoint: a ckpt-*.pt file (ddp) or a step-* DCP "
-                                                      "directory (fsdp); local or s3:// / obs://."),
-                 dst: str = typer.Argument(..., help="Where the other layout goes (a DCP directory for a .pt SRC, "
-                                                      "a .pt file for a DCP SRC).")) -> None:
-        out = convert_checkpoint(src, dst)
-        typer.echo(f"converted {src} -> {out}")
-
-    _command.__doc__ = "Convert a trainer checkpoint between --strategy ddp (one file) and fsdp (sharded DCP), both ways."
-    app = typer.Typer(add_completion=False, pretty_exceptions_show_locals=False, rich_markup_mode=MARKUP)
-    app.command()(guarded("train convert", _command))
-    normalise_help(typer.main.get_command(app))(prog_name="python -m torchport.train.convert")
-
-
-if __name__ == "__main__":
-    main()
+    convert_main()

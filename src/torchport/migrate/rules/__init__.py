@@ -2,13 +2,13 @@
 
 Adding a rule: write the class in its category module (codes: TP1xx device placement
 and device API, TP2xx AMP, TP3xx distributed, TP4xx data loading, TP5xx checkpoints,
-TP6xx single-backend dialects (NPU/XPU/MPS), TP9xx noisy/off by default), add it below, add ``tests/fixtures/migrate/<CODE>/``, and
+TP6xx single-backend dialects (NPU/XPU/MPS), TP8xx torchport's own comments, TP9xx noisy/off by default), add it below, add ``tests/fixtures/migrate/<CODE>/``, and
 regenerate the docs with ``torchport rules --docs docs/rules``.
 """
 
 from __future__ import annotations
 
-from torchport.migrate.rules import amp, data, device_api, dialects, distributed, placement, serialization
+from torchport.migrate.rules import amp, data, device_api, dialects, distributed, noqa, placement, serialization
 from torchport.migrate.rules.base import Rule
 
 __all__ = ["ALL_RULES", "Rule"]
@@ -56,4 +56,5 @@ ALL_RULES: tuple[type[Rule], ...] = (
     dialects.BackendVisibleDevices,
     dialects.MpsAvailability,
     dialects.BackendFlag,
+    noqa.UnusedNoqa,
 )

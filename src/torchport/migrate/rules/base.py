@@ -33,7 +33,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import libcst as cst
 
-if TYPE_CHECKING:  # pragma: no cover
+from torchport.migrate.records import DeviceString, Site
+
+if TYPE_CHECKING:  # pragma: no cover - the one edge toward the context is for type checkers only
     from torchport.migrate.context import FileContext
 
 __all__ = ["Rule", "Site", "DeviceString", "CODE_RANGES", "KEBAB", "OUTCOMES", "keyword", "positional",
@@ -48,55 +50,13 @@ CODE_RANGES: dict[str, str] = {
     "4": "data loading",
     "5": "checkpoints and serialization",
     "6": "single-backend dialects (Ascend NPU, Intel XPU, Apple MPS) back to portable",
+    "8": "torchport's own comments (noqa)",
     "9": "noisy rules (off by default)",
 }
 KEBAB = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 #: the outcome classes of :attr:`Rule.after_fix` (each part of it starts with one)
 OUTCOMES = ("fixed", "redirected to runtime", "reported only")
 _CODE = re.compile(r"^TP[1-9][0-9]{2}$")
-
-
-@dataclasses.dataclass(frozen=True)
-class Site:
-    """Where a string value sits.
-
-    Attributes:
-        role: ``"arg"`` (call argument), ``"assign"``, ``"default"`` (parameter
-            default), ``"compare"``, ``"return"``, ``"ifexp"``, ``"dict-value"``.
-        keyword: the argument's keyword (``"device"``), for ``role == "arg"``.
-        index: the positional index, for positional arguments.
-        callee: the called function's qualified name, ``".name"`` for a method on a
-            non-import receiver, or None.
-        subject: for ``role == "compare"``, the source of the other operand (``"device.type"``).
-    """
-
-    role: str
-    keyword: str | None = None
-    index: int | None = None
-    callee: str | None = None
-    subject: str | None = None
-
-
-@dataclasses.dataclass(frozen=True)
-class DeviceString:
-    """A string literal that names a device or collective backend.
-
-    Attributes:
-        value: the text, ``"cuda"``, ``"cuda:1"``, ``"npu:0"`` or ``"nccl"``; None for an f-string.
-        device_type: ``"cuda"``, ``"npu"``, ``"xpu"``, ``"mps"``, or a collective: ``"nccl"``, ``"hccl"``, ``"xccl"``.
-        index: the literal device index (``"cuda:1"`` -> 1), else None.
-        index_expr: for ``f"cuda:{expr}"`` / ``"cuda:%d" % expr``, the expression node; else None.
-    """
-
-    value: str | None
-    device_type: str
-    index: int | None = None
-    index_expr: cst.BaseExpression | None = None
-
-    @property
-    def plain(self) -> bool:
-        """True for ``"cuda"`` with no index."""
-        return self.index is None and self.index_expr is None
 
 
 class Rule:
@@ -122,8 +82,11 @@ class Rule:
     use_instead: ClassVar[str] = ""
     fix_notes: ClassVar[str] = ""
     after_fix: ClassVar[str] = ""
-    #: text that must occur in a file for this rule to possibly fire (the prefilter)
+    #: text that must occur in a file for this rule to possibly fire (the prefilter): every file the rule can
+    #: report in holds one of ``needles`` or matches one of ``needle_patterns`` (regular expressions).
+    #: tests/migrate/test_fast_engine.py checks it over every fixture and a corpus (prefilter off vs on).
     needles: ClassVar[tuple[str, ...]] = ("cuda",)
+    needle_patterns: ClassVar[tuple[str, ...]] = ()
 
     names: ClassVar[tuple[str, ...]] = ()
     name_prefixes: ClassVar[tuple[str, ...]] = ()

@@ -340,6 +340,7 @@ class CudnnKnob(Rule):
     names = ("torch.backends.cudnn", "torch.backends.cuda")
     name_prefixes = ("torch.backends.cudnn.", "torch.backends.cuda.")
     assignments = tuple(_CUDA_KNOBS)
+    needles = ("cuda", "cudnn")   # `torch.backends.cudnn.benchmark = True` alone holds no "cuda"
     summary = "Finds `torch.backends.cudnn.*` / `torch.backends.cuda.*` settings (benchmark, deterministic, TF32)."
     why = ("The settings are harmless elsewhere but do nothing there: a run that relied on "
            "`cudnn.deterministic = True` for reproducibility is not deterministic on an NPU; and backend tuning "

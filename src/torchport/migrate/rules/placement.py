@@ -539,7 +539,11 @@ class IntDeviceIndex(Rule):
     fix = "safe"
     names = ("torch.device", *_FACTORIES)
     methods = ("to",)
-    needles = ("cuda", "LOCAL_RANK", "local_rank", "init_process_group", "device_count")  # int indices come with these
+    # what ctx.int_device needs to call an int a device index: an index name (rank, gpu, device_id, device_ids ...:
+    # "rank" covers local_rank and get_rank), RANK / LOCAL_RANK, device_count, or an int literal as the device
+    needles = ("cuda", "RANK", "rank", "gpu", "device_id", "device_index", "device_list", "device_count",
+               "init_process_group")
+    needle_patterns = (r"\.to\(\s*\d", r"\bdevice\s*\(\s*\d", r"\bdevice\s*=\s*\d")
     summary = ("Finds integer device indices used as devices: `.to(rank)`, `.to(device=local_rank)`, "
                "`torch.device(gpu_id)`, `torch.zeros(2, device=rank)`.")
     why = ("To PyTorch a bare integer device means CUDA device N, so `model.to(local_rank)` -- the usual DDP "

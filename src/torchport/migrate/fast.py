@@ -1,0 +1,411 @@
+"""The fast scan: the standard library's ``ast`` finds where a rule *could* fire; LibCST sees only that.
+
+A full LibCST pass (parse, one walk, positions) costs ~0.5 ms per line of a file; ``ast.parse`` is about an
+order of magnitude cheaper. :func:`scan` therefore works in three steps:
+
+1. **triggers** (:func:`triggers`): one ``ast`` walk marks each statement holding a node at which the engine
+   would call a rule hook -- derived from the selected rules' own declarations (:class:`~torchport.migrate.
+   context.RuleSet`: ``names`` / ``name_prefixes`` through the file's import aliases, ``methods``,
+   ``attributes``, ``strings``, ``values`` (any string holding a device word), ``if_exps``, ``assignments``,
+   ``imports``). Every check is looser than the engine's own (no shadowing, every sub-chain, every string), so
+   the marked set is a superset of the statements where a hook runs. No mark: no finding, and no LibCST.
+2. **slice** (:func:`slice_source`): the statements that hold no mark, no import and no rebinding of an import
+   alias are blanked (their first line becomes ``pass`` at the same indentation, the rest empty lines), so
+   every kept line keeps its number and text -- positions, ``# noqa`` lines and messages are those of the full
+   file.
+3. the engine's normal walk over the sliced module, with a context (:class:`~torchport.migrate.sliced.SlicedContext`) that serves the
+   *whole* file's text for ``ctx.module.code`` and records any use of state that a blanked statement could have
+   changed: the file's bindings and parameters (``ctx.int_device``), import-use counts, a walk over
+   ``ctx.module``, the dispatch subjects. A rule that asked for such state gets its file analysed again by the
+   full pass (:func:`torchport.migrate.engine.analyze`) -- a rule added tomorrow that reads the whole file is
+   slower, never wrong.
+
+``tests/migrate/test_fast_engine.py`` checks both engines agree on every fixture and over the installed
+torch / timm / accelerate sources.
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+from typing import Iterable, NamedTuple
+
+from torchport.migrate.context import _DEVICE_WORDS, RuleSet
+from torchport.migrate.resolve import CANONICAL
+from torchport.migrate.sliced import WholeFile
+
+__all__ = ["triggers", "slice_source", "scan", "Triggers"]
+
+#: sliced walks before giving up on a file (each round keeps the bindings the previous one asked for)
+_ROUNDS = 3
+_STMT_LISTS = ("body", "orelse", "finalbody")
+_COMPOUND = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.If, ast.For, ast.AsyncFor, ast.While,
+             ast.With, ast.AsyncWith, ast.Try) + ((ast.TryStar,) if hasattr(ast, "TryStar") else ()) + (
+             (ast.Match,) if hasattr(ast, "Match") else ())
+
+
+def _aliases(tree: ast.Module) -> dict[str, str]:
+    """Local name -> dotted path for every import (any depth), as :class:`~torchport.migrate.resolve.ImportTable`."""
+    out: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.asname:
+                    out[a.asname] = a.name
+                else:
+                    root = a.name.split(".", 1)[0]
+                    out[root] = root
+        elif isinstance(node, ast.ImportFrom):
+            base = "<local>" if node.level else node.module
+            if base is None:
+                continue
+            for a in node.names:
+                if a.name != "*":
+                    out[a.asname or a.name] = f"{base}.{a.name}"
+    out.setdefault("torch", "torch")
+    return out
+
+
+def _chain(node: ast.AST) -> tuple[str, list[str]] | None:
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    return node.id, parts
+
+
+#: the node types :meth:`_Marker.node_hit` answers for (besides names, which the walk checks itself)
+_MARK_TYPES = frozenset({ast.Constant, ast.Attribute, ast.IfExp, ast.Assign})
+
+
+class _Marker:
+    """Decides whether an expression subtree holds a node at which a rule hook may run."""
+
+    def __init__(self, rs: RuleSet, aliases: dict[str, str]) -> None:
+        self.rs, self.aliases = rs, aliases
+        self.strings = frozenset(rs.strings)
+        self.if_exps = bool(rs.if_exps)
+        self.methods, self.attributes = rs.methods, rs.attributes
+        self.assignments = rs.assignments
+        self._seen: dict[str, bool] = {}
+
+    def _named(self, q: str) -> bool:
+        hit = self._seen.get(q)
+        if hit is None:
+            hit = self._seen[q] = bool(self.rs.lookup(CANONICAL.get(q, q)) or self.rs.lookup(q))
+        return hit
+
+    def qualname_hit(self, node: ast.AST) -> bool:
+        chain = _chain(node)
+        if chain is None:
+            return False
+        root, parts = chain
+        target = self.aliases.get(root)
+        if target is None:
+            return False
+        q = target
+        if self._named(q):
+            return True
+        for part in reversed(parts):    # every prefix of the chain (the engine resolves the longest it can)
+            q = f"{q}.{part}"
+            if self._named(q):
+                return True
+        return False
+
+    def node_hit(self, node: ast.AST) -> bool:
+        """True when the engine may call a hook at ``node`` itself (not its children)."""
+        if isinstance(node, ast.Constant):
+            v = node.value
+            if isinstance(v, str):
+                if v in self.strings:
+                    return True
+                if any(w in v for w in _DEVICE_WORDS):  # values rules, and ctx.dispatch_subjects
+                    return True
+            return False
+        if isinstance(node, ast.Name):
+            return node.id in self.aliases and self.qualname_hit(node)
+        if isinstance(node, ast.Attribute):
+            if node.attr in self.attributes or node.attr in self.methods:
+                return True
+            return self.qualname_hit(node)
+        if isinstance(node, ast.IfExp):
+            return self.if_exps
+        if isinstance(node, ast.Assign):
+            if self.assignments:
+                for t in node.targets:
+                    if isinstance(t, ast.Attribute) and self.qualname_hit(t):
+                        return True
+            return False
+        return False
+
+
+def _header_nodes(stmt: ast.stmt) -> Iterable[ast.AST]:
+    """The parts of a compound statement outside its statement lists (test, iter, decorators, handlers' types)."""
+    for name, value in ast.iter_fields(stmt):
+        if name in _STMT_LISTS:
+            continue
+        if name == "handlers":
+            for h in value:
+                if h.type is not None:
+                    yield h.type
+            continue
+        if name == "cases":
+            for c in value:
+                yield c.pattern
+                if c.guard is not None:
+                    yield c.guard
+            continue
+        if isinstance(value, list):
+            yield from (v for v in value if isinstance(v, ast.AST))
+        elif isinstance(value, ast.AST):
+            yield value
+
+
+def _child_lists(stmt: ast.stmt) -> Iterable[list[ast.stmt]]:
+    for name in _STMT_LISTS:
+        value = getattr(stmt, name, None)
+        if value:
+            yield value
+    for h in getattr(stmt, "handlers", ()):
+        yield h.body
+    for c in getattr(stmt, "cases", ()):
+        yield c.body
+
+
+def _key(node: ast.AST) -> str | None:
+    """The engine's binding key (``x``, ``self.x``) of a target or a reference, else None."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+        return f"{node.value.id}.{node.attr}"
+    return None
+
+
+def _bound(targets: Iterable[ast.AST], out: set[str]) -> None:
+    for t in targets:
+        if isinstance(t, (ast.Tuple, ast.List)):
+            _bound(t.elts, out)
+        elif isinstance(t, ast.Starred):
+            _bound([t.value], out)
+        else:
+            k = _key(t)
+            if k is not None:
+                out.add(k)
+
+
+def _binds(stmt: ast.stmt) -> set[str]:
+    """Keys the engine's ``note_binding`` records for this statement (assignments and ``for`` targets)."""
+    out: set[str] = set()
+    if isinstance(stmt, ast.Assign):
+        _bound(stmt.targets, out)
+    elif isinstance(stmt, (ast.AnnAssign, ast.AugAssign, ast.For, ast.AsyncFor)):
+        _bound([stmt.target], out)
+    return out
+
+
+class Triggers:
+    """What :func:`triggers` found: whether any hook may run, the statements to keep (``id()`` of their ast
+    nodes), and which statements bind each key (``x``, ``self.x``), to keep more on demand (:meth:`extend`)."""
+
+    def __init__(self, hit: bool, parent: dict[int, ast.stmt | None], binders: dict[str, list[ast.stmt]]) -> None:
+        self.hit, self.parent, self.binders = hit, parent, binders
+        self.keep: set[int] = set()
+
+    def add(self, stmts: Iterable[ast.stmt]) -> None:
+        """Keep these statements and their frames."""
+        todo = list(stmts)
+        while todo:
+            stmt = todo.pop()
+            if id(stmt) in self.keep:
+                continue
+            self.keep.add(id(stmt))
+            up = self.parent[id(stmt)]
+            if up is not None:
+                todo.append(up)
+
+    def extend(self, keys: Iterable[str]) -> None:
+        """Keep every statement binding one of ``keys`` too."""
+        self.add(b for k in keys for b in self.binders.get(k, ()))
+
+    @property
+    def dropped_keys(self) -> frozenset[str]:
+        """The keys a dropped statement binds."""
+        return frozenset(k for k, stmts in self.binders.items() if any(id(b) not in self.keep for b in stmts))
+
+
+def triggers(tree: ast.Module, rs: RuleSet) -> Triggers:
+    """Mark the statements the engine must see.
+
+    Kept: a statement holding a node where a hook may run, an import, a rebinding of an import alias (it
+    shadows the import for the engine), a function taking a device-index parameter (``rank``, ``gpu`` ...: the
+    file's parameter set), and the statements around a kept one (its frame). The keys bound by dropped
+    statements are returned: a rule that asks the context for one of those (``ctx.int_device`` follows the
+    file's bindings by name) gets them kept in a second round (:func:`scan`)."""
+    from torchport.migrate.context import DEVICE_INDEX_NAMES
+
+    aliases = _aliases(tree)
+    marker = _Marker(rs, aliases)
+    any_hit = False
+    parent: dict[int, ast.stmt | None] = {}
+    binders: dict[str, list[ast.stmt]] = {}
+    todo: list[ast.stmt] = []
+    prekeys: set[str] = set()
+
+    def scan_expr(root: ast.AST) -> int:
+        """2: a hook may run in ``root``; 1: keep it (an import, an alias rebound); 0: neither. The binding
+        keys of the arguments of a call that may reach a rule go to ``prekeys`` (kept in the first round:
+        ``ctx.int_device`` asks about them)."""
+        found = 0
+        for node in ast.walk(root):
+            t = type(node)
+            if t is ast.Name:
+                if node.id in aliases:
+                    if type(node.ctx) is not ast.Load:
+                        found = found or 1
+                    elif found < 2 and marker.qualname_hit(node):
+                        found = 2
+            elif t is ast.Call:
+                func = node.func
+                if (type(func) is ast.Attribute and func.attr in marker.methods) or marker.qualname_hit(func):
+                    for arg in (*node.args, *(k.value for k in node.keywords)):
+                        k = _key(arg)
+                        if k is not None:
+                            prekeys.add(k)
+            elif found < 2 and t in _MARK_TYPES and marker.node_hit(node):
+                found = 2
+            elif t is ast.Import or t is ast.ImportFrom:
+                found = found or 1
+        return found
+
+    def visit(stmts: list[ast.stmt], up: ast.stmt | None) -> None:
+        nonlocal any_hit
+        for stmt in stmts:
+            parent[id(stmt)] = up
+            if isinstance(stmt, _COMPOUND):
+                found = max((scan_expr(n) for n in _header_nodes(stmt)), default=0)
+                if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    if stmt.name in aliases:
+                        found = max(found, 1)
+                    if not isinstance(stmt, ast.ClassDef) and any(
+                            a.arg in DEVICE_INDEX_NAMES for a in (*stmt.args.posonlyargs, *stmt.args.args,
+                                                                 *stmt.args.kwonlyargs)):
+                        found = max(found, 1)
+                for body in _child_lists(stmt):
+                    visit(body, stmt)
+            else:
+                found = 1 if isinstance(stmt, (ast.Import, ast.ImportFrom)) else scan_expr(stmt)
+            any_hit = any_hit or found == 2
+            for k in _binds(stmt):
+                binders.setdefault(k, []).append(stmt)
+            if found:
+                todo.append(stmt)
+
+    visit(tree.body, None)
+    found = Triggers(any_hit or _imports_hook(rs, tree), parent, binders)
+    found.add(todo)
+    found.extend(prekeys)
+    return found
+
+
+def _imports_hook(rs: RuleSet, tree: ast.Module) -> bool:
+    """True when an import statement goes to a rule (``imports`` declarations)."""
+    if not rs.imports:
+        return False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import) and any(a.name.split(".", 1)[0] in rs.imports for a in node.names):
+            return True
+        if isinstance(node, ast.ImportFrom) and not node.level and node.module and (
+                node.module.split(".", 1)[0] in rs.imports):
+            return True
+    return False
+
+
+def _lines(text: str) -> list[str]:
+    """Physical lines with their endings, split as the tokenizer does (``\\n``, ``\\r\\n``, ``\\r``)."""
+    return io.StringIO(text, newline="").readlines()
+
+
+def slice_source(text: str, tree: ast.Module, keep: set[int]) -> str | None:
+    """``text`` with every maximal statement not in ``keep`` blanked (``pass`` on its first line); None when a
+    statement to drop shares a line with other code (the caller then uses the whole file)."""
+    lines = _lines(text)
+    raw = [ln.encode("utf-8") for ln in lines]
+    drops: list[tuple[int, int, bytes]] = []
+
+    def droppable(stmt: ast.stmt) -> tuple[int, int, bytes] | None:
+        first = min([stmt.lineno] + [d.lineno for d in getattr(stmt, "decorator_list", ())])
+        last = stmt.end_lineno or stmt.lineno
+        col = stmt.col_offset if first == stmt.lineno else 0
+        head, tail = raw[first - 1], raw[last - 1]
+        if first != stmt.lineno:     # decorators: the first decorator's '@' starts its line
+            dec = min(getattr(stmt, "decorator_list"), key=lambda d: d.lineno)
+            col = head.index(b"@") if b"@" in head[:dec.col_offset] else -1
+            if col < 0 or head[:col].strip():
+                return None
+        if head[:col].strip():
+            return None
+        rest = tail[stmt.end_col_offset or 0:].strip()
+        if rest and not rest.startswith(b"#"):
+            return None
+        return first, last, head[:col]
+
+    def visit(stmts: list[ast.stmt]) -> bool:
+        for stmt in stmts:
+            if id(stmt) in keep:
+                if isinstance(stmt, _COMPOUND):
+                    for body in _child_lists(stmt):
+                        if not visit(body):
+                            return False
+                continue
+            span = droppable(stmt)
+            if span is None:
+                return False
+            drops.append(span)
+        return True
+
+    if not visit(tree.body):
+        return None
+    out = list(lines)
+    for first, last, indent in drops:
+        for i in range(first - 1, last):
+            ending = lines[i][len(lines[i].rstrip("\r\n")):]
+            out[i] = ending
+        ending = lines[first - 1][len(lines[first - 1].rstrip("\r\n")):] or "\n"
+        out[first - 1] = indent.decode("utf-8") + "pass" + ending
+    return "".join(out)
+
+
+def scan(source: str, path: str, ruleset: RuleSet, *, emit: str = "torchport"):
+    """Scan one file's source with the fast path; the same :class:`FileResult` as ``engine.analyze(source, path,
+    ruleset, emit=emit)`` (the full pass runs whenever the fast one cannot vouch for its answer)."""
+    from torchport.migrate import engine
+    from torchport.migrate.finding import FileResult
+
+    result = FileResult(path=path, lines=engine._line_count(source))
+    if ruleset.prefilter is None or ruleset.prefilter.search(source) is None:
+        return result
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return engine.analyze(source, path, ruleset, emit=emit)   # LibCST's grammar and its error message
+    found = triggers(tree, ruleset)
+    if not found.hit:   # no hook can run: no finding, but a noqa comment may silence nothing (TP801)
+        result.analysed = True
+        result.findings = [f for _, _, f in engine.unused_noqa(source, path, ruleset, [], {})]
+        return result
+    for _ in range(_ROUNDS):
+        sliced = slice_source(source, tree, found.keep)
+        if sliced is None or sliced == source:
+            break
+        try:
+            fast = engine.analyze(source, path, ruleset, emit=emit, sliced=sliced, dropped_keys=found.dropped_keys)
+        except (WholeFile, Exception):  # noqa: BLE001 - a rule that stumbled on the sliced module: the full pass
+            break
+        if isinstance(fast, FileResult):
+            return fast
+        if not fast:       # whole-file state was used
+            break
+        found.extend(fast)
+    return engine.analyze(source, path, ruleset, emit=emit)

@@ -1,0 +1,176 @@
+"""The fast scan (``ast`` marks, LibCST walks only marked statements) finds exactly what the full pass finds.
+
+The reference is the full LibCST pass with the text prefilter switched off (every file walked whole), so these
+tests also prove that each rule's declared needles and hooks cover what it reports: a rule added with a
+fixture but without the needle (or the hook declaration) its detection needs fails here.
+
+* every fixture file, with every rule selected (TP9xx included);
+* a corpus of real code: the installed timm and accelerate packages and a deterministic sample of torch's own
+  sources (:data:`TORCH_FILES`; 486 files with timm 1.0.31 and accelerate 1.16), the full pass with the same
+  prefilter as reference (cheaper; ``benchmarks/bench_scan.py --compare`` runs the corpus with it off);
+* the slicing is real: on that corpus most analysed lines never reach LibCST, and both paths of the fallback
+  (a rule asking for a binding a blanked statement makes, a rule reading the whole module) are exercised.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import re
+from pathlib import Path
+
+import pytest
+
+from migrate_helpers import FIXTURES
+from torchport.migrate import catalog, engine, fast
+
+ALL = catalog.ruleset(["ALL"])
+DEFAULT = catalog.ruleset()
+#: torch's own files in the real-code corpus (every k-th), beside the whole of timm and accelerate
+TORCH_FILES = 100
+
+
+def _unfiltered(rs):
+    """The same rules with the text prefilter matching every file: the full pass walks everything."""
+    rs = copy.copy(rs)
+    rs.prefilter = re.compile("")
+    return rs
+
+
+def _same(text: str, path: str, rs) -> tuple[list, list]:
+    full = engine.analyze(text, path, _unfiltered(rs))
+    quick = fast.scan(text, path, rs)
+    return ([f.to_dict() for f in full.findings], full.error), ([f.to_dict() for f in quick.findings], quick.error)
+
+
+def _fixture_files() -> list[Path]:
+    return sorted(p for p in FIXTURES.rglob("*.py"))
+
+
+@pytest.mark.parametrize("rs", [ALL, DEFAULT], ids=["all-rules", "default-rules"])
+def test_every_fixture_same_findings(rs):
+    files = _fixture_files()
+    assert len(files) > 100
+    differ = []
+    for path in files:
+        text = path.read_text(encoding="utf-8")
+        full, quick = _same(text, str(path.relative_to(FIXTURES)), rs)
+        if full != quick:
+            differ.append(str(path.relative_to(FIXTURES)))
+    assert not differ, f"fast scan differs from the full pass on {differ}"
+
+
+def _corpus() -> list[Path]:
+    out: list[Path] = []
+    for pkg, step in (("timm", 1), ("accelerate", 1), ("torch", None)):
+        spec = importlib.util.find_spec(pkg)
+        assert spec is not None and spec.origin, f"{pkg} is a dev dependency; it must be installed"
+        files = sorted(Path(spec.origin).parent.rglob("*.py"))
+        if step is None:
+            files = files[::max(1, len(files) // TORCH_FILES)][:TORCH_FILES]
+        out += files
+    return out
+
+
+def test_real_code_same_findings_and_sliced():
+    files = _corpus()
+    assert len(files) >= 400
+    differ, kept, total, fallbacks, rounds = [], 0, 0, 0, 0
+    orig = engine.analyze
+    calls: list[str] = []
+
+    def counting(*a, **k):
+        calls.append("sliced" if k.get("sliced") else "full")
+        return orig(*a, **k)
+
+    for path in files:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (UnicodeDecodeError, OSError):
+            continue
+        full = engine.analyze(text, str(path), DEFAULT)   # prefilter on: the fixtures prove it a superset
+        calls.clear()
+        engine.analyze = counting
+        try:
+            quick = fast.scan(text, str(path), DEFAULT)
+        finally:
+            engine.analyze = orig
+        if full.findings != quick.findings or full.error != quick.error:
+            differ.append(str(path))
+        if calls:
+            rounds += calls.count("sliced") > 1
+            fallbacks += "full" in calls
+            total += text.count("\n")
+            if "full" not in calls and DEFAULT.prefilter.search(text):
+                import ast
+
+                tree = ast.parse(text)
+                found = fast.triggers(tree, DEFAULT)
+                sliced = fast.slice_source(text, tree, found.keep) or text
+                kept += sum(1 for ln in sliced.splitlines() if ln.strip() not in ("", "pass"))
+    assert not differ, f"fast scan differs from the full pass on {len(differ)} file(s): {differ[:5]}"
+    assert fallbacks > 0, "the corpus no longer exercises the whole-file fallback: pick other files"
+    assert kept < 0.8 * total, f"slicing keeps {kept} of {total} lines: it no longer saves LibCST work"
+
+
+def test_a_marker_that_misses_a_hook_is_caught(monkeypatch):
+    """Seeded defect: a marker blind to method hooks drops `.cuda()` -- the comparison must tell."""
+    text = "import torch\n\nx = torch.zeros(2)\ny = x.cuda()\n"
+    assert _same(text, "t.py", DEFAULT)[0] == _same(text, "t.py", DEFAULT)[1]
+    blind = fast._Marker.__init__
+
+    def init(self, rs, aliases):
+        blind(self, rs, aliases)
+        self.methods = {}
+
+    monkeypatch.setattr(fast._Marker, "__init__", init)
+    full, quick = _same(text, "t.py", DEFAULT)
+    assert [f["code"] for f in full[0]] == ["TP101"] and quick[0] == []
+
+
+def test_blanked_statements_keep_every_line_number():
+    text = ("import torch\n\n\ndef f(a,\n      b):\n    '''doc'''\n    return a + b  # no device here\n\n"
+            "@decorator\nclass C:\n    x = 1\n\nz = torch.zeros(1).cuda()  # noqa: TP999\n")
+    import ast
+
+    tree = ast.parse(text)
+    found = fast.triggers(tree, DEFAULT)
+    sliced = fast.slice_source(text, tree, found.keep)
+    assert sliced is not None and sliced.count("\n") == text.count("\n")
+    assert sliced.splitlines()[12] == text.splitlines()[12]
+    assert "def f" not in sliced and "class C" not in sliced
+    ast.parse(sliced)
+
+
+def test_a_binding_in_a_blanked_statement_is_kept_in_a_second_round(monkeypatch):
+    # `.to(gpu)`: TP109 follows gpu -> base; base's binding sits in setup(), blanked in the first round
+    text = ("import os\nimport torch\n\ndef setup():\n    global base\n    base = int(os.environ['LOCAL_RANK'])\n\n"
+            "gpu = base\n\ndef h(m):\n    return m.to(gpu)\n")
+    full, quick = _same(text, "t.py", DEFAULT)
+    assert [f["code"] for f in full[0]] == ["TP109"] and full == quick
+    calls = []
+    orig = engine.analyze
+    monkeypatch.setattr(engine, "analyze", lambda *a, **k: calls.append(bool(k.get("sliced"))) or orig(*a, **k))
+    fast.scan(text, "t.py", DEFAULT)
+    assert calls == [True, True], calls     # two sliced rounds, no full pass
+
+
+def test_a_rule_reading_the_whole_module_gets_the_full_pass(monkeypatch):
+    # TP303's fix plan reads every `.module` in the file: the sliced walk cannot answer it
+    text = ("import torch\n\nmodel = torch.nn.DataParallel(net)\n\ndef f():\n    return model.module\n")
+    full, quick = _same(text, "t.py", DEFAULT)
+    assert full == quick and full[0]
+    calls = []
+    orig = engine.analyze
+    monkeypatch.setattr(engine, "analyze", lambda *a, **k: calls.append(bool(k.get("sliced"))) or orig(*a, **k))
+    fast.scan(text, "t.py", DEFAULT)
+    assert calls[-1] is False, calls
+
+
+def test_int_device_index_needles_cover_every_index_name():
+    """TP109 fires on names the context calls device indices: its needles must cover each of them."""
+    from torchport.migrate.context import DEVICE_INDEX_LISTS, DEVICE_INDEX_NAMES
+
+    rule = catalog.get("TP109")
+    missing = [n for n in DEVICE_INDEX_NAMES | DEVICE_INDEX_LISTS if not any(t in n for t in rule.needles)]
+    assert not missing, f"TP109's needles miss {missing}: add a needle that each contains"
