@@ -48,6 +48,9 @@ class RunConfig:
             stdout, rank 0): :class:`torchport.cli._options.ReportFile` values (``torchport run -o``; written by
             :func:`torchport._json.write_reports`).
         user_paths: extra files/directories counted as user code.
+        numerics: ``"exact"`` (default), ``"npu"`` or ``"cuda"``: float32 conv/matmul computed in that
+            card's default numerics (HF32 / TF32 operand rounding, :mod:`torchport.emulate._numerics`);
+            this process only, not in interpreters the script starts.
     """
 
     target: str
@@ -59,6 +62,7 @@ class RunConfig:
     report_file: str | None = None
     outputs: Sequence[Any] = ()
     user_paths: Sequence[str] = ()
+    numerics: str = "exact"
 
 
 def report_path_for_rank(path: str, rank: int) -> str:
@@ -111,6 +115,11 @@ def run(config: RunConfig) -> int:
     """
     if config.report not in REPORT_FORMATS:
         _err(f"--report {config.report!r} is not one of {', '.join(REPORT_FORMATS)}")
+        return EXIT_USAGE
+    from torchport.emulate._numerics import CARDS
+
+    if config.numerics not in CARDS:
+        _err(f"--numerics {config.numerics!r} is not one of {', '.join(CARDS)}")
         return EXIT_USAGE
     user_paths = list(config.user_paths)
     saved_argv, saved_path = sys.argv, list(sys.path)
@@ -202,11 +211,14 @@ def _run(config: RunConfig, user_paths: list) -> int:
         real_exit(status)
 
     os._exit = _exit
+    from torchport.emulate._numerics import card_numerics
+
     try:
-        if config.module:
-            runpy.run_module(config.target, run_name="__main__", alter_sys=True)
-        else:
-            runpy.run_path(config.target, run_name="__main__")
+        with card_numerics(config.numerics):
+            if config.module:
+                runpy.run_module(config.target, run_name="__main__", alter_sys=True)
+            else:
+                runpy.run_path(config.target, run_name="__main__")
     except SystemExit as exc:
         code = _exit_code(exc)
     except KeyboardInterrupt:
