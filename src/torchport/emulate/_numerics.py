@@ -29,7 +29,7 @@ import dataclasses
 from typing import Any, Iterator
 
 __all__ = ["Format", "FORMATS", "TF32", "HF32", "ROUNDINGS", "round_mantissa", "ulp_distance",
-           "OPS", "set_numerics", "numerics", "cuda_numerics", "classify", "pre", "PRE",
+           "OPS", "set_numerics", "numerics", "cuda_numerics", "host_numerics", "CARDS", "card_numerics", "classify", "pre", "PRE",
            "ConvFlags", "MatmulFlags", "NUMERICS"]
 
 #: the classify bit asking the C++ fallback to call :func:`pre` (``kPre`` in npu_native.cpp)
@@ -279,8 +279,59 @@ def _cuda_flags() -> dict[str, bool]:
     return {"matmul": bool(torch._C._get_cublas_allow_tf32()), "conv": bool(torch._C._get_cudnn_allow_tf32())}
 
 
+def _npu_flags() -> dict[str, bool]:
+    """torch_npu's HF32 switches as the emulation holds them (``torch.npu.conv/matmul.allow_hf32``)."""
+    return {"matmul": NUMERICS.matmul_hf32, "conv": NUMERICS.conv_hf32}
+
+
 @contextlib.contextmanager
-def cuda_numerics(rounding: str = TF32.rounding, *, counts: dict | None = None) -> Iterator[None]:
+def host_numerics(card: str = "cuda", rounding: str | None = None, *, counts: dict | None = None) -> Iterator[None]:
+    """Compute host float32 convolutions/matmuls in ``card``'s default numerics (no device needed).
+
+    ``"cuda"``: TF32 where torch's own switches say so (``torch.backends.cudnn.allow_tf32``, default True;
+    ``torch.backends.cuda.matmul.allow_tf32`` / ``set_float32_matmul_precision("high")``, default False).
+    ``"npu"``: HF32 where the emulated ``torch.npu.conv/matmul.allow_hf32`` say so (default True / False),
+    the same bits the emulated npu computes under ``set_numerics("npu")``. The switches are read at every
+    operator. Only host (cpu) tensors are rounded; this is a ``TorchDispatchMode`` (every op passes
+    through Python while it is on).
+
+    Args:
+        card: ``"cuda"`` or ``"npu"``.
+        rounding: ``"rne"`` (default, see :data:`FORMATS`), ``"rna"`` or ``"rz"``.
+        counts: a dict that gets op name -> calls rounded.
+    """
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    fmt, flags = {"cuda": (TF32, _cuda_flags), "npu": (HF32, _npu_flags)}[card]
+    rounding = rounding or fmt.rounding
+    if rounding not in ROUNDINGS:
+        raise ValueError(f"rounding={rounding!r}: expected one of {', '.join(ROUNDINGS)}")
+    specs: dict = {}
+    bits = fmt.mantissa_bits
+
+    class _Rounding(TorchDispatchMode):
+        def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: Any = None) -> Any:
+            kwargs = kwargs or {}
+            spec = specs.get(func, False)
+            if spec is False:
+                spec = specs[func] = OPS.get(func._schema.name)
+            if spec is not None and flags()[spec[0]]:
+                args = list(args)
+                hit = False
+                for i in spec[1]:
+                    if i < len(args) and getattr(args[i], "dtype", None) is not None and args[i].device.type == "cpu":
+                        rounded = round_mantissa(args[i], bits, rounding)
+                        hit = hit or rounded is not args[i]
+                        args[i] = rounded
+                if hit and counts is not None:
+                    counts[func._schema.name] = counts.get(func._schema.name, 0) + 1
+            return func(*args, **kwargs)
+
+    with _Rounding():
+        yield
+
+
+def cuda_numerics(rounding: str = TF32.rounding, *, counts: dict | None = None) -> Any:
     """Compute host float32 convolutions/matmuls as an NVIDIA card (Ampere+) would, no GPU needed.
 
     Inside the block, the float32 operands of the conv family are rounded to TF32 while
@@ -298,33 +349,9 @@ def cuda_numerics(rounding: str = TF32.rounding, *, counts: dict | None = None) 
         with torchport.emulate.cuda_numerics():
             loss = model(x).sum()      # convolutions in TF32, matmuls in float32
     """
-    from torch.utils._python_dispatch import TorchDispatchMode
-
     if rounding not in ROUNDINGS:
         raise ValueError(f"rounding={rounding!r}: expected one of {', '.join(ROUNDINGS)}")
-    specs: dict = {}
-    bits = TF32.mantissa_bits
-
-    class _TF32(TorchDispatchMode):
-        def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: Any = None) -> Any:
-            kwargs = kwargs or {}
-            spec = specs.get(func, False)
-            if spec is False:
-                spec = specs[func] = OPS.get(func._schema.name)
-            if spec is not None and _cuda_flags()[spec[0]]:
-                args = list(args)
-                hit = False
-                for i in spec[1]:
-                    if i < len(args) and getattr(args[i], "dtype", None) is not None and args[i].device.type == "cpu":
-                        rounded = round_mantissa(args[i], bits, rounding)
-                        hit = hit or rounded is not args[i]
-                        args[i] = rounded
-                if hit and counts is not None:
-                    counts[func._schema.name] = counts.get(func._schema.name, 0) + 1
-            return func(*args, **kwargs)
-
-    with _TF32():
-        yield
+    return host_numerics("cuda", rounding, counts=counts)
 
 
 #: the names :func:`card_numerics` takes (``torchport run --numerics``, ``check parity --predict``)
