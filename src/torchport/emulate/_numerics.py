@@ -127,7 +127,8 @@ def round_mantissa(x: Any, mantissa_bits: int, rounding: str = "rne") -> Any:
     else:  # rne: add half an ulp minus one, plus the kept lsb (ties go to the even neighbour)
         out = (bits >> drop).bitwise_and_(1).add_(bits).add_((1 << (drop - 1)) - 1).bitwise_and_(mask)
     out = out.view(torch.float32)
-    if bool(torch.isnan(x).any()):  # a NaN's payload could carry into the sign bit: keep NaN as is
+    if bool(x.amax().isnan()) if x.numel() else False:  # one read pass: amax propagates NaN
+        # a NaN's payload could carry into the sign bit: keep NaN as is
         out = torch.where(torch.isnan(x), x, out)
     return out
 

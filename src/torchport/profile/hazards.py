@@ -37,6 +37,7 @@ import dataclasses
 import html
 import json
 import linecache
+import os
 import sys
 import time
 from typing import Any, Iterable, Iterator
@@ -193,6 +194,27 @@ def _injected_fallbacks() -> frozenset:
     return STATE.fallback_ops if STATE.installed else frozenset()
 
 
+def _emulator_installed() -> bool:
+    from torchport.emulate._state import STATE
+
+    return STATE.installed
+
+
+_OPTIM_DIR = os.sep + os.path.join("torch", "optim") + os.sep
+
+
+def _in_optimizer(depth: int = 16) -> bool:
+    """True when a ``torch/optim`` frame is among the innermost ``depth`` frames (an optimizer's own read)."""
+    f = sys._getframe(2)
+    for _ in range(depth):
+        if f is None:
+            return False
+        if _OPTIM_DIR in f.f_code.co_filename:
+            return True
+        f = f.f_back
+    return False
+
+
 def _shape_key(args: Iterable[Any]) -> tuple:
     import torch
 
@@ -263,9 +285,13 @@ class HazardRecorder:
         self.ops += 1
         self.op_seconds += seconds
         tensors = [a for a in args if isinstance(a, torch.Tensor)]
-        if name == "aten::_local_scalar_dense":
+        # with a device present (the emulated npu) only reads of device tensors sync; on a CPU-only run every
+        # read counts (the tensors a script moves to the card are not known), except torch.optim's step
+        # counters, which torch keeps on the host by design (non-capturable, non-fused optimizers)
+        on_device = any(t.device.type != "cpu" for t in tensors) if _emulator_installed() else True
+        if name == "aten::_local_scalar_dense" and on_device and not _in_optimizer():
             self._add("host-sync", name, self._scalar_flavour(), seconds)
-        elif name in _SYNC_DYNAMIC:
+        elif name in _SYNC_DYNAMIC and on_device:
             self._add("host-sync", name, "dynamic-shape", seconds)
         elif name in ("aten::_to_copy", "aten::copy_") and tensors:
             src = tensors[-1] if name == "aten::copy_" else tensors[0]
@@ -333,8 +359,13 @@ def record_hazards(user_paths: Iterable[str] = (), device: str = "") -> Iterator
             rec.observe(func, args, kwargs, out, time.perf_counter() - t0)
             return out
 
-    def on_step(*_: Any) -> None:
-        rec.steps += 1
+    first: list = []
+
+    def on_step(optimizer: Any, *_: Any) -> None:  # steps of the first optimizer that steps (a GAN has two)
+        if not first:
+            first.append(id(optimizer))
+        if id(optimizer) == first[0]:
+            rec.steps += 1
 
     from torch.optim.optimizer import register_optimizer_step_post_hook
 
