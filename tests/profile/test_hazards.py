@@ -95,6 +95,9 @@ def test_emulated_npu_sees_copies_to_host_and_injected_fallbacks(tmp_path, emula
     copies = _find(r, "copy-to-host")
     assert LINES["copy-to-host"] in {_line(h) for h in copies}
     assert {"aten::nonzero", "aten::mode"} <= {h.op for h in _find(r, "cpu-fallback")}
+    # backward runs on autograd's npu thread (no user frame there): attributed to the `loss.backward()` line
+    assert not [h.site for h in r.hazards if "(library)" in h.site]
+    assert 9 in {_line(h) for h in _find(r, "shapes")}
 
 
 def test_torchport_run_hazards(tmp_path):

@@ -11,7 +11,7 @@ host-sync          ``.item()`` / ``float(t)`` / ``if t:`` (``_local_scalar_dense
                    host copies (``.cpu()``, ``.tolist()``, ``.numpy()`` of device tensors)         the queue
 cpu-fallback       operators torch_npu 2.14.0 has no NPU kernel for (``emulate/_coverage.py``)    round trip
                    and their share of the operator time                                           to the CPU
-shapes             operators meeting a new input shape in a later step than their first          a compile
+shapes             an operator at a line meeting a new input shape in a later step than its first a compile
                                                                                                 per shape
 float64 / int64    float64 math; int64 arithmetic (all operands int64, not indexing)           no native
                                                                                                 support
@@ -39,6 +39,7 @@ import json
 import linecache
 import os
 import sys
+import threading
 import time
 from typing import Any, Iterable, Iterator
 
@@ -62,7 +63,7 @@ _SYNC_DYNAMIC = frozenset({"aten::nonzero", "aten::masked_select", "aten::_uniqu
 _INT_OK = frozenset({"aten::_local_scalar_dense", "aten::copy_", "aten::_to_copy", "aten::index", "aten::index_select",
                      "aten::gather", "aten::scatter", "aten::scatter_", "aten::embedding", "aten::index_put_",
                      "aten::_index_put_impl_", "aten::lift_fresh", "aten::clone", "aten::empty_like", "aten::zeros_like",
-                     "aten::ones_like", "aten::fill_", "aten::zero_", "aten::set_", "aten::resize_", "aten::detach",
+                     "aten::ones_like", "aten::fill_", "aten::_pin_memory", "aten::pin_memory", "aten::is_pinned", "aten::zero_", "aten::set_", "aten::resize_", "aten::detach",
                      "aten::eq", "aten::ne", "aten::lt", "aten::le", "aten::gt", "aten::ge", "aten::cat", "aten::stack"})
 
 
@@ -233,9 +234,11 @@ class HazardRecorder:
         self.steps = 0
         self.op_seconds = 0.0
         self.ops = 0
+        self._owner = threading.get_ident()
         self._hazards: dict[tuple, Hazard] = {}
         self._shapes: dict[str, set] = {}
-        self._first_step: dict[str, int] = {}  # op -> the step it was first seen in (later new shapes: hazards)
+        self._site_shapes: dict[tuple, set] = {}  # (line, op) -> input shapes seen there
+        self._first_step: dict[tuple, int] = {}  # (line, op) -> the step it first ran in (later new shapes: hazards)
         self._fallback: dict[Any, bool] = {}
 
     # -- recording ----------------------------------------------------------------
@@ -244,6 +247,13 @@ class HazardRecorder:
         while f is not None and f.f_code.co_filename == self._here:
             f = f.f_back
         site = self._callers.first_user_site(f)
+        if site.endswith("(library)") and threading.get_ident() != self._owner:
+            # autograd's device threads run backward with no user frame: the recording thread waits in the
+            # user's `loss.backward()` line meanwhile, so that is where the work comes from
+            owner = sys._current_frames().get(self._owner)
+            if owner is not None and self._callers.first_user_site(owner) != "<unknown>":
+                f = owner
+                site = self._callers.first_user_site(owner)
         code = ""
         if not site.endswith("(library)") and ":" in site:
             g = f
@@ -288,7 +298,9 @@ class HazardRecorder:
         # with a device present (the emulated npu) only reads of device tensors sync; on a CPU-only run every
         # read counts (the tensors a script moves to the card are not known), except torch.optim's step
         # counters, which torch keeps on the host by design (non-capturable, non-fused optimizers)
-        on_device = any(t.device.type != "cpu" for t in tensors) if _emulator_installed() else True
+        outs = out if isinstance(out, (tuple, list)) else (out,)
+        all_t = tensors + [o for o in outs if isinstance(o, torch.Tensor)]
+        on_device = any(t.device.type != "cpu" for t in all_t) if _emulator_installed() else True
         if name == "aten::_local_scalar_dense" and on_device and not _in_optimizer():
             self._add("host-sync", name, self._scalar_flavour(), seconds)
         elif name in _SYNC_DYNAMIC and on_device:
@@ -299,10 +311,10 @@ class HazardRecorder:
                 str(kwargs.get("device", src.device)).startswith("cpu"))
             if src.device.type != "cpu" and dst_cpu:
                 self._add("host-sync", name, "copy-to-host", seconds)
+        if not on_device:  # host work of a run with a device: not the card's
+            return
         if self._would_fall_back(func):
             self._add("cpu-fallback", name, "cpu-fallback", seconds)
-        outs = out if isinstance(out, (tuple, list)) else (out,)
-        all_t = tensors + [o for o in outs if isinstance(o, torch.Tensor)]
         if name in ("aten::lift_fresh", "aten::detach", "aten::alias"):
             pass
         elif any(t.dtype == torch.float64 for t in all_t):
@@ -314,12 +326,15 @@ class HazardRecorder:
         if func.is_view:  # views compile nothing
             return
         key = _shape_key(args)
-        seen = self._shapes.setdefault(name, set())
-        first = self._first_step.setdefault(name, self.steps)
+        if not key:
+            return
+        self._shapes.setdefault(name, set()).add(key)
+        site, code = self._site()
+        seen = self._site_shapes.setdefault((site, name), set())
+        first = self._first_step.setdefault((site, name), self.steps)
         if key not in seen:
             seen.add(key)
-            if self.steps > first and key:  # one record per line: the operators that met a new shape there
-                site, code = self._site()
+            if self.steps > first:  # the same line met another shape in an earlier step: one record per line
                 h = self._hazards.get(("shapes", site))
                 if h is None:
                     h = self._hazards[("shapes", site)] = Hazard("shapes", site, "", "shapes", code=code)
