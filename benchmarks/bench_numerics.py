@@ -87,7 +87,7 @@ def speed(args: argparse.Namespace) -> dict:
             opt.zero_grad(set_to_none=True)
             torch.nn.functional.cross_entropy(model(xd), yd).backward()
             opt.step()
-            float(model.fc.weight[0, 0] if hasattr(model, "fc") else 0.0)   # wait for the step (one scalar)
+            float(model.fc.weight[0, 0].detach() if hasattr(model, "fc") else 0.0)   # wait for the step (one scalar)
 
         return step
 

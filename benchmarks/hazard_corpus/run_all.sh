@@ -11,13 +11,13 @@ TP=.venv/bin/torchport
 for dev in cpu npu; do
   if [ "$dev" = npu ]; then export TORCHPORT_EMULATE=npu; else unset TORCHPORT_EMULATE; fi
   for s in lm seg gan; do
-    timeout 600 $TP run --device $dev --report none --hazards "$OUT/$s-$dev.json" benchmarks/hazard_corpus/$s.py \
+    timeout 600 $TP run --device $dev --format none --hazards "$OUT/$s-$dev.json" benchmarks/hazard_corpus/$s.py \
         >"$OUT/$s-$dev.log" 2>&1
   done
   for m in tinycnn:32:16 resnet18:64:8; do
     IFS=: read -r model size bs <<<"$m"
     rm -rf "$OUT/run-$model-$dev"
-    timeout 900 $TP run --device $dev --report none --hazards "$OUT/train-$model-$dev.json" --user-path src/torchport/train \
+    timeout 900 $TP run --device $dev --format none --hazards "$OUT/train-$model-$dev.json" --user-path src/torchport/train \
         -m torchport.train --data "$OUT/data" --model "$model" --image-size "$size" --batch-size "$bs" --max-steps 8 \
         --epochs 1 --workers 0 --run-dir "$OUT/run-$model-$dev" >"$OUT/train-$model-$dev.log" 2>&1
   done
