@@ -39,4 +39,8 @@ cp tests/fixtures/cuda_train_script.py "$OUT/fixed_script.py"
 step fix "$TP" fix --write --unsafe-fixes "$OUT/fixed_script.py"
 step fixed-run .venv/bin/python "$OUT/fixed_script.py" --steps 5
 
+# 5. the CPU TF32 emulation (torchport.emulate.cuda_numerics) against this GPU's TF32: ulp distance per op and
+#    rounding (rne/rna/rz); exits 1 when TF32 did not engage or the emulation is not closer than plain FP32
+step tf32 .venv/bin/python benchmarks/tf32_vs_gpu.py --json "$OUT/tf32_vs_gpu.json"
+
 printf '%s\n' "${SUMMARY[@]}" | tee "$OUT/summary.txt"

@@ -39,6 +39,8 @@ class CheckOptions:
         steps: parity steps (default 100).
         record: parity: write a reference here (platform A).
         reference: parity / data: compare against this reference (platform B).
+        predict: parity: predict this card's default numerics (``npu`` / ``cuda``): the drift band, and
+            ``reference`` judged against it (:mod:`torchport.checks.predict`).
         audit_steps: device-audit training steps.
         expect_accelerator: device audit: fail on CPU (default: when an accelerator is present).
         data_batches: data determinism: batches fingerprinted per loader.
@@ -54,6 +56,7 @@ class CheckOptions:
     steps: int = 100
     record: str | None = None
     reference: str | None = None
+    predict: str | None = None
     audit_steps: int = 2
     expect_accelerator: bool | None = None
     data_batches: int = 3
@@ -84,6 +87,10 @@ def _audit(target: Any, device: Any, o: CheckOptions) -> CheckResult:
 def _parity(target: Any, device: Any, o: CheckOptions) -> CheckResult:
     from torchport.checks.parity import parity
 
+    if o.predict is not None:
+        from torchport.checks.predict import predict_parity
+
+        return predict_parity(target, o.predict, steps=o.steps, reference=o.reference)
     return parity(target, device=device, steps=o.steps, record=o.record, reference=o.reference)
 
 

@@ -10,6 +10,8 @@ Examples::
     torchport check --target my_project.checks:target --skip distributed
     torchport check --only parity --record ref.json        # on platform A (writes ref.json + ref.init.pt + ref.trace.pt)
     torchport check --only parity --reference ref.json     # on platform B
+    torchport check --only parity --predict npu --steps 50  # the drift band the card's HF32 convolutions explain
+    torchport check --only parity --predict npu --reference card.json   # a card run judged against that band
     TORCHPORT_EMULATE=npu torchport check                  # the NPU path, emulated
     torchrun --nproc-per-node 2 -m torchport check --only distributed
 """
@@ -48,6 +50,10 @@ def register(app: typer.Typer) -> None:
         record: Optional[Path] = typer.Option(None, "--record", help="Parity: write a reference trace here (platform A)."),
         reference: Optional[Path] = typer.Option(None, "--reference", help="Parity: replay and compare against this "
                                                  "reference (platform B)."),
+        predict: Optional[str] = typer.Option(None, "--predict", metavar="npu|cuda",
+                                              help="Parity: train in fp32 and in this card's default numerics "
+                                              "(HF32 / TF32 convolutions, on the host) and report the drift band; "
+                                              "with --reference, judge the recorded card run against the band."),
         device: str = device_option(),
         json_out: Optional[Path] = json_option("the report (one entry per check)"),
         fmt: Optional[str] = format_option(FORMATS),
@@ -93,6 +99,15 @@ def register(app: typer.Typer) -> None:
             return
         if record is not None and reference is not None:
             fail("check", "--record and --reference exclude each other (record on A, replay on B)", EXIT_USAGE)
+        if predict is not None:
+            from torchport.emulate._numerics import CARDS
+
+            cards = [c for c in CARDS if c != "exact"]
+            if predict not in cards:
+                fail("check", f"--predict {predict!r}: expected one of {', '.join(cards)}", EXIT_USAGE)
+            if record is not None:
+                fail("check", "--predict and --record exclude each other (record the card run plainly, then "
+                     "judge it with --predict CARD --reference FILE)", EXIT_USAGE)
         if reference is not None and not reference.is_file():
             fail("check", f"--reference {reference}: no such file", EXIT_USAGE)
         try:
@@ -102,7 +117,7 @@ def register(app: typer.Typer) -> None:
         dev = _select(device_arg(device), err)
         tgt = _target(target, err)
         options = CheckOptions(steps=steps, record=str(record) if record else None,
-                               reference=str(reference) if reference else None, nproc=nproc,
+                               reference=str(reference) if reference else None, predict=predict, nproc=nproc,
                                dist_timeout=dist_timeout, expect_accelerator=require_accelerator)
         rank0 = int(os.environ.get("RANK", "0")) == 0
         status = con.status("starting", spinner="dots") if rank0 and con.is_terminal else None

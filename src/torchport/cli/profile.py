@@ -41,6 +41,10 @@ def register(app: typer.Typer) -> None:
         free_steps: Optional[int] = typer.Option(None, help="Free-running steps timed to show the profiler's own cost (0: skip)."),
         trace: Optional[Path] = typer.Option(None, "--trace", metavar="DIR", help="Write a Chrome trace (torch.profiler / vendor profiler) into DIR."),
         trace_steps: Optional[int] = typer.Option(None, help="Steps in the trace (default 3)."),
+        hazards: Optional[str] = typer.Option(None, "--hazards", metavar="FILE",
+                                              help="Also record performance hazards (host syncs, CPU-fallback "
+                                              "operators, new shapes, float64/int64 work, by line) in 3 extra steps; "
+                                              "write them to FILE (.json, .html or text by suffix; '-' = print)."),
         json_out: Optional[Path] = json_option("per-phase seconds, fractions and the dominant phase"),
         png: Optional[Path] = typer.Option(None, "--png", metavar="FILE", help="Write a stacked bar chart of the phases."),
         batch: Optional[int] = alias("--batch"),
@@ -78,8 +82,17 @@ def register(app: typer.Typer) -> None:
                 free_steps=free_steps, trace=str(trace) if trace else None, trace_steps=trace_steps,
                 require_accelerator=require_accelerator,
             )
+            if hazards is not None and hazards != "-":
+                from torchport._json import check_writable
+
+                check_writable(hazards, what="--hazards report")
             with console.status(f"profiling {cfg.warmup} warm-up + {cfg.steps} steps ..."):
                 result = run_profile(cfg)
+            if hazards is not None:
+                from torchport.profile.loop import run_hazards
+
+                with console.status("recording hazards (3 steps) ..."):
+                    hazard_report = run_hazards(cfg)
         except (ConfigError, BackendUnavailable, UnknownBackendError, FileNotFoundError) as exc:
             from torchport.errors import exit_code_for
 
@@ -95,6 +108,13 @@ def register(app: typer.Typer) -> None:
             plan = result.settings.get("trace_profiler") or {}
             console.print(f"trace ({plan.get('profiler')}, activities {', '.join(plan.get('activities', []))}): "
                           + (", ".join(files) or str(trace)))
+        if hazards is not None:
+            if hazards == "-":
+                console.print(hazard_report.to_text(), markup=False, highlight=False, end="")
+            else:
+                from torchport.profile.hazards import write_hazards
+
+                write_hazards(hazard_report, hazards, announce=console.print)
         if write_json(json_out, result.to_dict()):
             console.print(f"wrote {json_out}")
         if png:

@@ -50,6 +50,15 @@ def register(app: typer.Typer) -> None:
                                                 "to FILE ('-' for stdout, after the script's output; ranks > 0 add "
                                                 ".rankN before the suffix)."),
         report_file: Optional[Path] = alias("--report-file"),
+        numerics: str = typer.Option(
+            "exact", "--numerics", metavar="exact|npu|cuda",
+            help="Compute float32 conv/matmul in a card's default numerics: npu = HF32 convolutions on the emulated "
+                 "npu (torch.npu.conv/matmul.allow_hf32 decide), cuda = TF32 as cuDNN/cuBLAS would on host tensors "
+                 "(torch.backends.cudnn/cuda.matmul.allow_tf32 decide); no GPU needed."),
+        hazards: Optional[str] = typer.Option(
+            None, "--hazards", metavar="FILE",
+            help="Write the performance-hazard report (host syncs, CPU-fallback operators, new shapes, float64/int64 "
+                 "work, by your line) to FILE when the script ends: .json, .html or text by suffix; '-' = text on stderr."),
         user_path: Optional[List[str]] = typer.Option(
             None, "--user-path", help="File or directory counted as your code for the caller-aware CUDA availability answer "
                                       "(repeatable; needed only for your own packages installed into site-packages)."),
@@ -81,6 +90,8 @@ def register(app: typer.Typer) -> None:
             report_file=str(report_file) if report_file is not None else None,
             outputs=outputs,
             user_paths=list(user_path or ()),
+            numerics=numerics,
+            hazards=hazards,
         )
         code = run_target(config)
         raise typer.Exit(code)

@@ -26,6 +26,7 @@ import contextlib
 import os
 from typing import Any, Iterable, Iterator, Mapping
 
+from torchport.emulate._numerics import cuda_numerics, numerics, round_mantissa, set_numerics, ulp_distance
 from torchport.emulate._state import INF, SATURATE, STATE
 
 __all__ = [
@@ -44,6 +45,11 @@ __all__ = [
     "set_perturbation",
     "clear_perturbation",
     "memory_stats",
+    "set_numerics",
+    "numerics",
+    "cuda_numerics",
+    "round_mantissa",
+    "ulp_distance",
     "EmulationError",
     "ENV_VAR",
 ]
@@ -212,7 +218,17 @@ def _facts() -> dict[str, Any]:
         "fallback_coverage": _coverage_source() if STATE.coverage else "off",
         "native_module": str(_native_dir()),
         "perturb": dict(STATE.perturb),
+        "numerics": _numerics_facts(),
     }
+
+
+def _numerics_facts() -> str:
+    from torchport.emulate._numerics import NUMERICS
+
+    if NUMERICS.mode == "exact":
+        return "exact (host float32)"
+    on = [f for f, v in (("conv", NUMERICS.conv_hf32), ("matmul", NUMERICS.matmul_hf32)) if v]
+    return f"npu: HF32 ({NUMERICS.rounding}) for {', '.join(on) or 'nothing'}"
 
 
 def _coverage_source() -> str:
@@ -341,6 +357,9 @@ def uninstall() -> None:
 
     clear_perturbation()
     clear_fallback_ops()
+    from torchport.emulate import _numerics
+
+    _numerics.reset()
     STATE.overflow_mode = INF
     uninstall_backend()
     if _previous_spec:

@@ -31,7 +31,7 @@ import torch
 from torch.library import Library
 
 from torchport.errors import ExitCode, TorchportError
-from torchport.emulate import _accelerator, _autocast, _handlers, _npu_module, _parallel, _serialization, _standin, _syncbn, _threads
+from torchport.emulate import _accelerator, _autocast, _handlers, _npu_module, _numerics, _parallel, _serialization, _standin, _syncbn, _threads
 from torchport.emulate import _tensor as T
 from torchport.emulate._state import STATE
 
@@ -148,6 +148,7 @@ def install_backend(devices: int) -> None:
     native.register_hooks()
     native.set_available(True, devices)
     native.set_hooks(T.classify, T.on_fallback, T.post)
+    native.set_pre_hook(_numerics.pre)
     native.register_kernels()
     STATE.devices = devices
     STATE.current = 0
@@ -181,6 +182,7 @@ def uninstall_backend() -> None:
     STATE.installed = False
     STATE.native.set_available(False, 0)
     STATE.native.set_hooks(None, None, None)
+    STATE.native.set_pre_hook(None)
     for lib in _libs:
         lib._destroy()
     _libs.clear()

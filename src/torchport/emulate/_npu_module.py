@@ -28,6 +28,7 @@ from typing import Any
 import torch
 
 from torchport.emulate import _npu_amp as amp  # noqa: F401  (torch.npu.amp)
+from torchport.emulate import _numerics
 from torchport.emulate._state import STATE
 
 __all__ = [
@@ -327,8 +328,8 @@ class _Options:
 
 
 config = _Options(allow_internal_format=False)
-matmul = _Options(allow_hf32=False)
-conv = _Options(allow_hf32=True)
+matmul = _numerics.MatmulFlags()  # allow_hf32 switches the emulated HF32 (set_numerics("npu"))
+conv = _numerics.ConvFlags()
 _options: dict[str, Any] = {"jitCompile": "disable"}
 
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from torchport.emulate import _coverage
+from torchport.emulate import _coverage, _numerics
 from torchport.emulate._state import SATURATE, STATE
 
 __all__ = ["classify", "on_fallback", "post", "perturb_tensor", "reset_op_cache", "host", "adopt",
@@ -54,6 +54,7 @@ def classify(name: str, overload: str) -> int:
             bits |= ALLOW_HOST
         if base in _UPCAST:  # out= overloads too: torch reaches mm/addmm/bmm on a device through them
             bits |= UPCAST
+        bits |= _numerics.classify(name)  # the card's HF32 for conv/matmul operands (set_numerics)
     if name in STATE.fallback_ops or (STATE.coverage and _would_fall_back(name, overload)):
         bits |= WARN_FALLBACK
     if name in STATE.perturb or (STATE.overflow_mode == SATURATE and _is_functional_or_inplace(name, overload)):

@@ -212,3 +212,25 @@ def load_config_file(path: str) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping of settings, got {type(data).__name__}")
     return data
+
+
+def run_hazards(config: ProfileConfig, steps: int = 3) -> Any:
+    """A separate short pass of the configured workload under the hazard recorder (``profile --hazards``).
+
+    The timed profile runs without the recorder (its dispatch mode costs time per operator); this pass runs
+    ``steps`` steps (no warm-up, trace or free-running steps) and attributes each hazard to the innermost
+    torchport line on the stack (the built-in workload's code is torchport's).
+
+    Returns:
+        The :class:`~torchport.profile.hazards.HazardReport`.
+    """
+    import os
+
+    import torchport
+    from torchport.profile.hazards import record_hazards
+
+    short = dataclasses.replace(config, steps=max(2, int(steps)), warmup=0, free_steps=0, trace_dir=None)
+    with record_hazards(user_paths=[os.path.dirname(torchport.__file__)]) as rec:
+        result = run_profile(short)
+    rec.device = f"{result.device} ({result.backend})"
+    return rec.report()

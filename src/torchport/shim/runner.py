@@ -8,6 +8,7 @@ Kept apart from the CLI so it can be called (and tested) in-process::
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib.util
 import os
@@ -48,6 +49,11 @@ class RunConfig:
             stdout, rank 0): :class:`torchport.cli._options.ReportFile` values (``torchport run -o``; written by
             :func:`torchport._json.write_reports`).
         user_paths: extra files/directories counted as user code.
+        numerics: ``"exact"`` (default), ``"npu"`` or ``"cuda"``: float32 conv/matmul computed in that
+            card's default numerics (HF32 / TF32 operand rounding, :mod:`torchport.emulate._numerics`);
+            this process only, not in interpreters the script starts.
+        hazards: write the performance-hazard report here (:mod:`torchport.profile.hazards`; ``.json``,
+            ``.html`` or text by suffix, ``-`` = text on stderr) when the script ends.
     """
 
     target: str
@@ -59,6 +65,8 @@ class RunConfig:
     report_file: str | None = None
     outputs: Sequence[Any] = ()
     user_paths: Sequence[str] = ()
+    numerics: str = "exact"
+    hazards: str | None = None
 
 
 def report_path_for_rank(path: str, rank: int) -> str:
@@ -112,6 +120,20 @@ def run(config: RunConfig) -> int:
     if config.report not in REPORT_FORMATS:
         _err(f"--report {config.report!r} is not one of {', '.join(REPORT_FORMATS)}")
         return EXIT_USAGE
+    from torchport.emulate._numerics import CARDS
+
+    if config.numerics not in CARDS:
+        _err(f"--numerics {config.numerics!r} is not one of {', '.join(CARDS)}")
+        return EXIT_USAGE
+    if config.hazards is not None:
+        from torchport._json import check_writable
+        from torchport.errors import WriteError
+
+        try:
+            check_writable(config.hazards, what="--hazards report")
+        except WriteError as exc:
+            _err(str(exc))
+            return int(ExitCode.IO)
     user_paths = list(config.user_paths)
     saved_argv, saved_path = sys.argv, list(sys.path)
     # Like `python -m` / `python script.py`: the working directory / the script's directory comes first.
@@ -202,11 +224,26 @@ def _run(config: RunConfig, user_paths: list) -> int:
         real_exit(status)
 
     os._exit = _exit
+    from torchport.emulate._numerics import card_numerics
+
+    watch = contextlib.nullcontext(None)
+    if config.hazards is not None:
+        from torchport.profile.hazards import record_hazards
+
+        watch = record_hazards(user_paths, device=str(shim.target))
     try:
-        if config.module:
-            runpy.run_module(config.target, run_name="__main__", alter_sys=True)
-        else:
-            runpy.run_path(config.target, run_name="__main__")
+        with watch as recorder, card_numerics(config.numerics):
+            try:
+                if config.module:
+                    runpy.run_module(config.target, run_name="__main__", alter_sys=True)
+                else:
+                    runpy.run_path(config.target, run_name="__main__")
+            finally:
+                if recorder is not None:
+                    from torchport.profile.hazards import write_hazards
+
+                    write_hazards(recorder.report(), config.hazards,
+                                  announce=lambda line: print(f"torchport run: {line}", file=sys.stderr))
     except SystemExit as exc:
         code = _exit_code(exc)
     except KeyboardInterrupt:

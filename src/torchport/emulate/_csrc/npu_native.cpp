@@ -846,12 +846,13 @@ struct NpuHooks final : public at::PrivateUse1HooksInterface {
 };
 
 // ------------------------------------------------------------------------------------ python hooks
-enum OpBits : int { kWarnFallback = 1, kUpcast = 2, kPost = 4, kAllowHost = 8 };
+enum OpBits : int { kWarnFallback = 1, kUpcast = 2, kPost = 4, kAllowHost = 8, kPre = 16 };
 std::mutex g_ops_mutex;
 std::unordered_map<const c10::FunctionSchema*, int> g_op_bits;
 py::object* g_classify = nullptr;  // (name, overload) -> bits
 py::object* g_on_fallback = nullptr;  // (name) -> None: warn + count
 py::object* g_post = nullptr;  // (name, outputs: list[cpu tensor], mutated: list[cpu tensor]) -> None
+py::object* g_pre = nullptr;  // (name, args: list[cpu tensor | None]) -> [(position, replacement)] (_numerics.py)
 
 int op_bits(const c10::OperatorHandle& op) {
   const c10::FunctionSchema* key = &op.schema();
@@ -1036,6 +1037,24 @@ void run_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
           iv = std::move(wide);
         }
       }
+    }
+  }
+
+  // the card's numerics (_numerics.py): operands replaced before the host kernel reads them
+  if ((bits & kPre) && !low.has_value() && g_pre != nullptr) {
+    py::gil_scoped_acquire gil;
+    py::list ins;
+    for (size_t i = 0; i < n_args; ++i) {
+      const auto& iv = (*stack)[base + i];
+      if (iv.isTensor() && iv.toTensor().defined()) {
+        ins.append(py::cast(iv.toTensor()));
+      } else {
+        ins.append(py::none());
+      }
+    }
+    for (const auto& item : (*g_pre)(schema.name(), ins)) {
+      auto pair = item.cast<py::tuple>();
+      (*stack)[base + pair[0].cast<size_t>()] = pair[1].cast<at::Tensor>();
     }
   }
 
@@ -1393,6 +1412,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     set_py(g_on_fallback, std::move(on_fallback));
     set_py(g_post, std::move(post));
   });
+  m.def("set_pre_hook", [](py::object pre) { set_py(g_pre, std::move(pre)); });
   m.def("reset_op_cache", [] {
     std::lock_guard<std::mutex> lock(g_ops_mutex);
     g_op_bits.clear();
