@@ -122,3 +122,19 @@ def test_a_cache_key_from_remote_content_cannot_leave_the_cache(tmp_path):
         with pytest.raises(StorageError, match="not a plain file name"):
             cache.read(key, lambda: b"bytes")
     assert not (tmp_path / "x").exists()
+
+
+def test_a_second_data_pack_into_the_same_output_exits_9_naming_the_first(tmp_path):
+    from torchport.data.synth import make_dataset
+    from torchport.train.lock import output_lock
+
+    make_dataset(tmp_path / "src", classes=2, train_per_class=3, val_per_class=1, size=16)
+    with output_lock(tmp_path / "out" / "train"):
+        p = subprocess.run([sys.executable, "-m", "torchport", "data", "pack", "src", "out", "--workers", "1"],
+                           capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert p.returncode == 9, p.stderr
+    assert f"out{os.sep}train is in use by another data pack (pid {os.getpid()}" in p.stderr
+    assert not (tmp_path / "out" / "train.partial").exists() and "Traceback" not in p.stderr
+    p = subprocess.run([sys.executable, "-m", "torchport", "data", "pack", "src", "out", "--workers", "1"],
+                       capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert p.returncode == 0 and (tmp_path / "out" / "train" / "index.json").is_file()
