@@ -146,3 +146,31 @@ def test_convert_refuses_a_planted_checkpoint_with_one_line_and_exit_5(ckpt, tmp
         ln for ln in p.stderr.splitlines() if ln.strip() and "warning" not in ln]
     assert "posix.system" in p.stderr and TORCH_ADVICE not in p.stderr and not marker.exists()
     assert not (tmp_path / "out.pt").exists()
+
+
+def test_a_full_disk_during_a_sharded_save_is_one_line_and_keeps_the_previous_checkpoint(tmp_path, monkeypatch):
+    import errno
+
+    from torchport.runtime.checkpoint import CheckpointWriteError
+    from torchport.runtime.dcp import DcpCheckpointManager
+
+    model, opt = _model()
+    manager = DcpCheckpointManager(tmp_path / "ck", keep_last=2)
+    manager.save(step=1, model=model, optimizer=opt, extra={})
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full)
+    with pytest.raises(CheckpointWriteError, match=r"failed \(the disk is full\); the latest pointer was not moved"):
+        manager.save(step=2, model=model, optimizer=opt, extra={})
+    monkeypatch.undo()
+    assert manager.latest() == manager.path_for(1)
+
+
+def test_a_missing_shard_file_is_one_line(ckpt):
+    next(ckpt.glob("__0_*.distcp")).unlink()
+    model, opt = _model()
+    with pytest.raises(CheckpointError, match="a file is missing: __0_0.distcp") as info:
+        load_state(ckpt, model=model, optimizer=opt)
+    assert "\n" not in str(info.value)
