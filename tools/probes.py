@@ -831,6 +831,37 @@ for _fmt in ("zip", "legacy", "tar"):
     probe(f"trust-resume-pt-{_fmt}", f"train --resume x.pt, a planted pickle in torch's {_fmt} format")(_pt)
 
 
+@probe("trust-convert-pt-tar", "python -m torchport.train.convert on a planted .pt in torch's legacy tar format")
+def _(t):
+    import io as _io
+    import pickle
+    import tarfile
+
+    f = t / "ckpt-000000001.pt"
+    with tarfile.open(f, "w") as tf:
+        for name, obj in (("sys_info", {"protocol_version": 1001, "little_endian": True,
+                                        "type_sizes": {"short": 2, "int": 4, "long": 8}}),
+                          ("pickle", {"model": _hostile().Planted(t / "ran")})):
+            data = pickle.dumps(obj)
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tf.addfile(info, _io.BytesIO(data))
+    p = subprocess.run([PY, "-m", "torchport.train.convert", str(f), str(t / "out")], cwd=t, env=ENV,
+                       capture_output=True, text=True, timeout=300)
+    return _refusal_judge(Res(p.returncode, p.stdout, p.stderr), t / "ran", "planted")
+
+
+@probe("trust-pack-second-writer", "data pack into an output another pack holds (its lock file taken)")
+def _(t):
+    from filelock import FileLock
+
+    folder(t / "src", per_class=4)
+    (t / "out").mkdir()
+    with FileLock(str(t / "out" / ".train.torchport.lock"), timeout=0):
+        r = tp("data", "pack", "src", "out", "--workers", "1", cwd=t)
+    return judge(r, {9}, also=lambda: None if "in use by another data pack" in r.text else "the first pack not named")
+
+
 _MANIFEST_EDITS = {
     "index-sha-dotdot": lambda d: d["index"].update(sha256="../../../../../x/pwned"),
     "shard-sha-dotdot": lambda d: d["shards"][0].update(sha256="../../../x/pwned"),
