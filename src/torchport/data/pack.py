@@ -258,7 +258,10 @@ def pack(
     from torchport.train.lock import output_lock
 
     src, dst = Path(src), Path(dst)
-    dst.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        dst.parent.mkdir(parents=True, exist_ok=True)
+    except OSError:                              # a destination under a file: the writer reports it (exit 6)
+        return _pack_local(src, dst, cfg, overwrite, progress)
     with output_lock(dst, what="data pack"):     # one writer of DST.partial: a second pack exits 9 naming the first
         return _pack_local(src, dst, cfg, overwrite, progress)
 
