@@ -678,6 +678,270 @@ def _(t):
     return judge(tp("train", "--epochs", "1", "--run-dir", t / "run", cwd=t, extra_env={"TORCHPORT_EMULATE": "npu:0"}), {2})
 
 
+# -- trust (issue 36): files from elsewhere are data ----------------------------------------------------------
+_TESTS_RT = Path(__file__).resolve().parents[1] / "tests" / "runtime"
+
+
+def _hostile():
+    if str(_TESTS_RT) not in sys.path:
+        sys.path.insert(0, str(_TESTS_RT))
+    import _hostile as h
+    return h
+
+
+def trainer_dcp(t: Path) -> Path:
+    """A trainer (fsdp) checkpoint directory made in-process: tinycnn, AdamW, config in torchport.pt."""
+    import torch
+
+    from torchport.models import build_model
+    from torchport.runtime import checkpoint as ckpt
+    from torchport.runtime.dcp import save_state
+    from torchport.train.config import TrainConfig
+    from torchport.train.optim import build_optimizer
+
+    cfg = TrainConfig(model="tinycnn", image_size=16, num_classes=3, optimizer="adamw", strategy="fsdp")
+    torch.manual_seed(0)
+    model = build_model("tinycnn", num_classes=3, image_size=16)
+    opt = build_optimizer(model, name="adamw", lr=0.01, momentum=0.9, weight_decay=0.05)
+    for group in opt.param_groups:
+        group.setdefault("initial_lr", group["lr"])      # what the trainer's LR schedule adds
+    model(torch.randn(2, 3, 16, 16)).sum().backward()
+    opt.step()
+    path = t / "run" / "checkpoints" / "step-000000001"
+    save_state(path, model=model, optimizer=opt,
+               extra=ckpt.capture(progress={"step": 1, "epoch": 0}, config=cfg.to_dict()))
+    (path.parent / "latest.json").write_text(json.dumps({"dir": path.name, "step": 1}))
+    return path
+
+
+def _damage_dcp(path: Path, form: str, marker: Path) -> None:
+    h = _hostile()
+    meta = path / ".metadata"
+    if form == "planted-metadata":
+        h.plant_metadata(path, marker)
+    elif form == "planted-item":
+        h.plant_item(path, marker)
+    elif form == "shard-path-out":
+        h.point_item(path, "../../outside.distcp", fqn=_first_tensor(path))
+    elif form == "shard-absolute":
+        h.point_item(path, "/etc/passwd", fqn=_first_tensor(path))
+    elif form == "shard-symlink-out":
+        outside = path.parent.parent / "elsewhere.distcp"
+        shard = next(path.glob("__0_*.distcp"))
+        outside.write_bytes(shard.read_bytes())
+        os.symlink(outside, path / "link.distcp")
+        h.point_item(path, "link.distcp", fqn=_first_tensor(path))
+    else:
+        data = meta.read_bytes()
+        meta.write_bytes({"empty-metadata": b"", "truncated-metadata": data[: len(data) // 2],
+                          "garbled-metadata": b"\x80\x05garbage" + data[40:]}[form])
+        h.reseal(path)
+
+
+def _first_tensor(path: Path) -> str:
+    import pickle
+
+    meta = pickle.loads((path / ".metadata").read_bytes())     # the probe's own file
+    return next(k.fqn for k, v in meta.storage_data.items() if k.fqn.startswith("model."))
+
+
+def _refusal_judge(r: Res, marker: Path, form: str) -> tuple[str, str]:
+    def also():
+        if marker.exists():
+            return "the planted pickle RAN"
+        if "weights_only" in r.text:
+            return "torch's weights_only advice shown"
+        if form.startswith("planted") and "refused on purpose" not in r.text:
+            return "not reported as a refusal"
+        if form.startswith("shard") and "outside" not in r.text and "symlink" not in r.text:
+            return "the path out of the checkpoint was not named"
+        return None
+    return judge(r, {5}, also=also)
+
+
+_DCP_FORMS = ("planted-metadata", "planted-item", "shard-path-out", "shard-absolute", "shard-symlink-out",
+              "empty-metadata", "truncated-metadata", "garbled-metadata")
+for _form in _DCP_FORMS:
+    def _convert(t, form=_form):
+        path = trainer_dcp(t)
+        _damage_dcp(path, form, t / "ran")
+        r = Res(*(lambda p: (p.returncode, p.stdout, p.stderr))(subprocess.run(
+            [PY, "-m", "torchport.train.convert", str(path), str(t / "out.pt")], cwd=t, env=ENV, capture_output=True,
+            text=True, timeout=300)))
+        return _refusal_judge(r, t / "ran", form)
+
+    def _resume(t, form=_form):
+        path = trainer_dcp(t)
+        _damage_dcp(path, form, t / "ran")
+        folder(t / "data", per_class=4)
+        r = tp("train", "--data", t / "data", *TINY, "--image-size", "16", "--strategy", "fsdp", "--device", "cpu",
+               "--run-dir", t / "run", "--resume", path, cwd=t)
+        return _refusal_judge(r, t / "ran", form)
+
+    probe(f"trust-convert-dcp-{_form}", f"python -m torchport.train.convert on a DCP checkpoint with {_form}")(_convert)
+    probe(f"trust-resume-fsdp-{_form}", f"train --strategy fsdp --resume DIR with {_form}")(_resume)
+
+
+for _plant in ("planted-metadata", "planted-item"):
+    def _s3(t, env, plant=_plant):
+        from torchport.storage import store
+
+        path = trainer_dcp(t)
+        _damage_dcp(path, plant, t / "ran")
+        url = f"s3://{S3.bucket()}/ck/step-000000001"
+        old = dict(os.environ)
+        os.environ.update(env)
+        try:
+            store._CLIENTS.clear()
+            for f in path.iterdir():
+                store.write_bytes(f"{url}/{f.name}", f.read_bytes())
+        finally:
+            os.environ.clear()
+            os.environ.update(old)
+        p = subprocess.run([PY, "-m", "torchport.train.convert", url, str(t / "out.pt")], cwd=t, env=env,
+                           capture_output=True, text=True, timeout=300)
+        return _refusal_judge(Res(p.returncode, p.stdout, p.stderr), t / "ran", plant)
+    probe(f"trust-convert-s3-{_plant}", f"convert s3://.../step-N whose DCP checkpoint has a {_plant}", s3=True)(_s3)
+
+
+for _fmt in ("zip", "legacy", "tar"):
+    def _pt(t, fmt=_fmt):
+        import io as _io
+        import pickle
+        import tarfile
+
+        import torch
+
+        h = _hostile()
+        f = t / "ckpt-000000001.pt"
+        evil = {"model": h.Planted(t / "ran")}
+        if fmt == "tar":
+            with tarfile.open(f, "w") as tf:
+                for name, obj in (("sys_info", {"protocol_version": 1001, "little_endian": True,
+                                                "type_sizes": {"short": 2, "int": 4, "long": 8}}), ("pickle", evil)):
+                    data = pickle.dumps(obj)
+                    info = tarfile.TarInfo(name)
+                    info.size = len(data)
+                    tf.addfile(info, _io.BytesIO(data))
+        else:
+            torch.save(evil, f, _use_new_zipfile_serialization=fmt == "zip")
+        folder(t / "data", per_class=4)
+        r = tp("train", "--data", t / "data", *TINY, "--run-dir", t / "run", "--resume", f, cwd=t)
+        return _refusal_judge(r, t / "ran", "planted")
+    probe(f"trust-resume-pt-{_fmt}", f"train --resume x.pt, a planted pickle in torch's {_fmt} format")(_pt)
+
+
+@probe("trust-convert-pt-tar", "python -m torchport.train.convert on a planted .pt in torch's legacy tar format")
+def _(t):
+    import io as _io
+    import pickle
+    import tarfile
+
+    f = t / "ckpt-000000001.pt"
+    with tarfile.open(f, "w") as tf:
+        for name, obj in (("sys_info", {"protocol_version": 1001, "little_endian": True,
+                                        "type_sizes": {"short": 2, "int": 4, "long": 8}}),
+                          ("pickle", {"model": _hostile().Planted(t / "ran")})):
+            data = pickle.dumps(obj)
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tf.addfile(info, _io.BytesIO(data))
+    p = subprocess.run([PY, "-m", "torchport.train.convert", str(f), str(t / "out")], cwd=t, env=ENV,
+                       capture_output=True, text=True, timeout=300)
+    return _refusal_judge(Res(p.returncode, p.stdout, p.stderr), t / "ran", "planted")
+
+
+@probe("trust-pack-second-writer", "data pack into an output another pack holds (its lock file taken)")
+def _(t):
+    from filelock import FileLock
+
+    folder(t / "src", per_class=4)
+    (t / "out").mkdir()
+    with FileLock(str(t / "out" / ".train.torchport.lock"), timeout=0):
+        r = tp("data", "pack", "src", "out", "--workers", "1", cwd=t)
+    return judge(r, {9}, also=lambda: None if "in use by another data pack" in r.text else "the first pack not named")
+
+
+_MANIFEST_EDITS = {
+    "index-sha-dotdot": lambda d: d["index"].update(sha256="../../../../../x/pwned"),
+    "shard-sha-dotdot": lambda d: d["shards"][0].update(sha256="../../../x/pwned"),
+    "index-file-dotdot": lambda d: d["index"].update(file="../x/index.npy"),
+    "index-file-absolute": lambda d: d["index"].update(file="/etc/hostname"),
+}
+for _name, _edit in _MANIFEST_EDITS.items():
+    def _manifest(t, edit=_edit):
+        root = packed(t)
+        m = root / "train" / "index.json"
+        doc = json.loads(m.read_text())
+        edit(doc)
+        m.write_text(json.dumps(doc))
+        r = tp("data", "verify", root / "train", cwd=t)
+        return judge(r, {1, 3}, also=lambda: None if ("hex digits" in r.text or "leaves the shard directory" in r.text)
+                     else "the hostile name was not refused as such")
+    probe(f"trust-data-verify-{_name}", f"data verify on a shard set whose index.json has {_name}")(_manifest)
+
+
+@probe("trust-data-verify-s3-sha-out", "data verify s3://b/ds whose remote index.json sha256 is ../../x/pwned", s3=True)
+def _(t, env):
+    import boto3
+
+    from torchport.data.pack import pack_splits
+    from torchport.storage import store
+
+    url = f"s3://{S3.bucket()}/ds"
+    old = dict(os.environ)
+    os.environ.update(env)
+    try:
+        store._CLIENTS.clear()
+        pack_splits(folder(t / "src"), url, mode="predecoded", workers=1, size=32)
+    finally:
+        os.environ.clear()
+        os.environ.update(old)
+    s3 = boto3.client("s3", endpoint_url=S3.url, region_name="us-east-1", aws_access_key_id="testing",
+                      aws_secret_access_key="testing")
+    bucket = url.split("/")[2]
+    doc = json.loads(s3.get_object(Bucket=bucket, Key="ds/train/index.json")["Body"].read())
+    doc["index"]["sha256"] = "../../../x/pwned"
+    s3.put_object(Bucket=bucket, Key="ds/train/index.json", Body=json.dumps(doc).encode())
+    cache = t / "cache" / "c"
+    r = tp("data", "verify", f"{url}/train", cwd=t, env={**env, "TORCHPORT_STORAGE_CACHE": str(cache)})
+    written = [str(p) for p in t.rglob("pwned")]
+    return judge(r, {1, 3}, also=lambda: f"wrote outside the cache: {written}" if written else
+                 (None if "hex digits" in r.text else "not refused as a hostile name"))
+
+
+_SECRET = "s3cr3tpassw0rd"
+for _args in (("doctor",), ("doctor", "--json", "-"), ("doctor", "--store", "s3://b/x")):
+    def _doctor(t, args=_args):
+        env = {**ENV, "AWS_ENDPOINT_URL": f"http://user:{_SECRET}@127.0.0.1:9", "AWS_ACCESS_KEY_ID": "AKIAABCDEFGHIJKLMNOP",
+               "AWS_SECRET_ACCESS_KEY": "another-secret-v4lue", "TORCHPORT_STORAGE_TIMEOUT_S": "1"}
+        r = tp(*args, cwd=t, env=env)
+        leaked = [s for s in (_SECRET, "AKIAABCDEFGHIJKLMNOP", "another-secret-v4lue") if s in r.text]
+        return judge(r, {0, 1}, also=lambda: f"printed {leaked}" if leaked else None)
+    probe(f"trust-secret-{'-'.join(a.strip('-') for a in _args[1:2]) or 'doctor'}",
+          f"torchport {' '.join(_args)} with credentials in AWS_ENDPOINT_URL and the key variables")(_doctor)
+
+
+@probe("trust-scan-csv-formula", "scan --output-format csv on a file named =HYPERLINK(...)+1.py")
+def _(t):
+    (t / "=HYPERLINK(1)+1.py").write_text(CUDA)
+    r = tp("scan", ".", "--output-format", "csv", cwd=t)
+    bad = [ln for ln in r.out.splitlines()[1:] if ln.lstrip('"').startswith(("=", "+", "-", "@"))]
+    return judge(r, {1}, also=lambda: f"formula cell: {bad[0][:60]}" if bad else None)
+
+
+@probe("trust-scan-sarif-uri", "scan --output-format sarif on 'with space.py': artifactLocation.uri a URI reference")
+def _(t):
+    (t / "with space.py").write_text(CUDA)
+    r = tp("scan", ".", "--output-format", "sarif", cwd=t)
+
+    def uri():
+        uris = [x["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
+                for x in json.loads(r.out)["runs"][0]["results"]]
+        return None if uris and all(" " not in u for u in uris) else f"raw uri {uris[:1]}"
+    return judge(r, {1}, also=uri)
+
+
 # ------------------------------------------------------------------------------------------------ runner
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -42,13 +42,17 @@ def check_writable(path: str | os.PathLike | None, *, what: str = "output") -> N
 
 
 def write_text(path: str | os.PathLike | None, text: str) -> str | None:
-    """Write ``text`` as is to ``path`` (a temp file beside it, then a rename); ``-`` writes to stdout.
+    """Write ``text`` to ``path`` (a temp file beside it, then a rename), secrets hidden
+    (:func:`torchport.redact.redact`); ``-`` writes to stdout.
 
     Returns:
         The path written, or None for stdout / no path.
     """
+    from torchport.redact import redact
+
     if path is None:
         return None
+    text = redact(text)
     if str(path) == "-":
         sys.stdout.write(text)
         sys.stdout.flush()

@@ -73,8 +73,11 @@ def strip_own_prefix(message: str) -> str:
 
 
 def message_line(level: str, message: str, verb: str = "") -> str:
-    """The one message vocabulary: ``torchport[ VERB]: LEVEL: MESSAGE`` (level: ``warning``, ``error`` ...)."""
-    return f"torchport{' ' + verb if verb else ''}: {level}: {message}"
+    """The one message vocabulary: ``torchport[ VERB]: LEVEL: MESSAGE`` (level: ``warning``, ``error`` ...);
+    secrets are hidden (:func:`torchport.redact.redact`)."""
+    from torchport.redact import redact
+
+    return f"torchport{' ' + verb if verb else ''}: {level}: {redact(message)}"
 
 
 _LEVEL_NAMES = {logging.DEBUG: "debug", logging.INFO: "info", logging.WARNING: "warning", logging.ERROR: "error",
@@ -92,7 +95,9 @@ class CliHandler(logging.Handler):
             if record.exc_info and record.levelno >= logging.DEBUG and self.level <= logging.DEBUG:
                 text += "\n" + logging.Formatter().formatException(record.exc_info)
             level = _LEVEL_NAMES.get(record.levelno, record.levelname.lower())
-            line = text if level == "info" else message_line(level, text)
+            from torchport.redact import redact
+
+            line = redact(text) if level == "info" else message_line(level, text)
             stream = sys.stderr
             if _is_terminal(stream):
                 from rich.text import Text

@@ -65,3 +65,35 @@ def test_trainer_fsdp_checkpoints_in_s3_resume_like_an_uninterrupted_run(store_e
     resumed = train(TrainConfig(**base, run_dir=str(tmp_path / "s3"), checkpoint_dir=ck, resume="auto"))
     assert resumed.resumed_from == ck + "/step-000000008"
     assert losses(tmp_path / "s3") == losses(tmp_path / "ref")
+
+
+def test_a_planted_pickle_in_the_store_is_refused_before_it_runs(store_env, tmp_path):
+    """The same hostile checkpoint in the object store (.metadata, then one non-tensor item): refused, one line."""
+    import sys
+    from pathlib import Path
+
+    from torchport.runtime.checkpoint import CheckpointRefusedError
+    from torchport.runtime.dcp import load_state, save_state
+    from torchport.storage import store
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "runtime"))
+    import _hostile
+
+    model = _model()
+    opt = torch.optim.AdamW(model.parameters(), lr=0.1)
+    model(torch.randn(4, 6)).sum().backward()
+    opt.step()
+    local = tmp_path / "ck"
+    save_state(local, model=model, optimizer=opt, extra={})
+    for plant, match in ((_hostile.plant_metadata, r"\.metadata' was refused"),
+                         (_hostile.plant_item, r"param_groups\.0\.lr\)' was refused")):
+        marker = tmp_path / f"ran-{plant.__name__}"
+        plant(local, marker)
+        url = f"{store_env}/hostile-{plant.__name__}"
+        for f in local.iterdir():
+            store.write_bytes(f"{url}/{f.name}", f.read_bytes())
+        fresh = _model()
+        with pytest.raises(CheckpointRefusedError, match=match + ".*posix.system") as info:
+            load_state(url, model=fresh, optimizer=torch.optim.AdamW(fresh.parameters()))
+        assert url in str(info.value) and "weights_only" not in str(info.value) and not marker.exists()
+        save_state(local, model=model, optimizer=opt, extra={})   # a fresh copy for the next plant

@@ -59,8 +59,11 @@ def save_state(path: str | Path, state: Any) -> None:
 def _error_line(exc: BaseException, limit: int = 400) -> str:
     """``Type: the informative line`` of an exception (torch.load's weights_only errors bury it)."""
     lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    lines = [ln for ln in lines if "weights_only" not in ln or "Unsupported global" in ln] or lines[:0]
     key = next((ln for ln in lines if "Unsupported global" in ln or "WeightsUnpickler error" in ln), None)
-    return f"{type(exc).__name__}: {key or (lines[0] if lines else '')}"[:limit]
+    line = key or (lines[0] if lines else "")
+    line = line.split(" Re-running `torch.load`")[0]      # never torch's advice to load it with weights_only=False
+    return f"{type(exc).__name__}: {line}"[:limit]
 
 
 def load_state(path: str | Path, state: Any) -> None:

@@ -248,7 +248,9 @@ def parity(target: Any = None, *, reference: str | Path | None = None, record: s
                                evidence=[Evidence(what="seed checkpoint", measured="missing", where=str(init_file),
                                                   status=Status.FAIL, detail="Copy it beside the reference JSON.")],
                                platform=str(dev), seconds=time.perf_counter() - started)
-        init = torch.load(init_file, map_location="cpu", weights_only=True)
+        from torchport.runtime.checkpoint import safe_torch_load
+
+        init = safe_torch_load(init_file)
         new = run_trace(target, dev, init, steps=min(steps or ref.steps, ref.steps), precision=precision or ref.precision,
                         seed=ref.seed, on_step=on_step)
     finally:

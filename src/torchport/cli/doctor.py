@@ -44,6 +44,9 @@ def register(app: typer.Typer) -> None:
             fail("doctor", str(exc))
         if report["store"]:
             report["problems"].extend({"backend": "store", **p} for p in report["store"]["problems"])
+        from torchport.redact import redact_obj
+
+        report = redact_obj(report)         # an endpoint's user:password, a presigned query: never printed
         write_json(json_out, report)
         if json_out is None or str(json_out) != "-":
             con = console()   # no hard wrap when piped

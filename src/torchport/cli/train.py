@@ -155,10 +155,14 @@ def convert_main() -> None:
     def _command(src: str = typer.Argument(..., help="Trainer checkpoint: a ckpt-*.pt file (ddp) or a step-* DCP "
                                                       "directory (fsdp); local or s3:// / obs://."),
                  dst: str = typer.Argument(..., help="Where the other layout goes (a DCP directory for a .pt SRC, "
-                                                      "a .pt file for a DCP SRC).")) -> None:
+                                                      "a .pt file for a DCP SRC)."),
+                 trust_checkpoint: bool = typer.Option(False, "--trust-checkpoint",
+                                                       help="SRC is yours: load pickled objects it holds (by "
+                                                            "default they are refused: they could run code).")
+                 ) -> None:
         from torchport.train.convert import convert_checkpoint
 
-        out = convert_checkpoint(src, dst)
+        out = convert_checkpoint(src, dst, trust=trust_checkpoint)
         typer.echo(f"converted {src} -> {out}")
 
     _command.__doc__ = "Convert a trainer checkpoint between --strategy ddp (one file) and fsdp (sharded DCP), both ways."

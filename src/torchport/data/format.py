@@ -32,6 +32,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import re
 import struct
 from pathlib import Path
 from typing import Any, Iterable
@@ -40,6 +41,8 @@ import numpy as np
 
 from torchport.data.errors import ChecksumMismatchError, SampleChecksumError, ShardCorruptError, ShardFormatError
 from torchport.paths import is_url
+
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 
 __all__ = [
     "FORMAT_NAME",
@@ -387,8 +390,13 @@ class ShardSet:
         if problems:
             raise ShardFormatError(f"{where}: manifest key {', '.join(problems)} is missing or malformed; "
                                    "re-run `torchport data pack`")
-        if any(os.sep in s["file"] or "/" in s["file"] or s["file"] in ("", ".", "..") for s in shards):
-            raise ShardFormatError(f"{where}: a shard file name leaves the shard directory; re-run `torchport data pack`")
+        names = [s["file"] for s in shards] + [index["file"]]
+        if any(os.sep in n or "/" in n or "\\" in n or n in ("", ".", "..") for n in names):
+            raise ShardFormatError(f"{where}: a shard or index file name leaves the shard directory; "
+                                   "re-run `torchport data pack`")
+        if not all(_SHA256.fullmatch(h) for h in [s["sha256"] for s in shards] + [index["sha256"]]):
+            raise ShardFormatError(f"{where}: a sha256 in the manifest is not 64 hex digits (it names cache files, "
+                                   "so it must be); re-run `torchport data pack`")
 
     def prefetch(self, indices: Iterable[int]) -> int:
         """Fetch (concurrently) whatever the samples ``indices`` need from the store; no-op for local shards."""

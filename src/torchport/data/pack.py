@@ -255,7 +255,18 @@ def pack(
 
     if is_url(dst):  # s3:// or obs://: pack into a local staging directory, then upload (manifest last)
         return _pack_to_store(src, str(dst), cfg=cfg, overwrite=overwrite, progress=progress)
+    from torchport.train.lock import output_lock
+
     src, dst = Path(src), Path(dst)
+    try:
+        dst.parent.mkdir(parents=True, exist_ok=True)
+    except OSError:                              # a destination under a file: the writer reports it (exit 6)
+        return _pack_local(src, dst, cfg, overwrite, progress)
+    with output_lock(dst, what="data pack"):     # one writer of DST.partial: a second pack exits 9 naming the first
+        return _pack_local(src, dst, cfg, overwrite, progress)
+
+
+def _pack_local(src: Path, dst: Path, cfg: PackConfig, overwrite: bool, progress) -> dict[str, Any]:
     classes, items = scan_image_folder(src)
     if dst.exists() and not overwrite:
         raise FileExistsError(f"{dst} already exists; choose another destination or pass --overwrite")

@@ -161,13 +161,17 @@ def to_statistics(report: Report) -> str:
 
 
 def _uri(path: str) -> str:
+    """SARIF ``artifactLocation.uri``: an RFC 3986 URI reference (relative to the working directory, percent-encoded;
+    ``file://`` for a path on another drive)."""
+    from torchport._escape import uri_ref
+
     p = PurePath(path)
     if p.is_absolute():
         try:
             p = PurePath(os.path.relpath(path))
         except ValueError:
             return p.as_uri()
-    return p.as_posix()
+    return uri_ref(p.as_posix())
 
 
 def to_sarif(report: Report) -> str:
@@ -226,10 +230,12 @@ def to_csv(report: Report) -> str:
     """One row per finding: ``File,Start Line,End Line,Rule,Message,Fixed`` (msFmkTransplt-style)."""
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
+    from torchport._escape import csv_cell
+
     writer.writerow(CSV_HEADER)
     for f in report.findings:
-        writer.writerow((f.path, f.line, f.end_line, f"{f.code} {f.name}", f.message,
-                         report.status(f).replace("fixed", "yes") or "no"))
+        writer.writerow(tuple(map(csv_cell, (f.path, f.line, f.end_line, f"{f.code} {f.name}", f.message,
+                                            report.status(f).replace("fixed", "yes") or "no"))))
     return buf.getvalue()
 
 

@@ -386,17 +386,7 @@ def load(path: str | os.PathLike, *, map_location: Any = "cpu", weights_only: bo
     p = Path(path)
     if not p.is_file():
         raise CheckpointError(f"checkpoint {str(p)!r} does not exist")
-    try:
-        state = torch.load(p, map_location=map_location, weights_only=weights_only)
-    except Exception as exc:
-        refused = describe_refusal(exc, p)
-        if refused is not None:
-            raise CheckpointRefusedError(f"checkpoint {str(p)!r} was refused on purpose: it {refused}, which could run "
-                                  "code on this machine; torchport loads only tensors and plain data") from None
-        text = str(exc)
-        first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
-        raise CheckpointError(f"checkpoint {str(p)!r} could not be read ({type(exc).__name__}: {first}); "
-                              "is it a complete torch.save file?") from None
+    state = safe_torch_load(p, map_location=map_location, trust=not weights_only)
     if not isinstance(state, dict):
         raise CheckpointError(f"checkpoint {str(p)!r} holds a {type(state).__name__}, not a dict")
     verify(state, p)
@@ -702,6 +692,43 @@ def newest_verified(paths: list[Path], *, check: Any = None) -> Path | None:
     if failed:
         warnings.warn("no checkpoint verifies; skipped " + "; ".join(failed), RuntimeWarning, stacklevel=3)
     return None
+
+
+def refusal_line(name: Any, what: str) -> str:
+    """The one line for a refused checkpoint file: names it and what it holds -- never torch's advice to retry
+    with ``weights_only=False`` (that would run the file's code)."""
+    return (f"checkpoint {str(name)!r} was refused on purpose: it {what}, which could run code on this machine; "
+            "torchport loads only tensors and plain data")
+
+
+def safe_torch_load(f: Any, *, name: Any = None, map_location: Any = "cpu", trust: bool = False) -> Any:
+    """``torch.load(f, weights_only=True)`` with torchport's errors: the one place a torch file from elsewhere
+    is unpickled (checkpoints, DCP items, parity seeds). ``trust`` (``--trust-checkpoint``) loads any pickle.
+
+    Raises:
+        CheckpointRefusedError: the file holds something that could run code (nothing ran), or is in the
+            legacy ``.tar`` format (unreadable without running its pickle);
+        CheckpointError: unreadable, truncated, not a torch file.
+    """
+    import torch
+
+    name = f if name is None else name
+    if trust:
+        return torch.load(f, map_location=map_location, weights_only=False)  # torchport: trusted (opt-in)
+    try:
+        return torch.load(f, map_location=map_location, weights_only=True)
+    except Exception as exc:  # noqa: BLE001 - every failure of a file from elsewhere is one line
+        text = str(exc)
+        if "legacy .tar format" in text:
+            raise CheckpointRefusedError(refusal_line(name, "is in torch's legacy .tar format (readable only "
+                                                      "by running its pickle)")) from None
+        refused = describe_refusal(exc, f if isinstance(f, (str, os.PathLike)) else None)
+        if refused is not None:
+            raise CheckpointRefusedError(refusal_line(name, refused)) from None
+        lines = [ln.strip() for ln in text.split("WeightsUnpickler error:")[-1].splitlines() if ln.strip()]
+        first = next((ln for ln in lines if "weights_only" not in ln and "Please file an issue" not in ln), "")
+        raise CheckpointError(f"checkpoint {str(name)!r} could not be read ({type(exc).__name__}: {first[:200]}); "
+                              "is it a complete torch.save file?") from None
 
 
 def describe_refusal(exc: BaseException, path: str | os.PathLike | None = None) -> str | None:

@@ -65,14 +65,22 @@ def _writer(path: Any):
     return _on_store(FsspecWriter, str(path))
 
 
-def _reader(path: Any):
-    import torch.distributed.checkpoint as dcp
+def _reader(path: Any, *, trust: bool = False):
+    """The safe DCP reader (:mod:`torchport.runtime.safe_load`): ``.metadata`` through a restricted unpickler,
+    non-tensor items with ``weights_only=True``; torch's own reader only with ``trust``."""
+    from torchport.runtime.safe_load import dcp_reader
 
-    if not is_url(path):
-        return dcp.FileSystemReader(str(path))
-    from torch.distributed.checkpoint._fsspec_filesystem import FsspecReader
+    return dcp_reader(path, trust=trust)
 
-    return _on_store(FsspecReader, str(path))
+
+def read_metadata(path: Any, *, trust: bool = False):
+    """The DCP ``Metadata`` of checkpoint ``path`` (keys, shapes, dtypes), read through the safe reader.
+
+    Raises:
+        CheckpointRefusedError: ``.metadata`` imports something outside the allow-list (nothing ran);
+        CheckpointError: missing, empty, truncated or damaged.
+    """
+    return _dcp_call(lambda: _reader(path, trust=trust).read_metadata(), path, "read")
 
 
 def _on_store(cls, url: str):
@@ -157,6 +165,53 @@ def _digest(path: Any) -> tuple[str, int]:
     return h.hexdigest(), size
 
 
+def _dcp_call(fn, path: Any, what: str):
+    """Run one DCP save/load; the :class:`~torch.distributed.checkpoint.api.CheckpointException` DCP raises
+    with every rank's error (a ``BaseException``, one traceback per rank) becomes one :class:`CheckpointError`
+    line: torchport's own error when a rank raised one, else the first rank's reason."""
+    from torch.distributed.checkpoint.api import CheckpointException
+
+    from torchport.errors import StorageError
+    from torchport.runtime.safe_load import Fatal
+
+    try:
+        return fn()
+    except Fatal as exc:
+        raise type(exc.error)(str(exc.error)) from None
+    except CheckpointException as exc:
+        errors = [e[0] if isinstance(e, tuple) else e for _rank, e in sorted(exc.failures.items())]
+        errors = [e.error if isinstance(e, Fatal) else e for e in errors]
+        for err in errors:
+            if isinstance(err, CheckpointError):
+                raise type(err)(str(err)) from None
+        err = errors[0] if errors else exc
+        cls = CheckpointWriteError if what == "write" else CheckpointError
+        raise cls(_fault_line(path, what, err)) from None
+    except (OSError, StorageError) as exc:
+        raise (CheckpointWriteError if what == "write" else CheckpointError)(_fault_line(path, what, exc)) from None
+
+
+def _fault_line(path: Any, what: str, err: BaseException) -> str:
+    """``writing checkpoint P failed (reason); ...`` for a DCP fault (disk full, endpoint down, a missing shard)."""
+    import errno
+
+    from torchport.errors import StorageError
+
+    if isinstance(err, OSError) and err.errno == errno.ENOSPC:
+        reason = "the disk is full"
+    elif isinstance(err, (FileNotFoundError,)):
+        reason = f"a file is missing: {os.path.basename(str(err.filename or ''))}"
+    elif isinstance(err, StorageError):
+        reason = str(err)
+    else:
+        first = next((ln.strip() for ln in str(err).splitlines() if ln.strip()), "")
+        reason = f"{type(err).__name__}: {first[:200]}" if first else type(err).__name__
+    if what == "write":
+        return (f"writing checkpoint {path} failed ({reason}); the latest pointer was not moved, earlier "
+                "checkpoints are intact")
+    return f"checkpoint {path} could not be read ({reason}); use an earlier checkpoint (--resume auto)"
+
+
 # -- the state: model + optimizer through DCP, the rest in one small file ------------------------------------
 def _dist_state(model, optimizer) -> dict[str, Any]:
     """``{"model": ..., "optim": ...}`` in torch's FQN layout: ``DTensor`` shards for a sharded model, plain
@@ -187,7 +242,7 @@ def save_state(path: Any, *, model, optimizer=None, extra: Mapping[str, Any] | N
     from torchport.runtime import checkpoint as ckpt
     from torchport.runtime import distributed as dist
 
-    dcp.save(_dist_state(model, optimizer), storage_writer=_writer(path))
+    _dcp_call(lambda: dcp.save(_dist_state(model, optimizer), storage_writer=_writer(path)), path, "write")
     error = None
     if dist.is_main_process():
         try:
@@ -229,11 +284,15 @@ def verify(path: Any) -> None:
                 "newest good one)")
 
 
-def load_state(path: Any, *, model, optimizer=None, strict: bool = True) -> dict[str, Any]:
+def load_state(path: Any, *, model, optimizer=None, strict: bool = True, trust: bool = False) -> dict[str, Any]:
     """Load the DCP checkpoint ``path`` into ``model`` (+ ``optimizer``) on any world size, sharded or not
     (collective); returns its ``torchport.pt`` payload (progress, schedule, scaler, RNG, config).
 
+    Every file is read as data (:mod:`torchport.runtime.safe_load`); ``trust=True`` (``--trust-checkpoint``)
+    lifts that for a checkpoint you made yourself.
+
     Raises:
+        CheckpointRefusedError: a file holds something that could run code (nothing was executed);
         CheckpointError: ``path`` is not a DCP checkpoint, or its tensors do not fit this model.
     """
     import torch.distributed.checkpoint as dcp
@@ -247,14 +306,16 @@ def load_state(path: Any, *, model, optimizer=None, strict: bool = True) -> dict
                               "checkpoint converts with `python -m torchport.train.convert SRC DST`")
     state = _dist_state(model, optimizer)
     try:
-        dcp.load(state, storage_reader=_reader(path))
+        _dcp_call(lambda: dcp.load(state, storage_reader=_reader(path, trust=trust)), path, "read")
         set_state_dict(unwrap_model(model), optimizer if optimizer is not None else [],
                        model_state_dict=state["model"], optim_state_dict=state.get("optim", {}),
                        options=StateDictOptions(strict=strict))
+    except CheckpointError:
+        raise
     except (RuntimeError, KeyError, ValueError) as exc:
         first = next((ln.strip() for ln in str(exc).splitlines() if ln.strip()), type(exc).__name__)
         raise CheckpointError(f"checkpoint {path} does not fit this model/optimizer: {first[:300]}") from None
-    return ckpt.load(_join(path, _EXTRA))
+    return ckpt.load(_join(path, _EXTRA), weights_only=not trust)
 
 
 class DcpCheckpointManager(CheckpointManager):
@@ -331,11 +392,13 @@ class DcpCheckpointManager(CheckpointManager):
             self._remove_uncommitted(int(step))
         return path
 
-    def load(self, path, *, model, optimizer=None, amp=None, scheduler=None, rng: bool = True) -> dict[str, Any]:
-        """Load checkpoint ``path`` (any world size) and restore the schedule, scaler and RNG; returns progress."""
+    def load(self, path, *, model, optimizer=None, amp=None, scheduler=None, rng: bool = True,
+             trust: bool = False) -> dict[str, Any]:
+        """Load checkpoint ``path`` (any world size) and restore the schedule, scaler and RNG; returns progress.
+        ``trust``: see :func:`load_state`."""
         from torchport.runtime import checkpoint as ckpt
 
-        extra = load_state(path, model=model, optimizer=optimizer)
+        extra = load_state(path, model=model, optimizer=optimizer, trust=trust)
         return ckpt.restore(extra, amp=amp, scheduler=scheduler, rng=rng)
 
     def _remove_uncommitted(self, committed: int) -> None:
@@ -346,7 +409,7 @@ class DcpCheckpointManager(CheckpointManager):
                 _remove_tree(_join(self.directory, name))
 
 
-def convert(src: Any, dst: Any, *, model, optimizer=None) -> Any:
+def convert(src: Any, dst: Any, *, model, optimizer=None, trust: bool = False) -> Any:
     """Convert a trainer checkpoint between the single-file layout (DDP / one process) and a DCP directory
     (FSDP), in one process: ``src`` is loaded into ``model`` / ``optimizer`` (freshly built, unsharded, CPU) and
     written to ``dst`` in the other layout. The direction follows ``src``: a DCP directory becomes a file.
@@ -358,11 +421,11 @@ def convert(src: Any, dst: Any, *, model, optimizer=None) -> Any:
 
     if is_dcp_checkpoint(src):
         verify(src)
-        extra = load_state(src, model=model, optimizer=optimizer)
+        extra = load_state(src, model=model, optimizer=optimizer, trust=trust)
         state = {**{k: v for k, v in extra.items() if k != "integrity"},
                  **ckpt.capture(model=model, optimizer=optimizer, rng=False)}
         return ckpt.save(state, dst)
-    state = ckpt.load(src)
+    state = ckpt.load(src, weights_only=not trust)
     ckpt.restore(state, model=model, optimizer=optimizer, rng=False)
     extra = {k: v for k, v in state.items() if k not in ("model", "optimizer", "integrity")}
     save_state(dst, model=model, optimizer=optimizer, extra=extra)

@@ -74,7 +74,13 @@ class BlockCache:
         self._lock = threading.Lock()
 
     def path(self, key: str) -> Path:
-        """Where block ``key`` lives."""
+        """Where block ``key`` lives; a key that is not a plain file name (``../x``, a slash: a name derived from
+        remote content) is refused, so nothing lands outside the cache."""
+        if not key or "/" in key or "\\" in key or key.startswith(".") or "\0" in key:
+            from torchport.errors import StorageError
+
+            raise StorageError(f"cache key {key[:80]!r} is not a plain file name (it came from remote content); "
+                               "refused: nothing is written outside the cache")
         return self.root / key[:2] / key
 
     def contains(self, key: str) -> bool:

@@ -109,6 +109,8 @@ class TrainConfig:
     runs_root: str = _field("runs", "Parent of the default run directories.")
     resume: Optional[str] = _field(None, "'auto' (latest checkpoint of the run dir, or of the newest run under "
                                    "runs_root) or a checkpoint path.")
+    trust_checkpoint: bool = _field(False, "The --resume checkpoint is yours: load pickled objects it holds (by "
+                                    "default they are refused, since they could run code; docs/security.md).")
     checkpoint_dir: Optional[str] = _field(None, "Where checkpoints go: a directory or an s3:// / obs:// URL "
                                            "(default: <run_dir>/checkpoints; --resume auto looks there).")
     storage_endpoint: Optional[str] = _field(None, "Object-store endpoint for s3:// / obs:// URLs (default: "

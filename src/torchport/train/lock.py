@@ -26,6 +26,7 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -108,26 +109,50 @@ def _release(key: str) -> None:
         obj.release()
 
 
-def _acquire_local(directory: Path) -> tuple[str, Any]:
+def _acquire_local(directory: Path, *, lock_name: str = LOCK_NAME, owner_name: str = OWNER_NAME,
+                   who: str = "another trainer", hint: str = "choose another --run-dir / --checkpoint-dir",
+                   shown: Any = None) -> tuple[str, Any]:
     from filelock import FileLock, Timeout
 
     directory.mkdir(parents=True, exist_ok=True)
-    lock = FileLock(str(directory / LOCK_NAME), timeout=0)
+    lock = FileLock(str(directory / lock_name), timeout=0)
     try:
         lock.acquire()
     except Timeout:
         try:
-            owner = json.loads((directory / OWNER_NAME).read_text())
+            owner = json.loads((directory / owner_name).read_text())
         except (OSError, ValueError):
             owner = None
-        raise RunLockedError(f"{directory} is in use by {_describe(owner)}; wait for it to finish, stop it, or "
-                             "choose another --run-dir / --checkpoint-dir") from None
+        held_by = _describe(owner).replace("another trainer", who, 1)
+        raise RunLockedError(f"{shown or directory} is in use by {held_by}; wait for it to finish, stop it, or {hint}") from None
     try:
-        write_text(directory / OWNER_NAME, json.dumps(_owner()) + "\n")
+        write_text(directory / owner_name, json.dumps(_owner()) + "\n")
     except BaseException:
         lock.release()
         raise
     return "local", lock
+
+
+@contextlib.contextmanager
+def output_lock(dst: Any, *, what: str = "data pack"):
+    """The one-writer lock on an output ``dst`` that does not exist yet (``data pack`` writes ``DST.partial``
+    then renames it): ``.<name>.torchport.lock`` beside it, the holder named in the refusal.
+
+    Raises:
+        RunLockedError: another ``what`` is writing ``dst`` (exit code BUSY).
+    """
+    dst = Path(dst)
+    kind, lock = _acquire_local(dst.parent, lock_name=f".{dst.name}{LOCK_NAME}",
+                                owner_name=f".{dst.name}{OWNER_NAME}", who=f"another {what}",
+                                hint="choose another destination", shown=dst)
+    try:
+        yield
+    finally:
+        try:
+            (dst.parent / f".{dst.name}{OWNER_NAME}").unlink(missing_ok=True)
+        except OSError:
+            pass
+        lock.release()
 
 
 def _pid_alive(pid: Any) -> bool:

@@ -153,7 +153,8 @@ def _train(cfg: TrainConfig, stop, callbacks: Sequence[Callable[..., None]]) -> 
     # checkpoint from another device type resumes here (fsdp: from any world size, DCP reshards).
     progress: dict[str, Any] = {}
     if resume_path is not None:
-        progress = strategy.load(manager, resume_path, model=model, optimizer=optimizer, amp=amp, scheduler=scheduler)
+        progress = strategy.load(manager, resume_path, model=model, optimizer=optimizer, amp=amp, scheduler=scheduler,
+                                 trust=cfg.trust_checkpoint)
     step = int(progress.get("step", 0))                      # optimizer steps done, all epochs
     start_epoch = int(progress.get("epoch", 0)) + (1 if progress.get("epoch_done") else 0)
     resume_loader = None if progress.get("epoch_done") else progress.get("loader")   # mid-epoch position

@@ -56,8 +56,9 @@ class Strategy:
     def _save(self, manager, **kw):
         raise NotImplementedError
 
-    def load(self, manager, path: Any, *, model, optimizer, amp, scheduler) -> dict[str, Any]:
-        """Restore everything from checkpoint ``path`` (found by ``manager``); returns its progress dict."""
+    def load(self, manager, path: Any, *, model, optimizer, amp, scheduler, trust: bool = False) -> dict[str, Any]:
+        """Restore everything from checkpoint ``path`` (found by ``manager``); returns its progress dict. Every
+        file is read as data unless ``trust`` (``--trust-checkpoint``)."""
         raise NotImplementedError
 
 
@@ -90,10 +91,10 @@ class DdpStrategy(Strategy):
                              config=config)
         return manager.save(state, step=step)
 
-    def load(self, manager, path, *, model, optimizer, amp, scheduler):
+    def load(self, manager, path, *, model, optimizer, amp, scheduler, trust=False):
         from torchport.runtime import checkpoint as ckpt
 
-        return ckpt.restore(ckpt.load(path), model=model, optimizer=optimizer, amp=amp, scheduler=scheduler,
+        return ckpt.restore(ckpt.load(path, weights_only=not trust), model=model, optimizer=optimizer, amp=amp, scheduler=scheduler,
                             source=path)   # mismatch messages name the checkpoint
 
 
@@ -126,8 +127,8 @@ class FsdpStrategy(Strategy):
         path = manager.save(step=step, model=model, optimizer=optimizer, extra=extra)
         return path if dist.is_main_process() else None
 
-    def load(self, manager, path, *, model, optimizer, amp, scheduler):
-        return manager.load(path, model=model, optimizer=optimizer, amp=amp, scheduler=scheduler)
+    def load(self, manager, path, *, model, optimizer, amp, scheduler, trust=False):
+        return manager.load(path, model=model, optimizer=optimizer, amp=amp, scheduler=scheduler, trust=trust)
 
 
 _STRATEGIES = {"ddp": DdpStrategy, "fsdp": FsdpStrategy}

@@ -53,4 +53,6 @@ def to_junit(report: Report) -> str:
             out.text = (f"WARN: {r.summary}\n" if r.status is Status.WARN else "") + text
     if hasattr(ET, "indent"):  # Python >= 3.9
         ET.indent(suites)
-    return ET.tostring(suites, encoding="unicode", xml_declaration=True)
+    from torchport._escape import xml_text
+
+    return xml_text(ET.tostring(suites, encoding="unicode", xml_declaration=True))   # no control characters

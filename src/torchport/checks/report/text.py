@@ -72,20 +72,28 @@ def to_text(report: Report, *, verbose: bool = False, width: int = 120) -> str:
 
 
 def _md(text: Any) -> str:
-    return _fmt(text).replace("|", "\\|").replace("\n", " ")
+    from torchport._escape import md_cell
+
+    return md_cell(_fmt(text))
+
+
+def _code(text: Any) -> str:
+    from torchport._escape import md_code
+
+    return md_code(text)
 
 
 def to_markdown(report: Report) -> str:
     """Markdown: a summary table, then one evidence table per check."""
     meta = report.meta
     out = [f"# torchport check: {report.status.value.upper()}", "",
-           f"Target `{meta.get('target', '?')}` on `{meta.get('device', '?')}`"
-           f" (torch {meta.get('torch', '?')}, {meta.get('seconds', 0):.1f}s)", "",
+           f"Target {_code(meta.get('target', '?'))} on {_code(meta.get('device', '?'))}"
+           f" (torch {_md(meta.get('torch', '?'))}, {meta.get('seconds', 0):.1f}s)", "",
            "| check | status | time | summary |", "|---|---|---|---|"]
     for r in report.results:
-        out.append(f"| {r.name} | **{r.status.value}** | {r.seconds:.1f}s | {_md(r.summary)} |")
+        out.append(f"| {_md(r.name)} | **{r.status.value}** | {r.seconds:.1f}s | {_md(r.summary)} |")
     for r in report.results:
-        out += ["", f"## {r.name}: {r.status.value}", "", _md(r.summary), "",
+        out += ["", f"## {_md(r.name)}: {r.status.value}", "", _md(r.summary), "",
                 "| status | what | measured | threshold | where |", "|---|---|---|---|---|"]
         for e in r.evidence:
             out.append(f"| {e.status.value} | {_md(e.what)} | {_md(e.measured)} | {_md(e.threshold)} | {_md(e.where)} |")
