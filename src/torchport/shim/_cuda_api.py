@@ -98,6 +98,22 @@ class _ValueProxy:
     def __repr__(self) -> str:
         return repr(self._pick())
 
+    # comparisons, truth and membership answer as the picked value would (``gens == torch.npu.default_generators``)
+    def __eq__(self, other: object) -> bool:
+        return self._pick() == other
+
+    def __ne__(self, other: object) -> bool:
+        return self._pick() != other
+
+    def __bool__(self) -> bool:
+        return bool(self._pick())
+
+    def __contains__(self, item: object) -> bool:
+        return item in self._pick()
+
+    def __hash__(self) -> int:
+        return hash(self._pick())
+
 
 def _dispatch(name: str, user_fn: Callable, real: Any, classifier: Any,
               produces: tuple[type, ...] = (), acting_fn: Callable | None = None) -> Any:
