@@ -41,6 +41,11 @@ def test_cpu_fallback_counts_one_device():
     assert torch.cuda.device_count() == 1
 
 
+# the target fixture asks for emulated_npu at run time: the marker tells the plugin to prepare the emulator
+# before the first test of the session (torch sizes its autograd device queues at the first backward)
+pytestmark = pytest.mark.emulated_npu()
+
+
 @pytest.fixture(params=["cpu", "npu"])
 def target(request):
     """The CPU fallback and the emulated npu (an accelerator with its own streams and legacy types)."""

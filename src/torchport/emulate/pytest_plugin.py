@@ -48,8 +48,14 @@ def pytest_configure(config: Any) -> None:
 
 
 def pytest_collection_modifyitems(session: Any, config: Any, items: list) -> None:
-    """Register the npu device guard before the first test when some test uses the emulator."""
-    if not any(name in _FIXTURES for item in items for name in getattr(item, "fixturenames", ())):
+    """Register the npu device guard before the first test when some test uses the emulator: through the
+    fixtures, or -- for a fixture that asks for ``emulated_npu`` at run time (``request.getfixturevalue``),
+    which collection cannot see -- through the ``emulated_npu`` marker."""
+    def uses_emulator(item: Any) -> bool:
+        return (any(name in _FIXTURES for name in getattr(item, "fixturenames", ()))
+                or item.get_closest_marker("emulated_npu") is not None)
+
+    if not any(uses_emulator(item) for item in items):
         return
     try:
         from torchport.emulate import prepare
