@@ -118,6 +118,9 @@ def uninstall_finder() -> None:
     """Remove the hook and every loaded stand-in module."""
     while _FINDER in sys.meta_path:
         sys.meta_path.remove(_FINDER)
+    ops = sys.modules.get("torch_npu._ops")
+    if ops is not None and getattr(ops, "uninstall", None) is not None:
+        ops.uninstall()  # the torch.npu_* names the stand-in set
     for key in [k for k in sys.modules if k == "torch_npu" or k.startswith("torch_npu.")]:
         mod = sys.modules[key]
         if getattr(mod, "__torchport_emulated__", False) or str(getattr(mod, "__file__", "") or "").startswith(
