@@ -135,7 +135,8 @@ def uninstall_finder() -> None:
 
 
 class _BootFinder(importlib.abc.MetaPathFinder):
-    """Before torch is imported: ``torch_npu`` means "import torch (installs the emulator), then the stand-in".
+    """Before torch is imported: ``torch_npu`` (and ``apex``, Ascend's fork imports torch itself) means
+    "import torch (installs the emulator), then the stand-in".
 
     Placed last on ``sys.meta_path``, so a real torch_npu on ``sys.path`` always wins.
     """
@@ -143,8 +144,10 @@ class _BootFinder(importlib.abc.MetaPathFinder):
     __torchport_emulated__ = True
 
     def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
-        if fullname != "torch_npu":
+        if fullname not in ("torch_npu", "apex"):
             return None
+        if fullname == "apex" and importlib.machinery.PathFinder.find_spec("apex") is not None:
+            return None  # a real apex
         if "torch" not in sys.modules:
             import torch  # noqa: F401  (autoload installs the emulator and the stand-in finder)
         if _FINDER in sys.meta_path:
