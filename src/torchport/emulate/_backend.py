@@ -31,7 +31,7 @@ import torch
 from torch.library import Library
 
 from torchport.errors import ExitCode, TorchportError
-from torchport.emulate import _accelerator, _autocast, _handlers, _npu_module, _numerics, _parallel, _serialization, _standin, _syncbn, _threads
+from torchport.emulate import _accelerator, _autocast, _card_rules, _handlers, _npu_module, _numerics, _parallel, _serialization, _standin, _syncbn, _threads
 from torchport.emulate import _tensor as T
 from torchport.emulate._state import STATE
 
@@ -156,7 +156,8 @@ def install_backend(devices: int) -> None:
     STATE.perturb_generator = torch.Generator().manual_seed(0)
     STATE.overflow_flag = False
     STATE.installed = True
-    _libs[:] = [_handlers.register({**_handlers.HANDLERS, **_syncbn.HANDLERS}), *_autocast.register()]
+    _libs[:] = [_handlers.register({**_handlers.HANDLERS, **_syncbn.HANDLERS, **_card_rules.HANDLERS()}),
+                *_autocast.register()]
 
     if hasattr(torch, _NAME) and not getattr(getattr(torch, _NAME), "__torchport_emulated__", False):
         raise EmulationError(f"torch.{_NAME} already exists and is not the emulator's; refusing to replace it")

@@ -118,6 +118,9 @@ def uninstall_finder() -> None:
     """Remove the hook and every loaded stand-in module."""
     while _FINDER in sys.meta_path:
         sys.meta_path.remove(_FINDER)
+    ops = sys.modules.get("torch_npu._ops")
+    if ops is not None and getattr(ops, "uninstall", None) is not None:
+        ops.uninstall()  # the torch.npu_* names the stand-in set
     for key in [k for k in sys.modules if k == "torch_npu" or k.startswith("torch_npu.")]:
         mod = sys.modules[key]
         if getattr(mod, "__torchport_emulated__", False) or str(getattr(mod, "__file__", "") or "").startswith(
@@ -132,7 +135,8 @@ def uninstall_finder() -> None:
 
 
 class _BootFinder(importlib.abc.MetaPathFinder):
-    """Before torch is imported: ``torch_npu`` means "import torch (installs the emulator), then the stand-in".
+    """Before torch is imported: ``torch_npu`` (and ``apex``, Ascend's fork imports torch itself) means
+    "import torch (installs the emulator), then the stand-in".
 
     Placed last on ``sys.meta_path``, so a real torch_npu on ``sys.path`` always wins.
     """
@@ -140,8 +144,10 @@ class _BootFinder(importlib.abc.MetaPathFinder):
     __torchport_emulated__ = True
 
     def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
-        if fullname != "torch_npu":
+        if fullname not in ("torch_npu", "apex"):
             return None
+        if fullname == "apex" and importlib.machinery.PathFinder.find_spec("apex") is not None:
+            return None  # a real apex
         if "torch" not in sys.modules:
             import torch  # noqa: F401  (autoload installs the emulator and the stand-in finder)
         if _FINDER in sys.meta_path:

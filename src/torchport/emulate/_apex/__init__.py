@@ -5,6 +5,6 @@ SyncBatchNorm), ``apex.optimizers`` (fused optimizers as torch's, Ascend's ``Npu
 (``to_python_float`` ...) and ``apex.multi_tensor_apply`` (no fused kernels: ``available`` is False)."""
 
 # ``import apex`` then ``apex.parallel.convert_syncbn_model(...)`` / ``apex.optimizers.NpuFusedSGD(...)``, as apex
-from . import amp, fp16_utils, multi_tensor_apply, optimizers, parallel  # noqa: F401
+from . import amp, contrib, fp16_utils, multi_tensor_apply, optimizers, parallel  # noqa: F401
 
 __torchport_emulated__ = True

@@ -12,7 +12,10 @@
 - ``scale_loss`` yields ``loss * scale``; the gradients stay scaled until ``amp.master_params``
   (e.g. for clipping) or ``optimizer.step()`` unscales them. ``optimizer.step()`` goes through
   the scaler: skipped when a gradient is inf/NaN, then the scale is updated.
-- ``combine_grad`` (Ascend's fork), ``num_losses``, ``keep_batchnorm_fp32``, ``verbosity``... are
+- ``register_half_function(module, name)`` / ``register_float_function`` / ``register_promote_function``
+  (before ``initialize``, as apex requires): ``module.name`` then runs with its floating tensor arguments cast
+  to float16 / float32 / the widest floating type among them.
+- ``combine_grad`` (Ascend's fork; its effect, one fused buffer for the gradients, is a speed matter), ``num_losses``, ``keep_batchnorm_fp32``, ``verbosity``... are
   accepted and have no further effect.
 """
 
@@ -20,13 +23,15 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import types
 from typing import Any, Iterator
 
 import torch
 
 from torchport.runtime.amp import autocast_forward
 
-__all__ = ["initialize", "scale_loss", "master_params", "state_dict", "load_state_dict"]
+__all__ = ["initialize", "scale_loss", "master_params", "state_dict", "load_state_dict", "register_half_function",
+           "register_float_function", "register_promote_function"]
 
 _OPT_LEVELS = ("O0", "O1", "O2", "O3")
 
@@ -50,12 +55,17 @@ def _device_type(model: torch.nn.Module) -> str:
 
 
 def _route_step(optimizer: torch.optim.Optimizer) -> None:
-    """``optimizer.step()`` goes through the scaler once a ``scale_loss`` produced its grads."""
+    """``optimizer.step()`` goes through the scaler once a ``scale_loss`` produced its grads.
+
+    The replacement stays a bound method of the optimizer (``optimizer.step.__func__`` exists), so a
+    ``torch.optim.lr_scheduler`` built afterwards, ``register_step_pre_hook`` and ``state_dict`` work."""
+    if getattr(optimizer.step, "__torchport_amp__", False):
+        return  # initialize called twice on one optimizer
     step = optimizer.step
     inside = [False]
 
     @functools.wraps(step)
-    def amp_step(*args: Any, **kwargs: Any) -> Any:
+    def amp_step(self: Any, *args: Any, **kwargs: Any) -> Any:
         scaler = _STATE.scaler
         if inside[0] or scaler is None or id(optimizer) not in _STATE.pending:
             return step(*args, **kwargs)
@@ -68,7 +78,8 @@ def _route_step(optimizer: torch.optim.Optimizer) -> None:
         _STATE.pending.clear()
         return ret
 
-    optimizer.step = amp_step
+    amp_step.__torchport_amp__ = True
+    optimizer.step = types.MethodType(amp_step, optimizer)
 
 
 def initialize(models: Any, optimizers: Any = None, enabled: bool = True, opt_level: str = "O1",
@@ -140,3 +151,39 @@ def load_state_dict(state: dict) -> None:
     sd["scale"] = float(entry["loss_scale"])
     sd["_growth_tracker"] = int(entry.get("unskipped", 0))
     scaler.load_state_dict(sd)
+
+
+def _cast_wrapper(fn: Any, how: str) -> Any:
+    @functools.wraps(fn)
+    def cast(*args: Any, **kwargs: Any) -> Any:
+        tensors = [a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor) and a.is_floating_point()]
+        if how == "promote":
+            dtype = functools.reduce(torch.promote_types, [t.dtype for t in tensors]) if tensors else None
+        else:
+            dtype = torch.float16 if how == "half" else torch.float32
+        def conv(a: Any) -> Any:
+            return a.to(dtype) if dtype is not None and isinstance(a, torch.Tensor) and a.is_floating_point() else a
+        return fn(*[conv(a) for a in args], **{k: conv(v) for k, v in kwargs.items()})
+    return cast
+
+
+def _register(module: Any, name: str, how: str) -> None:
+    if not hasattr(module, name):
+        raise ValueError(f"apex.amp.register_{how}_function: {getattr(module, '__name__', module)!r} has no "
+                         f"attribute {name!r}")
+    setattr(module, name, _cast_wrapper(getattr(module, name), how))
+
+
+def register_half_function(module: Any, name: str) -> None:
+    """``module.name`` runs in float16 (its floating tensor arguments cast)."""
+    _register(module, name, "half")
+
+
+def register_float_function(module: Any, name: str) -> None:
+    """``module.name`` runs in float32."""
+    _register(module, name, "float")
+
+
+def register_promote_function(module: Any, name: str) -> None:
+    """``module.name`` runs in the widest floating dtype of its arguments."""
+    _register(module, name, "promote")

@@ -23,13 +23,13 @@ npu = torch.npu
 npu_format_cast = _formats.npu_format_cast
 npu_format_cast_ = _formats.npu_format_cast_
 get_npu_format = _formats.get_npu_format
-for _name in ("npu_format_cast", "npu_format_cast_", "get_npu_format"):
-    setattr(torch, _name, getattr(_formats, _name))  # torch_npu registers them as torch.<op> too
-del _name
 
 from ._fusion_attention import npu_fusion_attention  # noqa: E402  (transformers imports it at load time)
 from ._custom_ops import empty_with_format, get_storage_size, npu_prompt_flash_attention  # noqa: E402
 
 from . import _C, contrib, optim, profiler, utils  # noqa: E402,F401  (as torch_npu's own __init__ imports them)
+from . import _ops  # noqa: E402
+
+_ops.install(__import__("sys").modules[__name__])  # every custom op of the wheel (refused ones raise one line)
 
 erase_stream = torch.npu.utils._erase_stream

@@ -40,3 +40,33 @@ def _erase_stream(tensor, stream):
         raise TypeError(f"stream should be torch_npu.npu.Stream, could not be {type(stream)}" + _C._card_error(0, 2))
     _C._npu_eraseStream(tensor=tensor, stream_id=stream.stream_id, device_index=stream.device_index,
                         device_type=stream.device_type)
+
+get_npu_overflow_flag = torch.npu.get_npu_overflow_flag
+clear_npu_overflow_flag = torch.npu.clear_npu_overflow_flag
+
+
+def is_support_inf_nan() -> bool:
+    """True unless the emulator saturates fp16 like the first-generation card (then overflow is a flag)."""
+    from torchport.emulate._state import SATURATE, STATE
+
+    return STATE.overflow_mode != SATURATE
+
+
+def npu_check_overflow(grad) -> bool:
+    """torch_npu's overflow check: inf/NaN in ``grad`` (a float or tensor) in INF_NAN mode, else the device flag
+    (read and cleared)."""
+    if is_support_inf_nan():
+        if isinstance(grad, float):
+            total = grad
+        elif isinstance(grad, torch.Tensor):
+            total = float(grad.float().sum())
+        else:
+            raise RuntimeError("Unsupported type.")
+        return total in (float("inf"), -float("inf")) or total != total
+    flag = get_npu_overflow_flag()
+    if flag:
+        clear_npu_overflow_flag()
+    return flag
+
+
+__all__ += ["get_npu_overflow_flag", "clear_npu_overflow_flag", "is_support_inf_nan", "npu_check_overflow"]

@@ -10,6 +10,7 @@ from itertools import product
 
 import numpy as np
 import torch
+import torch_npu
 
 __torchport_emulated__ = True
 __all__ = ["freeze_rng_state", "iter_indices", "is_iterable", "set_npu_device", "get_npu_device",
@@ -61,7 +62,7 @@ def create_common_tensor(item, min_value, max_value, device=None):
     cpu = torch.from_numpy(data)
     npu = torch.from_numpy(data.copy()).to(device or get_npu_device())
     if npu_format != -1:
-        npu = torch.npu_format_cast(npu, npu_format)
+        npu = torch_npu.npu_format_cast(npu, npu_format)
     return cpu, npu
 
 
@@ -77,7 +78,7 @@ def create_dtype_tensor(shape, dtype, npu_format=-1, min_value=-5, max_value=5, 
         cpu = torch.where(cpu == 0, torch.ones_like(cpu), cpu)
     npu = cpu.to(device or get_npu_device())
     if npu_format != -1:
-        npu = torch.npu_format_cast(npu, npu_format)
+        npu = torch_npu.npu_format_cast(npu, npu_format)
     return cpu, npu
 
 
