@@ -14,6 +14,11 @@ import pytest
 # in the shell: with TORCHPORT_UPDATE_GOLDEN set, every golden test would pass by rewriting its file.
 for _var in ("TORCHPORT_DEVICE", "TORCHPORT_REQUIRE_ACCELERATOR", "TORCHPORT_EMULATE", "TORCHPORT_UPDATE_GOLDEN"):
     os.environ.pop(_var, None)
+# The CPU precision policy is pinned to the answer of a CPU without native bf16/fp16 (the CI machines'),
+# so a test means the same on an AVX2 laptop and an AMX server; tests/runtime/test_cpu_precision.py
+# exercises the real decision with the facts injected.
+os.environ["TORCHPORT_CPU_BF16"] = "none"
+os.environ["TORCHPORT_CPU_FP16"] = "none"
 
 
 def pytest_addoption(parser):

@@ -64,7 +64,10 @@ def test_bench_tiny_preset_on_cpu_cli(app, tmp_path):
     s = data["settings"]
     assert (s["model"], s["batch"], s["size"], s["windows"], s["steps_per_window"]) == ("squeezenet1_1", 16, 64, 3, 2)
     assert list(data["results"]) == ["fp32", "amp"]
-    assert data["results"]["amp"]["precision"] == "bf16"  # cpu: AMP means bf16 autocast
+    assert data["results"]["amp"]["precision"] == "bf16"  # cpu: AMP means bf16 autocast (asked: it runs)
+    # the policy and its reason, in the table's footer and the JSON (tests pin TORCHPORT_CPU_BF16=none)
+    assert data["precision_policy"] == {"auto": "fp32", "reason": "bf16 not native: TORCHPORT_CPU_BF16=none"}
+    assert "precision policy: auto = fp32 on cpu -- bf16 not native: TORCHPORT_CPU_BF16=none" in r.output
     for res in data["results"].values():
         assert res["images_per_s"] > 0 and res["ms_per_batch"] > 0
         assert res["images_per_s"] == pytest.approx(16 * 1000 / res["ms_per_batch"])

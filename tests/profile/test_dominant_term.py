@@ -67,6 +67,9 @@ def test_no_amp_advice_when_already_running_amp():
     assert "Turn on AMP" in analyze(phases, precision="fp32", amp_hint="bf16").advice[0]
     assert "bf16 on this backend" in analyze(phases, precision="fp32", amp_hint="bf16").advice[0]
     assert "Turn on AMP" not in " ".join(analyze(phases, precision="fp16").advice)
+    # no fast low precision here (an AVX2 CPU): AMP is not advised
+    assert "Turn on AMP" not in " ".join(analyze(phases, precision="fp32", amp_hint=None).advice)
+    assert "AMP would not help" in analyze(phases, precision="fp32", amp_hint=None).advice[0]
 
 
 def test_fusion_advice_follows_the_backend_compile_support():

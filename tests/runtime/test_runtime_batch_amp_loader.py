@@ -64,7 +64,7 @@ def _target(name, **amp_overrides):
 @pytest.mark.parametrize(
     "name, bf16_fast, expect",
     [("cuda", True, "bf16"), ("cuda", False, "fp16"), ("npu", True, "bf16"), ("npu", False, "fp16"),
-     ("xpu", True, "bf16"), ("mps", True, "fp16"), ("cpu", True, "fp32")],
+     ("xpu", True, "bf16"), ("mps", True, "fp16"), ("cpu", True, "bf16"), ("cpu", False, "fp32")],
 )
 def test_auto_precision_per_backend(name, bf16_fast, expect):
     assert _target(name, bf16_probe=lambda: bf16_fast).backend.amp.resolve_auto() == expect
@@ -91,10 +91,15 @@ def test_bf16_on_cpu_autocasts_without_scaler():
         assert lin(torch.randn(2, 4)).dtype == torch.bfloat16
 
 
-def test_fp16_on_cpu_warns_and_falls_back():
-    with pytest.warns(UserWarning, match="not fast on backend 'cpu'.*using 'bf16'"):
+def test_fp16_on_cpu_runs_as_asked_with_a_scaler_and_its_cost(monkeypatch):
+    from torchport.runtime import amp as amp_mod
+
+    monkeypatch.setattr(amp_mod, "_warned", set())
+    with pytest.warns(amp_mod.SlowPrecisionWarning, match=r"precision 'fp16' runs as asked on cpu.*measured"):
         amp = torchport.Amp("fp16", cpu())
-    assert amp.precision == "bf16" and amp.scaler is None
+    assert amp.precision == "fp16" and amp.scaler is not None   # fp16's range needs loss scaling on any processor
+    with amp.autocast():
+        assert torch.nn.Linear(4, 4)(torch.randn(2, 4)).dtype == torch.float16
 
 
 def test_bad_precision_is_a_config_error():

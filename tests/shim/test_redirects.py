@@ -69,6 +69,25 @@ def test_tensor_subclasses_with_their_own_to_are_covered():
     assert vars(Tagged)["to"] is own_to
 
 
+def test_a_scripts_own_slow_cpu_autocast_runs_as_asked_with_one_warning(monkeypatch):
+    from torchport.runtime import amp as amp_mod
+    from torchport.runtime.amp import SlowPrecisionWarning
+
+    monkeypatch.setenv("TORCHPORT_CPU_BF16", "none")
+    monkeypatch.setattr(amp_mod, "_warned", set())
+    shim.install("cpu")
+    lin = nn.Linear(4, 4)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(3):
+            with torch.autocast("cpu", dtype=torch.bfloat16):   # asked for bf16 on the CPU itself: not redirected
+                y = lin(torch.randn(2, 4))
+    assert y.dtype == torch.bfloat16                         # ran as asked
+    slow = [str(w.message) for w in caught if issubclass(w.category, SlowPrecisionWarning)]
+    assert len(slow) == 1, slow                              # one line, not one per autocast
+    assert "torch.autocast('cpu', bf16) runs as asked" in slow[0] and "measured" in slow[0] and "fp32" in slow[0]
+
+
 def test_non_cuda_arguments_pass_through_as_the_same_object():
     s = shim.install("cpu")
     dev = torch.device("cpu")
@@ -113,7 +132,9 @@ def test_cuda_namespace_on_a_cpu_target():
         assert torch.cuda.current_device() == 0
 
 
-def test_amp_follows_the_backend_policy():
+@pytest.mark.parametrize("native", [True, False], ids=["native-bf16-cpu", "avx2-cpu"])
+def test_amp_follows_the_backend_policy(native, monkeypatch):
+    monkeypatch.setenv("TORCHPORT_CPU_BF16", "native" if native else "none")
     s = shim.install("cpu")
     lin = nn.Linear(4, 4).cuda()
     x = torch.randn(2, 4).cuda()
@@ -126,9 +147,11 @@ def test_amp_follows_the_backend_policy():
         with torch.cuda.amp.autocast():
             y3 = lin(x)
         scaler = torch.cuda.amp.GradScaler()
-    # CPU runs bf16 fast, not fp16: the policy's fallback is used and noted.
-    assert y1.dtype == y2.dtype == y3.dtype == torch.bfloat16
-    assert any("fp16" in n and "bf16" in n for n in s.report.notes)
+    # A CPU with native bf16 runs the CUDA script's fp16 autocast as bf16; one without runs it in fp32
+    # (autocast off: never slower than the fp32 script); either way the report says so and why.
+    assert y1.dtype == y2.dtype == y3.dtype == (torch.bfloat16 if native else torch.float32)
+    want = "using bf16" if native else "using fp32"
+    assert any("fp16" in n and want in n and "TORCHPORT_CPU_BF16" in n for n in s.report.notes), s.report.notes
     assert scaler._device == "cpu" and scaler.is_enabled()
     assert torch.amp.GradScaler("cuda")._device == "cpu"
     loss = y3.float().sum()

@@ -20,7 +20,8 @@ def tiny_data(tmp_path_factory) -> Path:
 
 @pytest.fixture
 def env(tmp_path) -> dict[str, str]:
-    """Subprocess environment: private cache, 1 thread, no device overrides."""
-    e = {k: v for k, v in os.environ.items() if not k.startswith("TORCHPORT_")}
+    """Subprocess environment: private cache, 1 thread, no device overrides (the CPU precision pin of
+    tests/conftest.py stays: ``--precision auto`` means fp32 on every machine)."""
+    e = {k: v for k, v in os.environ.items() if not k.startswith("TORCHPORT_") or k.startswith("TORCHPORT_CPU_")}
     e.update({"TORCHPORT_CACHE": str(tmp_path / "cache"), "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"})
     return e

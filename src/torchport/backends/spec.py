@@ -16,7 +16,12 @@ import dataclasses
 from types import MappingProxyType, ModuleType
 from typing import Any, Callable, Mapping
 
-__all__ = ["BackendSpec", "AmpPolicy", "BackendUnavailable"]
+__all__ = ["BackendSpec", "AmpPolicy", "BackendUnavailable", "SlowPrecisionWarning"]
+
+
+class SlowPrecisionWarning(UserWarning):
+    """A precision was asked for explicitly where it runs slower than fp32; it runs as asked (the message
+    gives the measured cost)."""
 
 
 class BackendUnavailable(RuntimeError):
@@ -58,6 +63,28 @@ class AmpPolicy:
             return False
         return precision != "bf16" or bool(self.bf16_probe())
 
+    def runs(self, precision: str) -> bool:
+        """True when autocast in ``precision`` works here, fast or not (what a behaviour check may exercise).
+
+        Equal to :meth:`usable` unless the backend runs slow low precisions when asked (the CPU)."""
+        return self.usable(precision)
+
+    def reason(self) -> str | None:
+        """One line saying why ``auto`` picks what it picks (None: the table above is the reason)."""
+        return None
+
+    def cost_note(self, precision: str, label: str = "this backend", asked: str | None = None) -> str:
+        """The one warning line of an explicit ``precision`` that runs here, but slowly (``asked``: how the
+        code spelled the request). Backends that measure the cost say it (the CPU)."""
+        return f"{asked or f'precision {precision!r}'} runs as asked on {label}, but {precision} is not fast there"
+
+    def substitute(self, want: str) -> str:
+        """What runs here for code written for another device that asked ``want`` (``run``'s redirected
+        ``torch.autocast("cuda")``): ``want`` where it is fast, else the fallback where that is fast, else fp32."""
+        if want == "fp32" or self.usable(want):
+            return want
+        return self.fallback if self.usable(self.fallback) else "fp32"
+
     def resolve_auto(self) -> str:
         """The precision ``"auto"`` means on this backend (``"fp32"`` when none fits)."""
         return next((p for p in self.auto_order if self.usable(p)), "fp32")
@@ -86,7 +113,7 @@ class AmpPolicy:
             return (low, None) if low else ("fp32", f"{label} has no usable low precision: AMP runs in fp32")
         if want == "fp32" or self.usable(want):
             return want, None
-        fallback = self.fallback if self.usable(self.fallback) else "fp32"
+        fallback = self.substitute(want)
         return fallback, (f"precision {want!r} is not fast on backend {label!r} "
                           f"(fast: {', '.join(self.low_precision) or 'none'}); using {fallback!r} instead")
 

@@ -129,6 +129,7 @@ class BenchReport:
     torch_version: str
     host: str
     created: str
+    policy: dict[str, Any] = dataclasses.field(default_factory=dict)   # what "auto" picks here and why
 
     @property
     def baseline(self) -> PrecisionResult:
@@ -177,6 +178,7 @@ class BenchReport:
             "host": self.host,
             "platform": platform.platform(),
             "created": self.created,
+            "precision_policy": self.policy,
             "settings": {
                 **dataclasses.asdict(cfg.workload),
                 "description": describe(cfg.workload),
@@ -296,4 +298,5 @@ def run_bench(config: BenchConfig, *, progress: Callable[[str], None] | None = N
         torch_version=torch.__version__,
         host=platform.node(),
         created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        policy={"auto": target.backend.amp.resolve_auto(), "reason": target.backend.amp.reason()},
     )

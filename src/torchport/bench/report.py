@@ -114,6 +114,10 @@ def print_bench(report: Mapping[str, Any], console: Any = None) -> None:
     console.print(f"median of {s.get('windows', '?')} windows x {s.get('steps_per_window', '?')} steps, "
                   f"{s.get('warmup', '?')} warm-up steps excluded; spread = half the (slowest - fastest) window range",
                   style="dim")
+    pol = report.get("precision_policy") or {}
+    if pol.get("auto"):
+        console.print(f"precision policy: auto = {pol['auto']} on {report['device']}"
+                      + (f" -- {pol['reason']}" if pol.get("reason") else ""), highlight=False, markup=False)
     if all(r["peak_memory_bytes"] is None for r in report["results"].values()):
         console.print("peak device memory: n/a on cpu (no device allocator; host RSS is not per-precision)", style="dim")
 

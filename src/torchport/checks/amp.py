@@ -49,7 +49,7 @@ def _autocast_state(device_type: str) -> tuple[bool, Any]:
 def _low_precision(dev: Any, target_precision: str) -> str | None:
     """The precision whose autocast we test: the target's when it is a low one, else the backend's."""
     policy = dev.backend.amp
-    if target_precision in ("fp16", "bf16") and policy.usable(target_precision):
+    if target_precision in ("fp16", "bf16") and policy.runs(target_precision):
         return target_precision
     return policy.low()
 
@@ -58,7 +58,18 @@ def _scaler_precision(dev: Any) -> str | None:
     policy = dev.backend.amp
     if "fp16" in policy.low_precision and policy.fp16_needs_scaler:
         return "fp16"
-    return next((p for p in policy.low_precision if policy.usable(p)), None)
+    return next((p for p in policy.low_precision if policy.runs(p)), None)
+
+
+def _policy_evidence(dev: Any) -> list[Evidence]:
+    """What ``precision="auto"`` picks here and why (the CPU's capability policy); nothing where the backend
+    table is the whole reason. Behaviour is checked in the low precision either way: slow is not broken."""
+    policy = dev.backend.amp
+    why = policy.reason()
+    if why is None:
+        return []
+    return [Evidence(what="precision policy (auto)", measured=policy.resolve_auto(), threshold=None,
+                     status=Status.PASS, detail=why)]
 
 
 def _autocast_evidence(target: Any, dev: Any, precision: str) -> list[Evidence]:
@@ -245,7 +256,7 @@ def _scaler_evidence(target: Any, dev: Any, precision: str,
 def _bf16_evidence(target: Any, dev: Any) -> list[Evidence]:
     from torchport.checks.target import LoaderSpec, build_state, iter_batches, train_step
 
-    if not dev.backend.amp.usable("bf16"):
+    if not dev.backend.amp.runs("bf16"):
         return [Evidence(what="bf16 without a scaler", measured="bf16 not usable here", status=Status.SKIP)]
     state = build_state(target, dev, precision="bf16", scaler=False)
     out = train_step(state, next(iter(iter_batches(target, LoaderSpec(seed=target.seed, batch_size=target.batch_size), 1))))
@@ -278,7 +289,7 @@ def amp_behaviour(target: Any = None, *, device: Any = None, growth_interval: in
     target = load_target(target)
     dev = device or current()
     seed_everything(target.seed)
-    ev: list[Evidence] = []
+    ev: list[Evidence] = _policy_evidence(dev)
     low = _low_precision(dev, target.precision)
     if low is None:
         ev.append(Evidence(what="autocast", measured=f"no low precision usable on {dev.backend.label}", status=Status.SKIP))

@@ -65,6 +65,10 @@ def register(app: typer.Typer) -> None:
                       f"[red]selection failed:[/] {report['selection_error']}")
             if sel and not sel["accelerator"]:
                 con.print("[yellow]note:[/] no accelerator: jobs run on CPU. Set TORCHPORT_REQUIRE_ACCELERATOR=1 to make that an error.")
+            for b in report["backends"]:
+                if b.get("amp_reason"):
+                    con.print(f"precision policy ({escape(b['label'])}): auto = [bold]{b['amp_auto']}[/] -- "
+                              f"{escape(b['amp_reason'])}", highlight=False)
             con.print(f"shim active: {report['shim_active']}")
             st = report.get("store")
             if st:

@@ -94,10 +94,14 @@ def _advice(term: str, pct: str, *, precision: str | None, is_accelerator: bool,
         ]
     if term == "compute":
         tips = []
-        if precision in (None, "fp32"):
-            low = f" ({amp_hint} on this backend)" if amp_hint else ""
+        if precision in (None, "fp32") and amp_hint:
             tips.append(f"Forward+backward+optimizer are {pct} of the step: the step is compute-bound. Turn on AMP"
-                        f"{low}: `torchport bench` shows what it buys here (seed: ResNet-50 on Ascend 910B3, 2.3x).")
+                        f" ({amp_hint} on this backend): `torchport bench` shows what it buys here (seed: ResNet-50 "
+                        "on Ascend 910B3, 2.3x).")
+        elif precision in (None, "fp32"):   # the precision policy found no fast low precision here
+            tips.append(f"Forward+backward+optimizer are {pct} of the step: the step is compute-bound. This device "
+                        "runs no low precision faster than fp32 (`torchport doctor`: precision policy), so AMP "
+                        "would not help here.")
         else:
             tips.append(f"Forward+backward+optimizer are {pct} of the step (already running {precision}).")
         tips.append("Use channels_last memory format for convolutional models (--channels-last).")
@@ -129,7 +133,8 @@ def analyze(phases: Mapping[str, float], *, device: str = "this device", precisi
         device: the device label, for the warning.
         precision: the precision the loop ran in (no AMP advice when already low precision).
         is_accelerator: False for a CPU profile (adds a caveat).
-        amp_hint: the backend's AMP precision, named in the advice.
+        amp_hint: the low precision the backend's policy picks (``auto``), named in the advice; None where
+            it picks fp32 (AMP is not advised).
         compile_backend: the backend's ``torch.compile`` backend (None: not supported there).
 
     Returns:

@@ -345,7 +345,8 @@ class StepProfiler:
         calls = self.sync_calls / max(1, len(self.records))
         amp_hint = None
         try:
-            amp_hint = self.target.backend.amp.low()
+            auto = self.target.backend.amp.resolve_auto()   # advise AMP only where the policy finds it fast
+            amp_hint = auto if auto != "fp32" else None
         except Exception:
             amp_hint = None
         return ProfileResult(

@@ -2,8 +2,10 @@
 
 ``precision``: ``"fp32"`` (no-op context, no scaler), ``"fp16"`` (autocast + dynamic
 loss scaling where the backend needs it), ``"bf16"`` (autocast, no scaler) or
-``"auto"`` (the backend's policy: bf16 where it runs fast, else fp16 + scaler;
-fp32 on CPU).
+``"auto"`` (the backend's policy: bf16 where it runs fast, else fp16 + scaler; on a CPU
+bf16 only where the processor runs it natively, else fp32 -- :mod:`torchport.backends.cpu_precision`).
+An explicit low precision the backend runs only slowly (bf16 on an AVX2 CPU) runs as asked, with one
+:class:`SlowPrecisionWarning` giving its measured cost.
 
 Example::
 
@@ -27,10 +29,23 @@ import threading
 import warnings
 from typing import Any, Iterable
 
-__all__ = ["Amp", "ScaleEvent", "PRECISIONS", "load_scaler_state", "autocast_forward"]
+__all__ = ["Amp", "ScaleEvent", "PRECISIONS", "SlowPrecisionWarning", "load_scaler_state", "autocast_forward", "warn_once"]
 
-from torchport.backends.spec import PRECISIONS  # noqa: E402  (one list: fp32 fp16 bf16 auto amp)
+from torchport.backends.spec import PRECISIONS, SlowPrecisionWarning  # noqa: E402  (one list: fp32 fp16 bf16 auto amp)
 _log = logging.getLogger("torchport.amp")
+_warned: set[str] = set()
+_warned_lock = threading.Lock()
+
+
+def warn_once(note: str, category: type[Warning] = UserWarning, stacklevel: int = 2) -> bool:
+    """Warn ``note`` the first time this process sees it (a precision's cost is one line, not one per
+    ``Amp``); True when it warned."""
+    with _warned_lock:
+        if note in _warned:
+            return False
+        _warned.add(note)
+    warnings.warn(note, category, stacklevel=stacklevel + 1)
+    return True
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,8 +107,9 @@ class Amp:
         self.target = target or current()
         policy = self.target.backend.amp
         resolved, note = policy.resolve(precision, self.target.backend.label)
-        if note:
-            warnings.warn(note, UserWarning, stacklevel=2)
+        if note:   # a slow precision asked for runs as asked (its cost said once); a missing one falls back
+            slow = resolved != "fp32" and not policy.usable(resolved)
+            warn_once(note, SlowPrecisionWarning if slow else UserWarning, stacklevel=2)
         self.requested = precision
         self.precision = resolved
         self.dtype = {"fp32": None, "fp16": torch.float16, "bf16": torch.bfloat16}[resolved]

@@ -37,6 +37,7 @@ def collect() -> dict[str, Any]:
     import torch
 
     from torchport import backends
+    from torchport.backends.cpu_precision import ENV, ISA_ENVS   # what the CPU precision policy reads
     from torchport.runtime.device import select_device
 
     env = dict(os.environ)
@@ -51,7 +52,7 @@ def collect() -> dict[str, Any]:
         },
         "platform": f"{platform.system()} {platform.release()} {platform.machine()}",
         "env": {k: env[k] for k in ("TORCHPORT_DEVICE", "TORCHPORT_REQUIRE_ACCELERATOR", "TORCHPORT_EMULATE",
-                                    "LOCAL_RANK", "RANK", "WORLD_SIZE") if k in env},
+                                    "LOCAL_RANK", "RANK", "WORLD_SIZE", *ENV.values(), *ISA_ENVS) if k in env},
         "backends": [],
         "problems": [],
     }
@@ -78,6 +79,7 @@ def collect() -> dict[str, Any]:
             "visible_devices_env": spec.visible_devices_env,
             "visible_devices": env.get(spec.visible_devices_env) if spec.visible_devices_env else None,
             "amp_auto": spec.amp.resolve_auto() if available else None,
+            "amp_reason": spec.amp.reason() if available else None,   # why auto picks that (the CPU's policy)
             "pin_memory": spec.pin_memory,
             "facts": facts,
         })
@@ -104,6 +106,8 @@ def bug_report_block(report: dict[str, Any]) -> str:
         *(f"- {k}: {val}" for k, val in v.items()),
         f"- selected: {report['selected']['label'] if report['selected'] else report['selection_error']}",
         "- backends: " + ", ".join(f"{b['label']}={'yes' if b['available'] else 'no'}({b['devices']})" for b in report["backends"]),
+        *(f"- precision policy ({b['label']}): auto={b['amp_auto']} ({b['amp_reason']})" for b in report["backends"]
+          if b.get("amp_reason")),
         f"- shim active: {report['shim_active']}",
         f"- env: {report['env']}",
         f"- problems: {[p['id'] for p in report['problems']] or 'none'}",

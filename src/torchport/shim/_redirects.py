@@ -306,6 +306,7 @@ def amp_patches(shim: Any) -> Patches:
     Scaler = torch.amp.grad_scaler.GradScaler
     orig_ac_init, orig_sc_init = vars(Autocast)["__init__"], vars(Scaler)["__init__"]
     dtypes = {"fp16": torch.float16, "bf16": torch.bfloat16}
+    slow_warned: set[str] = set()
 
     def autocast_init(self: Any, device_type: str, dtype: Any = None, enabled: bool = True,
                       cache_enabled: bool | None = None) -> None:
@@ -315,9 +316,10 @@ def amp_patches(shim: Any) -> Patches:
             api = "torch.cuda.amp.autocast" if cuda_spelling else "torch.autocast"
             want = _dtype_name(dtype) if dtype is not None else "fp16"
             if want != "fp32" and not policy.usable(want):
-                fallback, _ = policy.resolve(want)   # the one AMP resolution (backends/spec.py)
+                fallback = policy.substitute(want)   # the one AMP policy (backends/spec.py, cpu_precision.py)
+                why = policy.reason()
                 report.note(f"autocast {want} is not fast on {shim.target.backend.label}: using {fallback} "
-                            f"(the backend's AMP policy)")
+                            f"(the backend's AMP policy{': ' + why if why else ''})")
                 if fallback == "fp32":
                     enabled = False
                 else:
@@ -328,6 +330,14 @@ def amp_patches(shim: Any) -> Patches:
                 how = _dtype_name(dtype) if dtype is not None else "default dtype"
             hit(api, device_type, f"{new} ({how})")
             device_type = new
+        elif enabled and device_type == shim.target.type:   # the script's own autocast on the selected device
+            want = _dtype_name(dtype if dtype is not None else torch.get_autocast_dtype(device_type))
+            if want != "fp32" and not policy.usable(want) and policy.runs(want) and want not in slow_warned:
+                slow_warned.add(want)   # before the note: measuring the cost opens autocasts of its own
+                from torchport.runtime.amp import SlowPrecisionWarning, warn_once
+
+                warn_once(policy.cost_note(want, shim.target.backend.label, f"torch.autocast({device_type!r}, {want})"),
+                          SlowPrecisionWarning, stacklevel=2)
         return orig_ac_init(self, device_type, dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
 
     def scaler_init(self: Any, device: str = "cuda", *args: Any, **kwargs: Any) -> None:

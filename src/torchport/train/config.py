@@ -91,8 +91,9 @@ class TrainConfig:
     lr_gamma: float = _field(0.1, "step schedule: decay factor.")
     label_smoothing: float = _field(0.1, "Cross-entropy label smoothing.")
     clip_grad_norm: Optional[float] = _field(None, "Clip the total gradient norm to this value.")
-    precision: str = _field("auto", "Numerics: auto picks bf16/fp16 where the device runs them fast, fp32 on CPU; "
-                            "amp = the backend's low precision even on CPU.", choices=PRECISIONS)
+    precision: str = _field("auto", "Numerics: auto picks bf16/fp16 where the device runs them fast (on a CPU bf16 "
+                            "only with native bf16, else fp32: `torchport doctor` says which); amp = the backend's "
+                            "low precision even where it is slow (one warning gives its cost).", choices=PRECISIONS)
     # -- where and how ---------------------------------------------------------------------------------
     device: Optional[str] = _field(None, "auto, a backend name or name:index (default: TORCHPORT_DEVICE or auto).")
     require_accelerator: Optional[bool] = _field(None, "Fail instead of running on CPU when no accelerator is found "

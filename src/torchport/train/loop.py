@@ -547,7 +547,9 @@ def _announce(run: "_Run", resume_path, step: int) -> None:
     run_dir = run.run_dir
     for note in inputs.notes + ([log.tb_note] if log.tb_note else []):
         ui.print(note)
-    ui.print(f"device {target} ({target.reason}), precision {amp.precision}, world size {world}, "
+    why = target.backend.amp.reason() if amp.requested == "auto" else None   # the CPU says what it found
+    ui.print(f"device {target} ({target.reason}), precision {amp.precision}{f' (auto: {why})' if why else ''}, "
+             f"world size {world}, "
              f"model {cfg.model} ({num_classes} classes, {cfg.image_size}px)")
     ui.print(f"{inputs.num_train} train / {inputs.num_val} val images, {steps_per_epoch} steps/epoch, "
              f"{total_steps} steps total, run dir {run_dir}")
