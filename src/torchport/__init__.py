@@ -81,11 +81,12 @@ if TYPE_CHECKING:  # pragma: no cover - what type checkers see; at run time each
     from torchport.runtime.memory import synchronize as synchronize
     from torchport.runtime.seed import seed_everything as seed_everything
     from torchport.runtime.tuning import tune as tune
+    import torchport.shim.compat as compat
     from torchport.shim import redirect_cuda as redirect_cuda
 
     __all__ = ["Amp", "CPUFallbackWarning", "ConfigError", "NoAcceleratorError", "ScaleEvent", "Target",
-               "__version__", "all_reduce_mean", "autocast_forward", "barrier", "current", "data_parallel", "device",
-               "empty_cache", "init_distributed", "is_main_process", "loader_kwargs", "local_rank", "memory_stats",
+               "__version__", "all_reduce_mean", "autocast_forward", "barrier", "compat", "current", "data_parallel",
+               "device", "empty_cache", "init_distributed", "is_main_process", "loader_kwargs", "local_rank", "memory_stats",
                "rank", "redirect_cuda", "reset_peak_memory", "seed_everything", "select_device", "shard_model",
                "synchronize", "to_device", "tune", "world_size", "wrap_ddp"]
 else:
