@@ -110,7 +110,9 @@ def test_pinned_memory_on_and_off_match(reference, tiny_data, tmp_path, emulated
     assert spec.pin_memory   # the npu's policy pins; the other case turns it off
     if not pin:
         monkeypatch.setitem(registry._REGISTRY, "npu", dataclasses.replace(spec, pin_memory=False))
-        runtime_device.reset_selection()
+    # a selection cached by an earlier test (another backend record, another target) must not decide pinning,
+    # and this test's selection (with the replaced record) must not outlive it
+    monkeypatch.setattr(runtime_device, "_current", None)
     pinned = []
     real = torch_pin.pin_memory
     monkeypatch.setattr(torch_pin, "pin_memory", lambda data, device=None: pinned.append(1) or real(data, device))
