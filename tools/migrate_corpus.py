@@ -310,6 +310,7 @@ def compare(run: ModeResult, fix: ModeResult, amp_rtol: float) -> str:
         return "not compared (" + ", ".join(n for n, r in (("run", run), ("fix", fix)) if not r.ok) + " failed)"
     if sorted(run.ranks) != sorted(fix.ranks):
         return f"ranks differ: run {sorted(run.ranks)} vs fix {sorted(fix.ranks)}"
+    trained = False
     for rank in sorted(run.ranks):
         a, b = run.ranks[rank], fix.ranks[rank]
         if len(a) != len(b):
@@ -320,15 +321,18 @@ def compare(run: ModeResult, fix: ModeResult, amp_rtol: float) -> str:
                 return f"rank {rank} step {step}: parameters on {ra['devices']} vs {rb['devices']}"
             if ra["dtypes"] != rb["dtypes"]:
                 return f"rank {rank} step {step}: forward dtypes {ra['dtypes']} vs {rb['dtypes']}"
-            if ra["changed"] != rb["changed"] or not ra["changed"]:
+            if ra["changed"] != rb["changed"]:
                 return f"rank {rank} step {step}: weights changed run={ra['changed']} fix={rb['changed']}"
+            trained = trained or bool(ra["changed"])
             rtol = amp_rtol if _LOW & set(ra["dtypes"]) else 0.0
             if len(ra["losses"]) != len(rb["losses"]) or not all(
                     _close(x, y, rtol) for x, y in zip(ra["losses"], rb["losses"])):
                 return f"rank {rank} step {step}: losses {ra['losses']} vs {rb['losses']}"
             if "rng" in ra and "rng" in rb and ra["rng"] != rb["rng"]:
                 return f"rank {rank} step {step}: host random generators differ after the step"
-    return "yes"
+    # a step may leave the weights alone in both (a warm-up whose first learning rate is 0, weiaicunzai's
+    # CIFAR-100), but a run where no step of any rank changed them trained nothing (issue 22's mp.spawn job)
+    return "yes" if trained else "no step changed the weights (run and fix alike): nothing trained"
 
 
 def _low_precision(m: ModeResult) -> bool:
@@ -449,12 +453,13 @@ def own_corpus() -> list[Script]:
     return scripts
 
 
-#: Third-party recipes: (name, repository, commit, path, arguments, [(old, new) text patches]). Fetched from a
+#: Third-party recipes: (name, repository, commit, path, arguments, [(old, new) text patches of the script, or
+#: (file, old, new) of another file beside it]). Fetched from a
 #: local mirror at the pinned commit by ``pinned_corpus``; never committed. torchvision datasets are replaced
 #: by generated ones (the probe's TORCHPORT_EQUIV_FAKE_DATA), so most recipes need only small arguments.
 _GAN = ("eriklindernoren/PyTorch-GAN", "36d3c77e5ff20ebe0aeefd322326a134a279b93e")
 _GAN_SMALL = ["--batch_size", "8", "--n_cpu", "0"]
-PINNED: list[tuple[str, str, str, str, list[str], list[tuple[str, str]]]] = [
+PINNED: list[tuple[str, str, str, str, list[str], list[tuple[str, ...]]]] = [
     *((f"gan-{n}", *_GAN, f"implementations/{n}/{f}.py", _GAN_SMALL, []) for n, f in (
         ("gan", "gan"), ("dcgan", "dcgan"), ("wgan", "wgan"), ("wgan_gp", "wgan_gp"), ("lsgan", "lsgan"),
         ("acgan", "acgan"), ("cgan", "cgan"), ("infogan", "infogan"), ("bgan", "bgan"), ("began", "began"),
@@ -737,10 +742,11 @@ PINNED += [
     ("simclr-train", *_SIMCLR, "run.py", ["-data", "data", "-dataset-name", "cifar10", "-a", "resnet18", "-j", "0",
                                           "--epochs", "1", "-b", "8", "--fp16-precision", "--log-every-n-steps", "1",
                                           "--out_dim", "16"],
-     [("from torch.utils.tensorboard import SummaryWriter", _NO_TENSORBOARD)]),
+     [("simclr.py", "from torch.utils.tensorboard import SummaryWriter", _NO_TENSORBOARD)]),
     # the shipped checkpoints have no 'epoch' key: `checkpoint['epoch']` raises on a CUDA box too
     ("akamaster-resume", *_AKAMASTER, "trainer.py", [*_AKA_TINY, "--resume", "resnet20-12fca82f.th"],
-     [("args.start_epoch = checkpoint['epoch']", "args.start_epoch = checkpoint.get('epoch', 0)")]),
+     [("args.start_epoch = checkpoint['epoch']", "args.start_epoch = checkpoint.get('epoch', 0)"),
+      (".format(args.evaluate, checkpoint['epoch']))", ".format(args.evaluate, checkpoint.get('epoch', 0)))")]),
     ("akamaster-half", *_AKAMASTER, "trainer.py", [*_AKA_TINY, "--half"], []),
     ("cifar100-train", *_CIFAR100, "train.py", ["-net", "resnet18", "-gpu", "-b", "8"],
      [("from torch.utils.tensorboard import SummaryWriter", _NO_TENSORBOARD), ("num_workers=4", "num_workers=0")]),
@@ -780,12 +786,21 @@ EXTRACT: dict[str, list[str]] = {
 }
 
 
-def pinned_corpus(mirrors: Path, dest: Path) -> list[Script]:
-    """Check out each PINNED recipe from ``mirrors/<owner>+<name>`` (bare repositories) into ``dest``."""
+def pinned_corpus(mirrors: Path, dest: Path, only: list[str] | None = None) -> list[Script]:
+    """Check out each PINNED recipe (those named in ``only``, when given) from ``mirrors/<owner>+<name>`` (bare
+    repositories) into ``dest``."""
     scripts = []
+    unknown = sorted(set(only or ()) - {r[0] for r in PINNED})
+    if unknown:
+        raise SystemExit(f"error: no pinned recipe named {', '.join(unknown)}; known: {', '.join(r[0] for r in PINNED)}")
     for name, repo, commit, path, args, patches in PINNED:
+        if only and name not in only:
+            continue
         base = mirrors / repo.replace("/", "+")
         git_dir = base / "repo" if (base / "repo").exists() else base
+        if not git_dir.is_dir():
+            raise SystemExit(f"error: recipe {name} needs a mirror of {repo} at {base}; fetch it (a bare repository, "
+                             f"as the session's fetch tool leaves it) or pass --mirrors")
         root = dest / name
         root.mkdir(parents=True, exist_ok=True)
         for part in EXTRACT.get(name, [str(Path(path).parent)]):
@@ -796,12 +811,12 @@ def pinned_corpus(mirrors: Path, dest: Path) -> list[Script]:
             subprocess.run(["tar", "-x", "-C", str(root), *(["--strip-components", str(strip)] if strip else [])],
                            input=archive, check=True)
         target = root / Path(path).name
-        text = target.read_text(encoding="utf-8")
-        for old, new in patches:
+        for patch in patches:  # (old, new) patches the script; (file, old, new) another file of the recipe
+            rel, old, new = patch if len(patch) == 3 else (Path(path).name, *patch)
+            text = (root / rel).read_text(encoding="utf-8")
             if old not in text:
-                raise SystemExit(f"recipe {name}: patch anchor {old!r} not found at {repo}@{commit[:8]}:{path}")
-            text = text.replace(old, new)
-        target.write_text(text, encoding="utf-8")
+                raise SystemExit(f"recipe {name}: patch anchor {old!r} not found at {repo}@{commit[:8]}:{rel}")
+            (root / rel).write_text(text.replace(old, new), encoding="utf-8")
         script = Script(name, target, args, source=f"{repo}@{commit[:8]}{'^' if commit.endswith('^') else ''}:{path}",
                         root=root)
         port = next((r[6] for r in MAINTAINER_PORTS if r[0] == name), None)
@@ -871,7 +886,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
-        scripts = own_corpus() if args.corpus == "own" else pinned_corpus(args.mirrors, Path(tmp))
+        scripts = own_corpus() if args.corpus == "own" else pinned_corpus(args.mirrors, Path(tmp), args.only)
         if args.only:
             scripts = [s for s in scripts if s.name in args.only]
         rows = []

@@ -42,6 +42,11 @@ def test_a_divergence_is_a_failing_row():
     for needle, other in cases.items():
         verdict = corpus.compare(base, other, 5e-3)
         assert needle in verdict, (needle, verdict)
+    frozen = corpus.ModeResult(0, {0: _rank([0.5, 0.25], changed=False)})
+    assert "nothing trained" in corpus.compare(frozen, corpus.ModeResult(0, {0: _rank([0.5, 0.25], changed=False)}),
+                                               5e-3)
+    warm_up = [{**rec, "changed": rec["step"] > 1} for rec in _rank([0.5, 0.25])]  # a first learning rate of 0
+    assert corpus.compare(corpus.ModeResult(0, {0: warm_up}), corpus.ModeResult(0, {0: list(warm_up)}), 5e-3) == "yes"
     amp = corpus.ModeResult(0, {0: _rank([0.5, 0.25], dtypes=("float16",))})
     near = corpus.ModeResult(0, {0: _rank([0.5, 0.2501], dtypes=("float16",))})
     assert corpus.compare(amp, near, 5e-3) == "yes"  # fp16 tolerance only where a forward ran in fp16
