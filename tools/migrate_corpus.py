@@ -114,6 +114,16 @@ class Row:
                 out[dev] = f"{fix.failed_at} {','.join(self.left[fix.failed_at])}"
         return out
 
+    def fails_where_run_works(self) -> dict[str, str]:
+        """device -> ``file:line error`` where the original runs under ``run`` and the fixed copy fails (anywhere:
+        a finding left at one line -- a CUDA default kept, say -- can fail at another)."""
+        out = {}
+        for dev in ("cpu", "npu"):
+            run, fix = self.modes.get(f"run {dev}"), self.modes.get(f"fix {dev}")
+            if run is not None and fix is not None and run.ok and not fix.ok:
+                out[dev] = f"{fix.failed_at or '?'} {fix.error[:80]}".strip()
+        return out
+
     @property
     def passed(self) -> bool:
         return all(v == "yes" for v in self.equivalent.values())
@@ -493,6 +503,10 @@ MAINTAINER_PORTS: list[tuple[str, str, str, str, list[str], list[tuple[str, str]
      "cc8e404cbcbf3a3c326789260deed89ee04b3408"),
 ]
 PINNED = PINNED + [r[:6] for r in MAINTAINER_PORTS]
+#: the same MNIST script saving its model (`torch.save(model.state_dict(), "mnist_cnn.pt")` after the epochs): with
+#: a small --fake-size and enough --steps the saved-state comparison has an object to compare
+PINNED += [("examples-mnist-save", _EX, "65722fe3ce14447420cf922fdd713bfe900b410f^", "mnist/main.py",
+            ["--epochs", "1", "--batch-size", "8", "--test-batch-size", "8", "--save-model"], [])]
 #: self-supervised DDP with mp.spawn (one process per device, set_device(gpu), SyncBatchNorm)
 _SIMSIAM = ("facebookresearch/simsiam", "a7bc1772896d0dad0806c51f0bb6f3b16d290468")
 _SPAWN = ["--dist-url", "tcp://127.0.0.1:29517", "--multiprocessing-distributed", "--world-size", "1", "--rank", "0",
@@ -855,14 +869,16 @@ def changed_by_state(r: Row) -> list[str]:
 def markdown(rows: list[Row]) -> str:
     """The corpus table (one row per script)."""
     lines = ["| script | source | " + " | ".join(MODES) + " | equivalent cpu | equivalent npu | saved (run): "
-             "torch.save calls / files | verdict changed by saved state | fix: findings left | fix fails at a "
-             "reported finding | fix: imports torchport | fix: lines changed | maintainers: lines changed |",
-             "|" + "---|" * (len(MODES) + 11)]
+             "torch.save calls / files | verdict changed by saved state | fix: findings left | fix fails where run "
+             "works | ... at a line a finding was left at | fix: imports torchport | fix: lines changed | "
+             "maintainers: lines changed |",
+             "|" + "---|" * (len(MODES) + 12)]
     for r in rows:
         cells = [_cell(r.modes.get(m)) for m in MODES]
         eq = [r.equivalent.get(d, "-") for d in ("cpu", "npu")]
         lines.append(f"| {r.script.name} | {r.script.source} | " + " | ".join(cells) + f" | {eq[0]} | {eq[1]} | "
                      f"{_saved(r)} | {', '.join(changed_by_state(r)) or '-'} | {sum(map(len, r.left.values()))} | "
+                     f"{'; '.join(f'{d}: {w}' for d, w in r.fails_where_run_works().items()) or '-'} | "
                      f"{'; '.join(f'{d}: {w}' for d, w in r.crashes_at_finding().items()) or '-'} | "
                      f"{'yes' if r.fixed_imports_torchport else 'no'} | {r.lines_changed} | "
                      f"{'-' if r.script.maintainer_lines is None else r.script.maintainer_lines} |")
@@ -905,6 +921,7 @@ def main(argv: list[str] | None = None) -> int:
             "script": r.script.name, "source": r.script.source, "equivalent": r.equivalent,
             "training_only": r.training_only, "changed_by_saved_state": changed_by_state(r),
             "left": r.left, "crashes_at_finding": r.crashes_at_finding(),
+            "fails_where_run_works": r.fails_where_run_works(),
             "modes": {m: {"rc": v.rc, "ranks": len(v.ranks), "error": v.error, "saves": v.saves, "files": v.files,
                           "failed_at": v.failed_at}
                       for m, v in r.modes.items()},

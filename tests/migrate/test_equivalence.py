@@ -239,3 +239,8 @@ def test_a_crash_at_a_reported_only_line_is_counted(tmp_path):
     assert row.crashes_at_finding() == {"cpu": "pkg/util.py:7 TP114"}
     row.left = {"pkg/util.py:8": ["TP114"]}
     assert row.crashes_at_finding() == {}
+    # but the row still names the failure: a finding left at one line (ddpm's `device="cuda"` parameter default,
+    # an unsafe fix) can fail at another (the tensor built on it)
+    assert row.fails_where_run_works() == {"cpu": "pkg/util.py:7 KeyError"}
+    row.modes["fix cpu"] = corpus.ModeResult(0, {0: _rank([0.5])})
+    assert row.fails_where_run_works() == {}
