@@ -778,7 +778,10 @@ PINNED += [
     ("deeplab-voc", *_DEEPLAB, "main.py",
      ["--data_root", "data", "--model", "deeplabv3plus_mobilenet", "--batch_size", "2", "--val_batch_size", "2",
       "--crop_size", "64", "--crop_val", "--total_itrs", "4", "--val_interval", "2", "--output_stride", "16"],
+     # visdom (not installed here) is imported by utils/ even when --enable_vis is off (the default)
      [("def get_dataset(opts):", _DEEPLAB_DATA), ("num_workers=2", "num_workers=0"),
+      ("from utils.visualizer import Visualizer", "Visualizer = None"),
+      ("utils/__init__.py", "from .visualizer import Visualizer", "Visualizer = None"),
       ("(num_classes=opts.num_classes, output_stride=opts.output_stride)",
        "(num_classes=opts.num_classes, output_stride=opts.output_stride, pretrained_backbone=False)")]),
 ]
