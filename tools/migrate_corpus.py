@@ -114,6 +114,16 @@ class Row:
                 out[dev] = f"{fix.failed_at} {','.join(self.left[fix.failed_at])}"
         return out
 
+    def fails_where_run_works(self) -> dict[str, str]:
+        """device -> ``file:line error`` where the original runs under ``run`` and the fixed copy fails (anywhere:
+        a finding left at one line -- a CUDA default kept, say -- can fail at another)."""
+        out = {}
+        for dev in ("cpu", "npu"):
+            run, fix = self.modes.get(f"run {dev}"), self.modes.get(f"fix {dev}")
+            if run is not None and fix is not None and run.ok and not fix.ok:
+                out[dev] = f"{fix.failed_at or '?'} {fix.error[:80]}".strip()
+        return out
+
     @property
     def passed(self) -> bool:
         return all(v == "yes" for v in self.equivalent.values())
@@ -161,9 +171,10 @@ def _snapshot(work: Path) -> dict[str, tuple[int, int]]:
     return out
 
 
-def _digest(path: Path) -> str:
+def _digest(path: Path, work: Path | None = None) -> str:
     """A file's content digest; text files with their digits masked (timings, dates and pids differ between
-    any two runs of one script), others byte for byte."""
+    any two runs of one script) and the mode's own folder (``work/orig``, ``work/fixed``) written ``<script>``
+    (minGPT's args.txt and Barlow Twins' stats.txt record ``sys.argv``, the script's path), others byte for byte."""
     import hashlib
     import re
 
@@ -172,7 +183,18 @@ def _digest(path: Path) -> str:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         return "bytes:" + hashlib.sha1(data).hexdigest()[:16]
+    if work is not None:
+        for sub in _OWN_DIRS:
+            text = text.replace(str(work / sub), "<script>")
     return "text:" + hashlib.sha1(re.sub(r"[0-9]+", "#", text).encode()).hexdigest()[:16]
+
+
+def _masked_files(files: dict[str, str]) -> list[tuple[str, str]]:
+    """The files written as (name with its digits masked, digest) pairs: timm writes into
+    ``output/train/<date>-<time>-<model>/``, a new name in every run."""
+    import re
+
+    return sorted((re.sub(r"[0-9]+", "#", name), digest) for name, digest in files.items())
 
 
 def _written(work: Path, before: dict[str, tuple[int, int]]) -> dict[str, str]:
@@ -187,7 +209,7 @@ def _written(work: Path, before: dict[str, tuple[int, int]]) -> dict[str, str]:
         first, _, rest = rel.partition(os.sep)
         name = f"<script>{os.sep}{rest}" if first in _OWN_DIRS and rest else rel
         path = work / rel
-        written[name] = "torch.save" if _is_torch_save(path) else _digest(path)
+        written[name] = "torch.save" if _is_torch_save(path) else _digest(path, work)
         if rel not in before:
             path.unlink()
     for path in sorted(work.rglob("*"), reverse=True):  # folders the mode created, now empty
@@ -310,6 +332,7 @@ def compare(run: ModeResult, fix: ModeResult, amp_rtol: float) -> str:
         return "not compared (" + ", ".join(n for n, r in (("run", run), ("fix", fix)) if not r.ok) + " failed)"
     if sorted(run.ranks) != sorted(fix.ranks):
         return f"ranks differ: run {sorted(run.ranks)} vs fix {sorted(fix.ranks)}"
+    trained = False
     for rank in sorted(run.ranks):
         a, b = run.ranks[rank], fix.ranks[rank]
         if len(a) != len(b):
@@ -320,15 +343,18 @@ def compare(run: ModeResult, fix: ModeResult, amp_rtol: float) -> str:
                 return f"rank {rank} step {step}: parameters on {ra['devices']} vs {rb['devices']}"
             if ra["dtypes"] != rb["dtypes"]:
                 return f"rank {rank} step {step}: forward dtypes {ra['dtypes']} vs {rb['dtypes']}"
-            if ra["changed"] != rb["changed"] or not ra["changed"]:
+            if ra["changed"] != rb["changed"]:
                 return f"rank {rank} step {step}: weights changed run={ra['changed']} fix={rb['changed']}"
+            trained = trained or bool(ra["changed"])
             rtol = amp_rtol if _LOW & set(ra["dtypes"]) else 0.0
             if len(ra["losses"]) != len(rb["losses"]) or not all(
                     _close(x, y, rtol) for x, y in zip(ra["losses"], rb["losses"])):
                 return f"rank {rank} step {step}: losses {ra['losses']} vs {rb['losses']}"
             if "rng" in ra and "rng" in rb and ra["rng"] != rb["rng"]:
                 return f"rank {rank} step {step}: host random generators differ after the step"
-    return "yes"
+    # a step may leave the weights alone in both (a warm-up whose first learning rate is 0, weiaicunzai's
+    # CIFAR-100), but a run where no step of any rank changed them trained nothing (issue 22's mp.spawn job)
+    return "yes" if trained else "no step changed the weights (run and fix alike): nothing trained"
 
 
 def _low_precision(m: ModeResult) -> bool:
@@ -403,11 +429,12 @@ def compare_state(run: ModeResult, fix: ModeResult, amp_rtol: float) -> str:
                 return why
             if sa.get("loaded_devices") != sb.get("loaded_devices"):
                 return f"{where}: after loading, tensors on {sa.get('loaded_devices')} vs {sb.get('loaded_devices')}"
-    if sorted(run.files) != sorted(fix.files):
-        only_run, only_fix = sorted(set(run.files) - set(fix.files)), sorted(set(fix.files) - set(run.files))
-        return f"files written differ (run only: {only_run[:3]}, fix only: {only_fix[:3]})"
-    for name in sorted(run.files):
-        if run.files[name] != fix.files[name]:
+    a, b = _masked_files(run.files), _masked_files(fix.files)
+    if [n for n, _ in a] != [n for n, _ in b]:
+        only_run, only_fix = sorted(set(a) - set(b)), sorted(set(b) - set(a))
+        return f"files written differ (run only: {[n for n, _ in only_run][:3]}, fix only: {[n for n, _ in only_fix][:3]})"
+    for (name, da), (_, db) in zip(a, b):
+        if da != db:
             return f"file {name}: content differs"
     return "yes"
 
@@ -449,12 +476,13 @@ def own_corpus() -> list[Script]:
     return scripts
 
 
-#: Third-party recipes: (name, repository, commit, path, arguments, [(old, new) text patches]). Fetched from a
+#: Third-party recipes: (name, repository, commit, path, arguments, [(old, new) text patches of the script, or
+#: (file, old, new) of another file beside it]). Fetched from a
 #: local mirror at the pinned commit by ``pinned_corpus``; never committed. torchvision datasets are replaced
 #: by generated ones (the probe's TORCHPORT_EQUIV_FAKE_DATA), so most recipes need only small arguments.
 _GAN = ("eriklindernoren/PyTorch-GAN", "36d3c77e5ff20ebe0aeefd322326a134a279b93e")
 _GAN_SMALL = ["--batch_size", "8", "--n_cpu", "0"]
-PINNED: list[tuple[str, str, str, str, list[str], list[tuple[str, str]]]] = [
+PINNED: list[tuple[str, str, str, str, list[str], list[tuple[str, ...]]]] = [
     *((f"gan-{n}", *_GAN, f"implementations/{n}/{f}.py", _GAN_SMALL, []) for n, f in (
         ("gan", "gan"), ("dcgan", "dcgan"), ("wgan", "wgan"), ("wgan_gp", "wgan_gp"), ("lsgan", "lsgan"),
         ("acgan", "acgan"), ("cgan", "cgan"), ("infogan", "infogan"), ("bgan", "bgan"), ("began", "began"),
@@ -488,6 +516,10 @@ MAINTAINER_PORTS: list[tuple[str, str, str, str, list[str], list[tuple[str, str]
      "cc8e404cbcbf3a3c326789260deed89ee04b3408"),
 ]
 PINNED = PINNED + [r[:6] for r in MAINTAINER_PORTS]
+#: the same MNIST script saving its model (`torch.save(model.state_dict(), "mnist_cnn.pt")` after the epochs): with
+#: a small --fake-size and enough --steps the saved-state comparison has an object to compare
+PINNED += [("examples-mnist-save", _EX, "65722fe3ce14447420cf922fdd713bfe900b410f^", "mnist/main.py",
+            ["--epochs", "1", "--batch-size", "8", "--test-batch-size", "8", "--save-model"], [])]
 #: self-supervised DDP with mp.spawn (one process per device, set_device(gpu), SyncBatchNorm)
 _SIMSIAM = ("facebookresearch/simsiam", "a7bc1772896d0dad0806c51f0bb6f3b16d290468")
 _SPAWN = ["--dist-url", "tcp://127.0.0.1:29517", "--multiprocessing-distributed", "--world-size", "1", "--rank", "0",
@@ -737,10 +769,11 @@ PINNED += [
     ("simclr-train", *_SIMCLR, "run.py", ["-data", "data", "-dataset-name", "cifar10", "-a", "resnet18", "-j", "0",
                                           "--epochs", "1", "-b", "8", "--fp16-precision", "--log-every-n-steps", "1",
                                           "--out_dim", "16"],
-     [("from torch.utils.tensorboard import SummaryWriter", _NO_TENSORBOARD)]),
+     [("simclr.py", "from torch.utils.tensorboard import SummaryWriter", _NO_TENSORBOARD)]),
     # the shipped checkpoints have no 'epoch' key: `checkpoint['epoch']` raises on a CUDA box too
     ("akamaster-resume", *_AKAMASTER, "trainer.py", [*_AKA_TINY, "--resume", "resnet20-12fca82f.th"],
-     [("args.start_epoch = checkpoint['epoch']", "args.start_epoch = checkpoint.get('epoch', 0)")]),
+     [("args.start_epoch = checkpoint['epoch']", "args.start_epoch = checkpoint.get('epoch', 0)"),
+      (".format(args.evaluate, checkpoint['epoch']))", ".format(args.evaluate, checkpoint.get('epoch', 0)))")]),
     ("akamaster-half", *_AKAMASTER, "trainer.py", [*_AKA_TINY, "--half"], []),
     ("cifar100-train", *_CIFAR100, "train.py", ["-net", "resnet18", "-gpu", "-b", "8"],
      [("from torch.utils.tensorboard import SummaryWriter", _NO_TENSORBOARD), ("num_workers=4", "num_workers=0")]),
@@ -758,7 +791,10 @@ PINNED += [
     ("deeplab-voc", *_DEEPLAB, "main.py",
      ["--data_root", "data", "--model", "deeplabv3plus_mobilenet", "--batch_size", "2", "--val_batch_size", "2",
       "--crop_size", "64", "--crop_val", "--total_itrs", "4", "--val_interval", "2", "--output_stride", "16"],
+     # visdom (not installed here) is imported by utils/ even when --enable_vis is off (the default)
      [("def get_dataset(opts):", _DEEPLAB_DATA), ("num_workers=2", "num_workers=0"),
+      ("from utils.visualizer import Visualizer", "Visualizer = None"),
+      ("utils/__init__.py", "from .visualizer import Visualizer", "Visualizer = None"),
       ("(num_classes=opts.num_classes, output_stride=opts.output_stride)",
        "(num_classes=opts.num_classes, output_stride=opts.output_stride, pretrained_backbone=False)")]),
 ]
@@ -780,12 +816,21 @@ EXTRACT: dict[str, list[str]] = {
 }
 
 
-def pinned_corpus(mirrors: Path, dest: Path) -> list[Script]:
-    """Check out each PINNED recipe from ``mirrors/<owner>+<name>`` (bare repositories) into ``dest``."""
+def pinned_corpus(mirrors: Path, dest: Path, only: list[str] | None = None) -> list[Script]:
+    """Check out each PINNED recipe (those named in ``only``, when given) from ``mirrors/<owner>+<name>`` (bare
+    repositories) into ``dest``."""
     scripts = []
+    unknown = sorted(set(only or ()) - {r[0] for r in PINNED})
+    if unknown:
+        raise SystemExit(f"error: no pinned recipe named {', '.join(unknown)}; known: {', '.join(r[0] for r in PINNED)}")
     for name, repo, commit, path, args, patches in PINNED:
+        if only and name not in only:
+            continue
         base = mirrors / repo.replace("/", "+")
         git_dir = base / "repo" if (base / "repo").exists() else base
+        if not git_dir.is_dir():
+            raise SystemExit(f"error: recipe {name} needs a mirror of {repo} at {base}; fetch it (a bare repository, "
+                             f"as the session's fetch tool leaves it) or pass --mirrors")
         root = dest / name
         root.mkdir(parents=True, exist_ok=True)
         for part in EXTRACT.get(name, [str(Path(path).parent)]):
@@ -796,12 +841,12 @@ def pinned_corpus(mirrors: Path, dest: Path) -> list[Script]:
             subprocess.run(["tar", "-x", "-C", str(root), *(["--strip-components", str(strip)] if strip else [])],
                            input=archive, check=True)
         target = root / Path(path).name
-        text = target.read_text(encoding="utf-8")
-        for old, new in patches:
+        for patch in patches:  # (old, new) patches the script; (file, old, new) another file of the recipe
+            rel, old, new = patch if len(patch) == 3 else (Path(path).name, *patch)
+            text = (root / rel).read_text(encoding="utf-8")
             if old not in text:
-                raise SystemExit(f"recipe {name}: patch anchor {old!r} not found at {repo}@{commit[:8]}:{path}")
-            text = text.replace(old, new)
-        target.write_text(text, encoding="utf-8")
+                raise SystemExit(f"recipe {name}: patch anchor {old!r} not found at {repo}@{commit[:8]}:{rel}")
+            (root / rel).write_text(text.replace(old, new), encoding="utf-8")
         script = Script(name, target, args, source=f"{repo}@{commit[:8]}{'^' if commit.endswith('^') else ''}:{path}",
                         root=root)
         port = next((r[6] for r in MAINTAINER_PORTS if r[0] == name), None)
@@ -840,14 +885,16 @@ def changed_by_state(r: Row) -> list[str]:
 def markdown(rows: list[Row]) -> str:
     """The corpus table (one row per script)."""
     lines = ["| script | source | " + " | ".join(MODES) + " | equivalent cpu | equivalent npu | saved (run): "
-             "torch.save calls / files | verdict changed by saved state | fix: findings left | fix fails at a "
-             "reported finding | fix: imports torchport | fix: lines changed | maintainers: lines changed |",
-             "|" + "---|" * (len(MODES) + 11)]
+             "torch.save calls / files | verdict changed by saved state | fix: findings left | fix fails where run "
+             "works | ... at a line a finding was left at | fix: imports torchport | fix: lines changed | "
+             "maintainers: lines changed |",
+             "|" + "---|" * (len(MODES) + 12)]
     for r in rows:
         cells = [_cell(r.modes.get(m)) for m in MODES]
         eq = [r.equivalent.get(d, "-") for d in ("cpu", "npu")]
         lines.append(f"| {r.script.name} | {r.script.source} | " + " | ".join(cells) + f" | {eq[0]} | {eq[1]} | "
                      f"{_saved(r)} | {', '.join(changed_by_state(r)) or '-'} | {sum(map(len, r.left.values()))} | "
+                     f"{'; '.join(f'{d}: {w}' for d, w in r.fails_where_run_works().items()) or '-'} | "
                      f"{'; '.join(f'{d}: {w}' for d, w in r.crashes_at_finding().items()) or '-'} | "
                      f"{'yes' if r.fixed_imports_torchport else 'no'} | {r.lines_changed} | "
                      f"{'-' if r.script.maintainer_lines is None else r.script.maintainer_lines} |")
@@ -871,7 +918,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
-        scripts = own_corpus() if args.corpus == "own" else pinned_corpus(args.mirrors, Path(tmp))
+        scripts = own_corpus() if args.corpus == "own" else pinned_corpus(args.mirrors, Path(tmp), args.only)
         if args.only:
             scripts = [s for s in scripts if s.name in args.only]
         rows = []
@@ -890,6 +937,7 @@ def main(argv: list[str] | None = None) -> int:
             "script": r.script.name, "source": r.script.source, "equivalent": r.equivalent,
             "training_only": r.training_only, "changed_by_saved_state": changed_by_state(r),
             "left": r.left, "crashes_at_finding": r.crashes_at_finding(),
+            "fails_where_run_works": r.fails_where_run_works(),
             "modes": {m: {"rc": v.rc, "ranks": len(v.ranks), "error": v.error, "saves": v.saves, "files": v.files,
                           "failed_at": v.failed_at}
                       for m, v in r.modes.items()},

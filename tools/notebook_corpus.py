@@ -7,7 +7,8 @@ committed):
 2. the same code as a .py file, made independently of torchport's notebook reader: the code cells joined in
    order, IPython lines (``%``/``!`` magics, ``x = !cmd``) commented out, ``%%`` cells other than
    ``%%time``/``%%timeit``/``%%capture`` left out -- then ``torchport scan nb.py``;
-3. compare the findings as (rule code, the source line's text) multisets;
+3. compare the findings as (rule code, the source line's text) multisets (a file that could not be analysed --
+   not valid Python -- makes the row fail: no findings is not the same findings);
 4. ``torchport fix --write --unsafe-fixes`` on the notebook: still valid JSON, the same cells and outputs,
    only ``source`` fields changed, a second scan finds no fixable finding.
 
@@ -28,7 +29,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-MAGIC = re.compile(r"^[ \t]*(?:[%!]|[\w.]+[ \t]*=[ \t]*[%!])|^[ \t]*[\w.]+\?{1,2}[ \t]*$")
+#: IPython lines: magics, shell escapes, help syntax (``obj?``, ``?obj``, ``obj[0]??``, wildcard ``torch.*Tensor?``)
+MAGIC = re.compile(r"^[ \t]*(?:[%!]|[\w.]+[ \t]*=[ \t]*[%!])"
+                   r"|^[ \t]*(?:\?{0,2}%{0,2}[\w*]+(?:\.[\w*]+|\[-?\d+\])*\?{1,2}|\?{1,2}[\w*.]+)[ \t]*$")
 
 
 def as_python(nb: dict) -> tuple[str, list[tuple[int, int]]]:
@@ -49,10 +52,14 @@ def as_python(nb: dict) -> tuple[str, list[tuple[int, int]]]:
     return "\n".join(out) + "\n", where
 
 
-def scan(path: Path) -> list[dict]:
+def scan(path: Path, errors: list[str] | None = None) -> list[dict]:
+    """The findings of ``torchport scan path``; the file errors (not analysed: not valid Python ...) go to ``errors``."""
     res = subprocess.run([sys.executable, "-m", "torchport", "scan", str(path), "--format", "json", "--no-cache",
                           "--isolated"], capture_output=True, text=True)
-    return json.loads(res.stdout)["findings"]
+    report = json.loads(res.stdout)
+    if errors is not None:
+        errors.extend(f"{path.suffix}: {e['message']}" for e in report["errors"])
+    return report["findings"]
 
 
 def main(argv=None) -> int:
@@ -74,8 +81,9 @@ def main(argv=None) -> int:
             py, where = as_python(nb)
             py_path = work / f"nb{i}.py"
             py_path.write_text(py, encoding="utf-8")
-            in_nb = scan(nb_path)
-            in_py = scan(py_path)
+            errors: list[str] = []  # a file not analysed has no findings: never "the same findings"
+            in_nb = scan(nb_path, errors)
+            in_py = scan(py_path, errors)
             lines_py = py.split("\n")
             cells = {ci: ("".join(c["source"]) if isinstance(c["source"], list) else c["source"]).split("\n")
                      for ci, c in enumerate(nb["cells"], 1)}
@@ -93,12 +101,12 @@ def main(argv=None) -> int:
             changed = sum(x["source"] != y["source"] for x, y in zip(nb["cells"], after["cells"]))
             row = {"repo": Path(repo).parent.name.replace("+", "/"), "commit": commit, "notebook": rel,
                    "code_cells": sum(c.get("cell_type") == "code" for c in nb["cells"]),
-                   "findings_ipynb": len(in_nb), "findings_py": len(in_py), "same": a == b,
+                   "findings_ipynb": len(in_nb), "findings_py": len(in_py), "same": a == b and not errors, "errors": errors,
                    "cells_rewritten": changed, "outputs_metadata_kept": same_shape, "fixable_left": len(left),
                    "only_in_ipynb": sorted((a - b).elements()), "only_in_py": sorted((b - a).elements())}
             rows.append(row)
             print(f"{row['repo']}@{commit} {rel}: {row['code_cells']} code cells, findings ipynb {len(in_nb)} / "
-                  f"py {len(in_py)} same={row['same']}; fix: {changed} cells rewritten, outputs kept={same_shape}, "
+                  f"py {len(in_py)} same={row['same']}{' errors: ' + '; '.join(errors) if errors else ''}; fix: {changed} cells rewritten, outputs kept={same_shape}, "
                   f"fixable left {len(left)}")
     finally:
         shutil.rmtree(work, ignore_errors=True)

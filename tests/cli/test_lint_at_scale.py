@@ -162,6 +162,24 @@ def test_notebooks_scanned_and_fixed_like_ruff(repo):
     assert invoke("scan", "src/nb.ipynb", "--no-cache").exit_code == 0
 
 
+def test_ipython_help_syntax_is_left_alone(repo):
+    """`obj?`, `obj??`, `?obj` and the wildcard search `torch.*Tensor?` (Atcold/NYU-DLSP20's tensor tutorial) are
+    IPython lines: the notebook is still analysed (it was 'not valid Python' and nothing of it was scanned), and a
+    fix leaves them as written."""
+    cells = ["import torch\ntorch.*Tensor?\n", "torch.nn.Module??\n?torch.zeros\nx = torch.ones(2).cuda()\n"]
+    nb = {"cells": [{"cell_type": "code", "execution_count": None, "id": str(i), "metadata": {}, "outputs": [],
+                     "source": c.splitlines(keepends=True)} for i, c in enumerate(cells)],
+          "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    path = repo / "src" / "help.ipynb"
+    path.write_text(json.dumps(nb, indent=1) + "\n")
+    res = invoke("scan", "src/help.ipynb", "--output-format", "concise", "--no-cache")
+    assert res.stdout.splitlines()[0].startswith("src/help.ipynb:cell 2:line 3:col 5: TP101"), res.output
+    assert invoke("fix", "src/help.ipynb", "--write", "--no-cache").exit_code == 0
+    after = ["".join(c["source"]) for c in json.loads(path.read_text())["cells"]]
+    assert after[0].endswith("torch.*Tensor?\n") and "torch.nn.Module??\n?torch.zeros\n" in after[1], after
+    assert "x = torch.ones(2).to(torchport.device())" in after[1], after
+
+
 def test_extension_maps_another_suffix(repo):
     (repo / "src" / "tool.pyw").write_text(CUDA)
     res = invoke("scan", "src", "--output-format", "concise", "--no-cache")

@@ -76,11 +76,16 @@ def test_the_rewrites_run_on_a_host_without_an_accelerator():
         assert scope["Tensor"] is torch.FloatTensor
 
 
-def test_the_rewrites_follow_the_emulated_npu():
+@pytest.mark.emulated_npu(devices=2)
+def test_the_rewrites_follow_the_emulated_npu(emulated_npu):
     """Under the emulated npu torch.accelerator says npu: the same fixed code runs there, on npu:1 after
-    `set_device(1)`, with the npu's legacy tensor type."""
+    `set_device(1)`, with the npu's legacy tensor type.
+
+    The emulator comes from the plugin's ``emulated_npu`` fixture: requesting it is what makes the plugin
+    register the npu device guard before the session's first ``backward()``. A direct ``emulated()`` call
+    here failed whenever an earlier test (tests/migrate/test_apex_fix.py, any cpu backward) had run first,
+    since torch's autograd engine sizes its device queues once, at the first backward."""
     import torch
-    from torchport.emulate import emulated
 
     src = ("import torch\n\ntorch.cuda.set_device(1)\nx = torch.zeros(2).cuda()\nn = torch.cuda.device_count()\n"
            "torch.cuda.synchronize()\ni = torch.cuda.current_device()\n"
@@ -88,12 +93,13 @@ def test_the_rewrites_follow_the_emulated_npu():
            "with torch.cuda.amp.autocast():\n    y = torch.nn.Linear(2, 2).cuda()(x)\n")
     out = _torch(src)
     assert "torchport" not in out
-    with emulated(devices=2):
-        scope: dict = {}
+    scope: dict = {}
+    try:
         exec(compile(out, "<fixed>", "exec"), scope)
         assert scope["DEVICE"].type == "npu" and scope["n"] == 2 and scope["i"] == 1
         assert str(scope["x"].device) == "npu:1" and scope["y"].dtype == torch.float16
         assert scope["Tensor"] is torch.npu.FloatTensor
+    finally:
         torch.accelerator.set_device_index(0)
 
 

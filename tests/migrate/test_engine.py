@@ -119,3 +119,10 @@ def test_syntax_error_becomes_a_file_error():
     assert res.findings == [] and res.error is not None and "not valid Python" in res.error.message
     with pytest.raises(ValueError, match="not valid Python"):
         fix_source("x = x.cuda(\n")
+
+
+def test_a_tokenizer_error_names_its_own_line():
+    """LibCST's tokenizer errors all say line 1; the error names the line Python's parser finds."""
+    res = scan_source("import torch\n\n# help syntax pasted from IPython\ntorch.*Tensor?\nx = torch.ones(2).cuda()\n")
+    assert "tokenizer error" in res.error.message and res.error.line == 4, res.error
+    assert scan_source("x = x.cuda(\n").error.line == 1   # a parser error keeps LibCST's own line

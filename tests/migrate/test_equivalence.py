@@ -42,6 +42,11 @@ def test_a_divergence_is_a_failing_row():
     for needle, other in cases.items():
         verdict = corpus.compare(base, other, 5e-3)
         assert needle in verdict, (needle, verdict)
+    frozen = corpus.ModeResult(0, {0: _rank([0.5, 0.25], changed=False)})
+    assert "nothing trained" in corpus.compare(frozen, corpus.ModeResult(0, {0: _rank([0.5, 0.25], changed=False)}),
+                                               5e-3)
+    warm_up = [{**rec, "changed": rec["step"] > 1} for rec in _rank([0.5, 0.25])]  # a first learning rate of 0
+    assert corpus.compare(corpus.ModeResult(0, {0: warm_up}), corpus.ModeResult(0, {0: list(warm_up)}), 5e-3) == "yes"
     amp = corpus.ModeResult(0, {0: _rank([0.5, 0.25], dtypes=("float16",))})
     near = corpus.ModeResult(0, {0: _rank([0.5, 0.2501], dtypes=("float16",))})
     assert corpus.compare(amp, near, 5e-3) == "yes"  # fp16 tolerance only where a forward ran in fp16
@@ -189,6 +194,9 @@ def test_saved_state_is_part_of_the_verdict():
     for needle, fix in cases.items():
         whole, training = corpus.verdict(base, fix, 5e-3)
         assert training == "yes" and needle in whole, (needle, whole)
+    # a folder named by the clock (timm's output/train/<date>-<time>-<model>/) is the same file in both runs
+    stamped = lambda t: corpus.ModeResult(0, records, saves=base.saves, files={f"<script>/out/{t}-r50/args.yaml": "text:1"})
+    assert corpus.verdict(stamped("20261202-204923"), stamped("20261202-204938"), 5e-3) == ("yes", "yes")
     rng = other(ranks={0: [dict(r, rng="x") for r in records[0]]})
     base_rng = corpus.ModeResult(0, {0: [dict(r, rng="y") for r in records[0]]}, saves=base.saves, files=base.files)
     assert "random generators" in corpus.compare(base_rng, rng, 5e-3)
@@ -234,3 +242,21 @@ def test_a_crash_at_a_reported_only_line_is_counted(tmp_path):
     assert row.crashes_at_finding() == {"cpu": "pkg/util.py:7 TP114"}
     row.left = {"pkg/util.py:8": ["TP114"]}
     assert row.crashes_at_finding() == {}
+    # but the row still names the failure: a finding left at one line (ddpm's `device="cuda"` parameter default,
+    # an unsafe fix) can fail at another (the tensor built on it)
+    assert row.fails_where_run_works() == {"cpu": "pkg/util.py:7 KeyError"}
+    row.modes["fix cpu"] = corpus.ModeResult(0, {0: _rank([0.5])})
+    assert row.fails_where_run_works() == {}
+
+
+def test_a_text_file_naming_the_scripts_own_path_is_the_same_file(tmp_path):
+    """minGPT's args.txt records sys.argv: the original's path (orig/) and the fixed copy's (fixed/) differ, the
+    file does not."""
+    for sub in ("orig", "fixed"):
+        (tmp_path / sub).mkdir()
+        (tmp_path / sub / "args.txt").write_text(f"{tmp_path / sub / 'adder.py'} --seed 3")
+    a, b = (corpus._digest(tmp_path / sub / "args.txt", tmp_path) for sub in ("orig", "fixed"))
+    assert a == b
+    (tmp_path / "fixed" / "args.txt").write_text(f"{tmp_path / 'fixed' / 'adder.py'} --seed 3 --half")
+    assert corpus._digest(tmp_path / "fixed" / "args.txt", tmp_path) != a
+

@@ -325,6 +325,19 @@ def _noqa(lines: list[str], line: int, code: str) -> bool:
     return codes is None or any(code.startswith(c) for c in wanted)
 
 
+def _error_line(source: str, exc: cst.ParserSyntaxError) -> int:
+    """The line of a syntax error: LibCST's, or -- for its tokenizer errors, which all say line 1 -- Python's own."""
+    if not exc.message.startswith("tokenizer error"):
+        return exc.raw_line
+    try:
+        ast.parse(source)
+    except SyntaxError as err:
+        return err.lineno or exc.raw_line
+    except (ValueError, RecursionError, MemoryError):
+        pass
+    return exc.raw_line
+
+
 def _line_count(source: str) -> int:
     return source.count("\n") + (1 if source and not source.endswith("\n") else 0)
 
@@ -360,7 +373,7 @@ def analyze(source: str, path: str, ruleset: RuleSet, *, fix: bool = False, unsa
     except cst.ParserSyntaxError as exc:
         if sliced is not None:
             return None  # type: ignore[return-value]
-        result.error = FileError(path=path, message=f"not valid Python: {exc.message}", line=exc.raw_line)
+        result.error = FileError(path=path, message=f"not valid Python: {exc.message}", line=_error_line(source, exc))
         return result
     except Exception as exc:  # LibCST raises a few other types on exotic input
         if sliced is not None:

@@ -4,7 +4,7 @@
 boundary line -- and back:
 
 * IPython syntax is left alone: a line magic or shell line (``%matplotlib inline``, ``!pip install x``,
-  ``files = !ls``, ``obj?``) becomes ``pass`` at the same indentation while scanning and is put back verbatim;
+  ``files = !ls``, help syntax ``obj?`` / ``torch.*Tensor?``) becomes ``pass`` at the same indentation while scanning and is put back verbatim;
   a cell whose first line is a cell magic (``%%bash``, ``%%writefile``) is not Python and is skipped whole,
   except ``%%time`` / ``%%timeit`` / ``%%capture``, whose body is Python;
 * positions are cell-relative: ``nb.ipynb:cell 3:line 2:col 5`` (cells counted from 1 over every cell, markdown
@@ -32,7 +32,10 @@ __all__ = ["Notebook", "NotebookError", "BOUNDARY"]
 #: the line after each cell in the Python text (a statement, so that no fix can move it into a cell's comments)
 BOUNDARY = "...  # torchport: cell boundary"
 _PLACEHOLDER = re.compile(r"^(?P<indent>[ \t]*)pass  # torchport: ipython (?P<n>\d+)$")
-_MAGIC = re.compile(r"^[ \t]*(?:[%!]|[\w.]+[ \t]*=[ \t]*[%!])|^[ \t]*[\w.]+\?{1,2}[ \t]*$")
+#: a line IPython transforms: a line magic or shell escape (``%time f()``, ``!ls``, ``files = !ls``), or help
+#: syntax -- ``obj?``, ``obj.attr??``, ``?obj``, ``obj[0]?`` and the wildcard search ``torch.*Tensor?``
+_NAME = r"%{0,2}[\w*]+(?:\.[\w*]+|\[-?\d+\])*"
+_MAGIC = re.compile(rf"^[ \t]*(?:[%!]|[\w.]+[ \t]*=[ \t]*[%!])|^[ \t]*(?:{_NAME}\?{{1,2}}|\?{{1,2}}{_NAME})[ \t]*$")
 _PYTHON_CELL_MAGICS = ("%%time", "%%timeit", "%%capture")
 
 
