@@ -11,7 +11,8 @@ bare mirrors (``owner+name/repo``, as the ``fetch`` tool leaves them) and extrac
 * **recall** = labelled lines (every row but ``false``) on which the scan reports
   something / labelled lines. A ``false`` row's line does not count towards recall.
 
-A finding matches a label by (path, line, code); ``expected`` rows match any finding on their line.
+A finding matches a label by (path, line, code) (a finding that matches an ``expected`` row is true); for recall an
+``expected`` row's line is found by any finding on it.
 
 Usage::
 
@@ -115,14 +116,14 @@ def scan(root: Path, scope: tuple[str, ...], src: Path | None) -> list[dict]:
 def tally(repo: str, findings: list[dict], labels: list[dict]) -> Tally:
     t = Tally(repo)
     mine = [r for r in labels if r["repo"] == repo]
-    by_key = {(r["path"], r["line"], r["rule"]): r for r in mine if r["label"] != "expected"}
+    by_key = {(r["path"], r["line"], r["rule"]): r for r in mine}
     found_lines = {(f["file"], f["line"]) for f in findings}
     for f in findings:
         t.findings += 1
         row = by_key.get((f["file"], f["line"], f["code"]))
         if row is None:
             t.unlabelled.append(f)
-        elif row["label"] == "true" or (row["label"] == "report-only" and not f.get("fixable")):
+        elif row["label"] in ("true", "expected") or (row["label"] == "report-only" and not f.get("fixable")):
             t.true += 1
         else:
             t.false += 1

@@ -9,7 +9,9 @@ A rule sees one construct; whether it is CUDA-only often shows only in what surr
   device types that has an npu entry (``{"cuda": "nccl", "npu": "hccl"}``), or an ``if``/``else`` on the
   collective backend (``if dist.get_backend() == "nccl": ... else: ...``: the ``else`` serves the others);
   when the value is only written to a log (``logger.info(f"{torch.backends.cudnn.allow_tf32=}")``); and for
-  device names in files that drive caffe2 (a runtime with CUDA and CPU devices only);
+  device names in files that drive caffe2 (a runtime with CUDA and CPU devices only); for an availability
+  assert that states a CUDA-only library's requirement (``assert torch.cuda.is_available(), "... APEX ..."``); and
+  for ``DistributedDataParallel(m, device_ids=device_ids)`` passing on the enclosing function's parameter;
 * **keeps without a fix** a device test (``if not x.is_cuda:``, ``x.device.type == "cuda"``) whose ``if``
   leads to a compiled CUDA-only kernel (``_C.op(...)``, ``torch.ops.ns.op(...)``): the rewrite would send an
   npu tensor into that kernel -- a silent wrong result or a crash -- so the finding says so and stays as it is.
@@ -32,6 +34,7 @@ _BLANK = cst.Module(body=[])
 _WORDS = re.compile(r"(?<![A-Za-z])(cuda|npu|nccl|hccl)(?![A-Za-z])", re.I)
 _LOG = re.compile(r"^(print|(\w+\.)*(log|logger|_logger|logging|LOGGER)\.\w+|warnings\.warn|(\w+\.)*(info|debug|warning))$")
 _KERNEL = re.compile(r"\b_C\.\w+\(|torch\.ops\.\w+\.\w+\(|\b\w+_cuda\.\w+\(|\b\w*_ext\.\w+\(")
+_CUDA_LIBS = re.compile(r"apex|bitsandbytes|flash.?attn|xformers|transformer.?engine|cupy|nvml", re.I)
 _CAFFE2 = re.compile(r"^\s*(?:from|import)\s+caffe2\b", re.M)
 #: rules whose finding is about a device name or a device test (what a per-backend chain makes moot)
 _DEVICE_RULES = ("TP1", "TP3", "TP6")
@@ -132,6 +135,29 @@ def _logged(node: cst.CSTNode, ancestors: list[cst.CSTNode]) -> bool:
     return False
 
 
+def _cuda_library_guard(node: cst.CSTNode, ancestors: list[cst.CSTNode]) -> bool:
+    """``assert torch.cuda.is_available(), "CUDA required for APEX optimizers"``: a library that exists for CUDA
+    only is refused elsewhere -- the right answer on an npu."""
+    for a in ancestors:
+        if isinstance(a, cst.Assert):
+            return a.msg is not None and _CUDA_LIBS.search(_code(a.msg)) is not None
+        if isinstance(a, (cst.BaseSmallStatement, cst.BaseCompoundStatement)):
+            return False
+    return False
+
+
+def _passed_through(node: cst.CSTNode, ancestors: list[cst.CSTNode]) -> bool:
+    """``DDP(m, device_ids=device_ids)`` in ``def wrap(self, device_ids=None)``: the caller's value, not CUDA's."""
+    if not isinstance(node, cst.Call):
+        return False
+    values = [a.value for a in node.args if a.keyword is not None and a.keyword.value in ("device_ids", "output_device")]
+    fn = next((a for a in ancestors if isinstance(a, cst.FunctionDef)), None)
+    if not values or fn is None:
+        return False
+    params = {p.name.value for p in (*fn.params.posonly_params, *fn.params.params, *fn.params.kwonly_params)}
+    return all(isinstance(v, cst.Name) and v.value in params for v in values)
+
+
 def judge(ctx, module: cst.Module) -> None:
     """Drop or downgrade ``ctx.reported`` findings by their context (module docstring)."""
     reported = [r for r in ctx.reported if r.rule.code.startswith(_DEVICE_RULES)]
@@ -144,7 +170,9 @@ def judge(ctx, module: cst.Module) -> None:
     for r in reported:
         ancestors = parents.get(id(r.node), [])
         if _per_backend(r.node, ancestors, r.rule.code) or _logged(r.node, ancestors) or (
-                caffe2 and r.rule.code == "TP104"):
+                caffe2 and r.rule.code == "TP104") or (
+                r.rule.code == "TP110" and _cuda_library_guard(r.node, ancestors)) or (
+                r.rule.code == "TP302" and _passed_through(r.node, ancestors)):
             drop.add(id(r))
             continue
         if r.fix is not None and r.rule.code in ("TP104", "TP105"):

@@ -359,7 +359,9 @@ class CudaTensorType(Rule):
     fix = "safe"
     names = tuple(f"torch.cuda.{t}" for t in _TENSOR_TYPES)
     methods = ("type",)
-    summary = "Finds the legacy `torch.cuda.FloatTensor`-style types (constructors, `.type(...)`, `isinstance`)."
+    strings = tuple(f"torch.cuda.{t}" for t in _TENSOR_TYPES)
+    summary = ("Finds the legacy `torch.cuda.FloatTensor`-style types (constructors, `.type(...)`, `isinstance`, "
+               "and type strings: `x.type() == \"torch.cuda.FloatTensor\"`).")
     why = ("The legacy typed constructors exist per device module and are deprecated; `torch.cuda.FloatTensor` "
            "cannot be created without CUDA.")
     example = "import torch\n\nx = x.type(torch.cuda.FloatTensor)\n"
@@ -428,6 +430,14 @@ class CudaTensorType(Rule):
                                    f"if torchport.current().is_accelerator else torch.{short}`",
                        fix=lambda n: ctx.expr(f"{ctx.tp}.current().module.{short} if "
                                               f"{ctx.tp}.current().is_accelerator else {ctx.torch}.{short}"))
+
+    def on_string(self, ctx, node: cst.SimpleString, value: str) -> None:
+        """``p.type() == "torch.cuda.FloatTensor"`` / ``p.type() in ["torch.cuda.HalfTensor", ...]``: the type
+        string names the device module, so the test is false for npu tensors of the same dtype."""
+        dtype = _TENSOR_TYPES[value[len("torch.cuda."):]]
+        ctx.report(self, node, f"legacy CUDA type string `{value}`: `x.type()` names the device module, so this is "
+                               f"false for a {dtype} tensor on any other device; compare `x.dtype == torch.{dtype}` "
+                               "(and `x.device.type` where the device matters)")
 
     def on_method(self, ctx, node: cst.Call, name: str) -> None:
         if len(node.args) != 1 or node.args[0].keyword is not None or node.args[0].star:
