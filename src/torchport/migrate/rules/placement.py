@@ -241,6 +241,9 @@ class CudaDeviceString(Rule):
                  "install -- false on a CPU run, so guards around pinning or synchronising stay closed. A "
                  'comparison is left alone when the same operand is also compared with another device type '
                  '(`if d.type == "cuda": ... elif d.type == "npu": ...` already branches per backend). '
+                 "`d in [\"cuda\", \"xpu\"]` and `getattr(args, \"device\", \"cuda\")` are device names held as data and are "
+                 "fixed alike; a list that names `\"npu\"`, a dict with an `npu` key and a cuda/npu chain already serve "
+                 "the npu and are left alone, as are device names in files that import caffe2. "
                  "Unsafe: parameter defaults (evaluated once, when the function is defined, which selects the "
                  'device at import time, before the script can choose one). Literal indices: `"cuda:1"` becomes '
                  '`f"{torchport.current().type}:1"`, `"cuda:0"` in a single-process script `str(torchport.device())` '
@@ -302,7 +305,10 @@ class IsCudaAttribute(Rule):
     fix_notes = ("Safe: becomes `(x.device.type == torchport.current().type)` -- \"is the tensor on the selected "
                  "device\", the one meaning torchport gives `is_cuda` (`torchport run` answers the same for your "
                  "code, see docs/shim.md). On a CUDA machine that is exactly `is_cuda`; on the CPU fallback it is "
-                 "True for CPU tensors, so `assert x.is_cuda` after a move still holds.")
+                 "True for CPU tensors, so `assert x.is_cuda` after a move still holds. Not rewritten (reported "
+                 "without a fix): a test whose `if` leads to a compiled CUDA-only kernel (`if not x.is_cuda: "
+                 "return portable(x)` then `_C.op(x)`), where the rewrite would send npu tensors into that kernel. "
+                 "Not reported: tests inside a cuda/npu `if`/`elif` chain (see docs/scan_accuracy.md).")
     after_fix = ("fixed")
 
     def on_attribute(self, ctx, node: cst.Attribute) -> None:
