@@ -27,6 +27,7 @@ import re
 import libcst as cst
 
 from torchport.migrate.positions import positions
+from torchport.migrate.walk import _ORDER, _TOKEN_TYPES, _child_fields
 
 __all__ = ["judge"]
 
@@ -60,17 +61,30 @@ def _stmt_backends(stmt: cst.CSTNode) -> set[str]:
 
 
 def _parents(module: cst.Module, wanted: set[int]) -> dict[int, list[cst.CSTNode]]:
-    """For each wanted node (by id), its ancestors, nearest first."""
+    """For each wanted node (by id), its ancestors, nearest first (one walk without node rebuilding, stopped
+    once every wanted node is found; whitespace and operator tokens are not entered)."""
     out: dict[int, list[cst.CSTNode]] = {}
-    stack: list[tuple[cst.CSTNode, int]] = [(module, 0)]
     path: list[cst.CSTNode] = []
-    while stack:
-        node, depth = stack.pop()
-        del path[depth:]
+    order = _ORDER
+
+    def rec(node: cst.CSTNode) -> bool:
         if id(node) in wanted:
-            out[id(node)] = list(reversed(path))
+            out[id(node)] = path[::-1]
+            if len(out) == len(wanted):
+                return True
         path.append(node)
-        stack.extend((c, depth + 1) for c in reversed(node.children))
+        t = type(node)
+        fields = order.get(t)
+        for name in fields if fields is not None else _child_fields(t):
+            child = getattr(node, name)
+            kids = child if type(child) in (list, tuple) else (child,)
+            for c in kids:
+                if isinstance(c, cst.CSTNode) and type(c) not in _TOKEN_TYPES and rec(c):
+                    return True
+        path.pop()
+        return False
+
+    rec(module)
     return out
 
 
