@@ -54,10 +54,15 @@ def _backends(node: cst.CSTNode | None) -> set[str]:
 
 
 def _stmt_backends(stmt: cst.CSTNode) -> set[str]:
-    """The backends an ``if`` test or a simple statement names (its code, not its comments)."""
+    """The backends a per-backend statement names: an ``if`` test, or ``is_cuda = ...`` / ``self.use_npu = ...``
+    (an assignment whose target names a backend); empty for any other statement."""
     if isinstance(stmt, cst.If):
         return _backends(stmt.test)
-    return set().union(*(_backends(s) for s in stmt.body))
+    if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], cst.Assign):
+        assign = stmt.body[0]
+        if len(assign.targets) == 1 and _backends(assign.targets[0].target):
+            return _backends(assign.targets[0].target) | _backends(assign.value)
+    return set()
 
 
 def _parents(module: cst.Module, wanted: set[int]) -> dict[int, list[cst.CSTNode]]:
