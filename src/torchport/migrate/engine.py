@@ -391,7 +391,7 @@ def analyze(source: str, path: str, ruleset: RuleSet, *, fix: bool = False, unsa
     if ctx.reported:
         from torchport.migrate.handled import judge
 
-        judge(ctx, module)  # per-backend chains, logged values, guards of CUDA-only kernels
+        judge(ctx, module, sliced_pass=sliced is not None)  # per-backend chains, logged values, guards of CUDA-only kernels
     if sliced is not None and (ctx.whole_file_used or ctx.needed_keys):
         return None if ctx.whole_file_used else ctx.needed_keys  # type: ignore[return-value]
     raws = [r for r in ctx.reported if r.rule.code in ruleset.enabled]

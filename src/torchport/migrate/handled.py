@@ -177,12 +177,15 @@ def _passed_through(node: cst.CSTNode, ancestors: list[cst.CSTNode]) -> bool:
     return all(isinstance(v, cst.Name) and v.value in params for v in values)
 
 
-def judge(ctx, module: cst.Module) -> None:
+def judge(ctx, module: cst.Module, *, sliced_pass: bool = False) -> None:
     """Drop or downgrade ``ctx.reported`` findings by their context (module docstring)."""
     reported = [r for r in ctx.reported if r.rule.code.startswith(_DEVICE_RULES)]
     if not reported:
         return
     parents = _parents(module, {id(r.node) for r in reported})
+    if sliced_pass and any(isinstance(a, cst.If) for r in reported for a in parents.get(id(r.node), ())):
+        ctx.whole_file_used = True   # an if chain's branches may be blanked in a sliced walk: ask for the full pass
+        return
     caffe2 = _CAFFE2.search(ctx.text) is not None
     lines = None
     keep, drop = [], set()
