@@ -30,7 +30,7 @@ Fix = Callable[[cst.CSTNode], cst.CSTNode]
 
 _DEVICE = re.compile(r"^(cuda|npu|xpu|mps)(?::(\d+))?$")
 _COLLECTIVES = frozenset({"nccl", "hccl", "xccl"})
-_DEVICE_WORDS = ("cuda", "nccl", "npu", "xpu", "mps", "hccl", "xccl")
+_DEVICE_WORDS = ("cuda", "nccl", "npu", "xpu", "mps", "hccl", "xccl", "NCCL", "HCCL")
 _IMPORTS_TORCHPORT = re.compile(r"^\s*(import|from)\s+torchport\b", re.M)
 #: names that hold an integer device index when bound to an int (or taken as a parameter)
 DEVICE_INDEX_NAMES = frozenset({"rank", "local_rank", "gpu", "gpu_id", "gpu_idx", "device_id", "device_idx",
@@ -224,6 +224,8 @@ class FileContext:
                 return None
             if val in _COLLECTIVES:
                 return DeviceString(val, val)
+            if isinstance(val, str) and val.isupper() and val.lower() in _COLLECTIVES:  # torch lower-cases "NCCL"
+                return DeviceString(val, val.lower())
             m = _DEVICE.match(val) if isinstance(val, str) else None
             if m is None:
                 return None

@@ -120,6 +120,9 @@ class _Scanner(FastVisitor):
         else:
             callee = func.value if isinstance(func, cst.Name) else None
         if self._quiet(func, q):
+            if callee == "getattr" and q is None and len(node.args) == 3 and not node.args[2].star:
+                # getattr(args, "device", "cuda"): the default is a device held as data
+                self._value(node.args[2].value, Site("arg", index=2, callee="getattr"))
             ctx.claim(*(a.value for a in node.args if isinstance(a.value, _TEXT)))
             return True
         if self.rs.values:
@@ -234,6 +237,15 @@ class _Scanner(FastVisitor):
         for i, operand in enumerate(operands):
             other = operands[i + 1] if i + 1 < len(operands) else operands[i - 1]
             self._value(operand, Site("compare", subject=code(other)))
+            if i and isinstance(operand, (cst.List, cst.Tuple, cst.Set)) and isinstance(
+                    node.comparisons[i - 1].operator, (cst.In, cst.NotIn)):
+                # d in ["cuda", "xpu"]: device types held as data; a list that names the npu already serves it
+                found = [(e.value, self.ctx.device_string(e.value)) for e in operand.elements
+                         if isinstance(e.value, cst.SimpleString)]
+                if not any(ds is not None and ds.device_type == "npu" for _, ds in found):
+                    for value, ds in found:
+                        if ds is not None and ds.device_type == "cuda":
+                            self._value(value, Site("compare", subject=code(other)))
 
     def visit_Return(self, node: cst.Return) -> None:
         self._value(node.value, Site("return"))
@@ -389,6 +401,10 @@ def analyze(source: str, path: str, ruleset: RuleSet, *, fix: bool = False, unsa
     _Scanner(ctx).walk(module)
     for later in ctx.deferred:  # checks that need every binding in the file (integer device indices)
         later()
+    if ctx.reported:
+        from torchport.migrate.handled import judge
+
+        judge(ctx, module, sliced_pass=sliced is not None)  # per-backend chains, logged values, guards of CUDA-only kernels
     if sliced is not None and (ctx.whole_file_used or ctx.needed_keys):
         return None if ctx.whole_file_used else ctx.needed_keys  # type: ignore[return-value]
     raws = [r for r in ctx.reported if r.rule.code in ruleset.enabled]

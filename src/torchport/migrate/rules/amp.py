@@ -205,6 +205,7 @@ class ApexAmp(Rule):
             return
         plan = plan_apex(ctx)
         ctx.memo[self.code] = plan
+        ctx.claim(*plan.quiet)
         if plan.problems:
             first = plan.problems[0]
             for node, msg in plan.problems:

@@ -50,6 +50,8 @@ class ApexPlan:
     #: why the fix is unsafe (added to the messages)
     notes: list[str] = dataclasses.field(default_factory=list)
     handled_uses: list[cst.CSTNode] = dataclasses.field(default_factory=list)
+    #: uses that run nothing of apex (claimed, never reported)
+    quiet: list[cst.CSTNode] = dataclasses.field(default_factory=list)
     #: one node per apex use (the call, or the reference), reported when the file cannot be fixed
     uses: list[cst.CSTNode] = dataclasses.field(default_factory=list)
 
@@ -60,6 +62,15 @@ class _Use:
     qual: str
     scope: cst.CSTNode          # innermost FunctionDef, or the Module
     stack: tuple                # ancestors, outermost first
+
+
+def _harmless(use: "_Use") -> bool:
+    """A use of the apex name that runs nothing of apex: a rebinding (``amp = None``, the import fallback) or a
+    dunder attribute (``"state_dict" in amp.__dict__``, a probe)."""
+    node = use.call
+    if isinstance(node, cst.Attribute) and node.attr.value.startswith("__"):
+        return True
+    return bool(use.stack) and isinstance(use.stack[-1], cst.AssignTarget) and use.stack[-1].target is node
 
 
 class _Walk(cst.CSTVisitor):
@@ -154,6 +165,9 @@ def plan_apex(ctx) -> ApexPlan:
     walk = _Walk(ctx)
     ctx.module.visit(walk)
     plan = ApexPlan()
+    # `amp = None` (the import fallback), `"x" in amp.__dict__` (a probe): nothing of apex runs there
+    plan.quiet = [u.call for u in walk.uses if _harmless(u)]
+    walk.uses = [u for u in walk.uses if not _harmless(u)]
     code = ctx.module.code_for_node
 
     def problem(node: cst.CSTNode, msg: str) -> None:

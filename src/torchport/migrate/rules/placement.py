@@ -241,6 +241,9 @@ class CudaDeviceString(Rule):
                  "install -- false on a CPU run, so guards around pinning or synchronising stay closed. A "
                  'comparison is left alone when the same operand is also compared with another device type '
                  '(`if d.type == "cuda": ... elif d.type == "npu": ...` already branches per backend). '
+                 "`d in [\"cuda\", \"xpu\"]` and `getattr(args, \"device\", \"cuda\")` are device names held as data and are "
+                 "fixed alike; a list that names `\"npu\"`, a dict with an `npu` key and a cuda/npu chain already serve "
+                 "the npu and are left alone, as are device names in files that import caffe2. "
                  "Unsafe: parameter defaults (evaluated once, when the function is defined, which selects the "
                  'device at import time, before the script can choose one). Literal indices: `"cuda:1"` becomes '
                  '`f"{torchport.current().type}:1"`, `"cuda:0"` in a single-process script `str(torchport.device())` '
@@ -302,7 +305,10 @@ class IsCudaAttribute(Rule):
     fix_notes = ("Safe: becomes `(x.device.type == torchport.current().type)` -- \"is the tensor on the selected "
                  "device\", the one meaning torchport gives `is_cuda` (`torchport run` answers the same for your "
                  "code, see docs/shim.md). On a CUDA machine that is exactly `is_cuda`; on the CPU fallback it is "
-                 "True for CPU tensors, so `assert x.is_cuda` after a move still holds.")
+                 "True for CPU tensors, so `assert x.is_cuda` after a move still holds. Not rewritten (reported "
+                 "without a fix): a test whose `if` leads to a compiled CUDA-only kernel (`if not x.is_cuda: "
+                 "return portable(x)` then `_C.op(x)`), where the rewrite would send npu tensors into that kernel. "
+                 "Not reported: tests inside a cuda/npu `if`/`elif` chain (see docs/scan_accuracy.md).")
     after_fix = ("fixed")
 
     def on_attribute(self, ctx, node: cst.Attribute) -> None:
@@ -359,7 +365,9 @@ class CudaTensorType(Rule):
     fix = "safe"
     names = tuple(f"torch.cuda.{t}" for t in _TENSOR_TYPES)
     methods = ("type",)
-    summary = "Finds the legacy `torch.cuda.FloatTensor`-style types (constructors, `.type(...)`, `isinstance`)."
+    strings = tuple(f"torch.cuda.{t}" for t in _TENSOR_TYPES)
+    summary = ("Finds the legacy `torch.cuda.FloatTensor`-style types (constructors, `.type(...)`, `isinstance`, "
+               "and type strings: `x.type() == \"torch.cuda.FloatTensor\"`).")
     why = ("The legacy typed constructors exist per device module and are deprecated; `torch.cuda.FloatTensor` "
            "cannot be created without CUDA.")
     example = "import torch\n\nx = x.type(torch.cuda.FloatTensor)\n"
@@ -428,6 +436,14 @@ class CudaTensorType(Rule):
                                    f"if torchport.current().is_accelerator else torch.{short}`",
                        fix=lambda n: ctx.expr(f"{ctx.tp}.current().module.{short} if "
                                               f"{ctx.tp}.current().is_accelerator else {ctx.torch}.{short}"))
+
+    def on_string(self, ctx, node: cst.SimpleString, value: str) -> None:
+        """``p.type() == "torch.cuda.FloatTensor"`` / ``p.type() in ["torch.cuda.HalfTensor", ...]``: the type
+        string names the device module, so the test is false for npu tensors of the same dtype."""
+        dtype = _TENSOR_TYPES[value[len("torch.cuda."):]]
+        ctx.report(self, node, f"legacy CUDA type string `{value}`: `x.type()` names the device module, so this is "
+                               f"false for a {dtype} tensor on any other device; compare `x.dtype == torch.{dtype}` "
+                               "(and `x.device.type` where the device matters)")
 
     def on_method(self, ctx, node: cst.Call, name: str) -> None:
         if len(node.args) != 1 or node.args[0].keyword is not None or node.args[0].star:
