@@ -33,6 +33,16 @@ def pytest_addoption(parser):
 def pytest_configure(config):
     if config.getoption("--update-golden"):
         os.environ["TORCHPORT_UPDATE_GOLDEN"] = "1"
+    # Tests build small projects in temporary folders and scan / test them as a user would; inside this
+    # checkout, its pyproject.toml and .gitignore would apply to them (as they would to any nested folder)
+    # and dozens of tests would fail for a reason that is not theirs. One line instead.
+    import tempfile
+    from pathlib import Path
+    root = Path(__file__).resolve().parent.parent
+    tmp = Path(config.option.basetemp or tempfile.gettempdir()).resolve()
+    if tmp == root or root in tmp.parents:
+        raise pytest.UsageError(f"the temporary folder {tmp} is inside the checkout {root}: set TMPDIR (or "
+                                f"--basetemp) to a folder outside it")
 
 
 # -- skip policy ---------------------------------------------------------------------------------------

@@ -18,9 +18,9 @@ drift per step, and from which step a zero-drift parity check would flag the car
 
 Example::
 
-    from torchport.checks.predict import drift_runs
-    runs = drift_runs("tinycnn", ["fp32", "npu", "cuda"], steps=20)
-    runs["npu"]["loss"][-1] - runs["fp32"]["loss"][-1]
+    from torchport.checks.predict import VARIANTS, drift_runs
+    runs = drift_runs("tinycnn", list(VARIANTS), steps=20)   # fp32 and each card's default numerics
+    {name: run["loss"][-1] - runs["fp32"]["loss"][-1] for name, run in runs.items()}
 """
 
 from __future__ import annotations
@@ -32,41 +32,13 @@ from typing import Any
 
 from torchport.checks.compare import tolerance_for
 from torchport.checks.result import CheckResult, Evidence, Status
+from torchport.emulate._numerics import VARIANTS, variant
 
 __all__ = ["VARIANTS", "drift_runs", "band", "predict_parity", "ROUNDINGS_TRIED"]
 
 NAME = "parity"
 #: the candidate float32 -> format roundings the band covers (rna differs from rne only on exact ties)
 ROUNDINGS_TRIED = ("rne", "rz")
-
-
-def _variant(card: str | None, rounding: str | None = None, **flags: bool) -> Any:
-    """A context computing in ``card``'s numerics with the npu's HF32 flags set as given (None = fp32)."""
-    if card is None:
-        return contextlib.nullcontext()
-    from torchport.emulate import _numerics as N
-
-    @contextlib.contextmanager
-    def ctx() -> Any:
-        saved = (N.NUMERICS.conv_hf32, N.NUMERICS.matmul_hf32)
-        N.NUMERICS.conv_hf32 = flags.get("conv_hf32", saved[0] if card != "npu" else True)
-        N.NUMERICS.matmul_hf32 = flags.get("matmul_hf32", saved[1] if card != "npu" else False)
-        try:
-            with N.host_numerics(card, rounding):
-                yield
-        finally:
-            N.NUMERICS.conv_hf32, N.NUMERICS.matmul_hf32 = saved
-
-    return ctx()
-
-
-#: the drift table's columns: name -> (card, flags); the card's defaults unless stated
-VARIANTS: dict[str, tuple[str | None, dict]] = {
-    "fp32": (None, {}),
-    "npu": ("npu", {}),                                  # HF32 convolutions (torch.npu.conv.allow_hf32=True)
-    "npu-hf32-all": ("npu", {"matmul_hf32": True}),      # and matmuls (torch.npu.matmul.allow_hf32=True)
-    "cuda": ("cuda", {}),                                # TF32 convolutions (cudnn.allow_tf32=True)
-}
 
 
 def _cards() -> tuple[str, ...]:
@@ -108,7 +80,7 @@ def drift_runs(target: Any, variants: list[str], *, steps: int, init: dict | Non
                 norms.append(float(torch.sqrt(sum(p.detach().double().square().sum() for p in state.model.parameters()))))
 
         started = time.perf_counter()
-        with _variant(card, rounding, **flags):
+        with variant(card, rounding, **flags):
             tr = run_trace(target, device, init, steps=steps, seed=seed, sample=8, full_bytes=0, on_step=on_step)
         out[name] = {"loss": list(tr.loss), "grad_norm": list(tr.grad_norm), "weight_norm": norms,
                      "data_hash": tr.data_hash, "seconds": time.perf_counter() - started}
@@ -134,10 +106,9 @@ def _rel(a: float, b: float) -> float:
 
 def predict_parity(target: Any, card: str, *, steps: int, reference: str | Path | None = None) -> CheckResult:
     """The parity check with ``--predict card``: the drift band, and a recorded card run judged against it."""
-    import torch
-
     from torchport.checks.target import load_target
     from torchport.checks.trace import Trace, sidecar
+    from torchport.runtime.checkpoint import CheckpointError, safe_torch_load
 
     started = time.perf_counter()
     if card not in _cards():
@@ -152,7 +123,13 @@ def predict_parity(target: Any, card: str, *, steps: int, reference: str | Path 
                                evidence=[Evidence(what="seed checkpoint", measured="missing", where=str(init_file),
                                                   status=Status.FAIL, detail="Copy it beside the reference JSON.")],
                                seconds=time.perf_counter() - started)
-        init = torch.load(init_file, map_location="cpu", weights_only=True)
+        try:
+            init = safe_torch_load(init_file, name=init_file)
+        except CheckpointError as exc:   # refused (could run code) or unreadable: the check fails in one line
+            return CheckResult(name=NAME, status=Status.FAIL, summary=str(exc),
+                               evidence=[Evidence(what="seed checkpoint", measured="refused", where=str(init_file),
+                                                  status=Status.FAIL, detail=str(exc))],
+                               seconds=time.perf_counter() - started)
         seed, steps = ref.seed, min(steps, ref.steps)
     fp32 = drift_runs(target, ["fp32"], steps=steps, init=init, seed=seed)["fp32"]
     preds = {r: drift_runs(target, [card], steps=steps, init=init, seed=seed, rounding=r)[card] for r in ROUNDINGS_TRIED}

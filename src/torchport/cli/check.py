@@ -24,6 +24,7 @@ from typing import List, Optional
 
 import typer
 
+from torchport.emulate._numerics import CARDS as NUMERICS_CARDS
 from torchport.cli._common import fail
 from torchport.cli._options import (ReportFile, alias, device_arg, device_option, format_option, json_option,
                                     output_option, parse_reports, warn_deprecated, write_outputs)
@@ -50,7 +51,7 @@ def register(app: typer.Typer) -> None:
         record: Optional[Path] = typer.Option(None, "--record", help="Parity: write a reference trace here (platform A)."),
         reference: Optional[Path] = typer.Option(None, "--reference", help="Parity: replay and compare against this "
                                                  "reference (platform B)."),
-        predict: Optional[str] = typer.Option(None, "--predict", metavar="npu|cuda",
+        predict: Optional[str] = typer.Option(None, "--predict", metavar="|".join(c for c in NUMERICS_CARDS if c != "exact"),
                                               help="Parity: train in fp32 and in this card's default numerics "
                                               "(HF32 / TF32 convolutions, on the host) and report the drift band; "
                                               "with --reference, judge the recorded card run against the band."),

@@ -20,6 +20,7 @@ from typing import List, Optional
 
 import typer
 
+from torchport.emulate._numerics import CARDS as NUMERICS_CARDS, CLI_HELP as NUMERICS_HELP
 from torchport.cli._options import (alias, device_arg, device_option, format_option, output_option, parse_reports,
                                     renamed, warn_deprecated)
 
@@ -51,10 +52,8 @@ def register(app: typer.Typer) -> None:
                                                 ".rankN before the suffix)."),
         report_file: Optional[Path] = alias("--report-file"),
         numerics: str = typer.Option(
-            "exact", "--numerics", metavar="exact|npu|cuda",
-            help="Compute float32 conv/matmul in a card's default numerics: npu = HF32 convolutions on the emulated "
-                 "npu (torch.npu.conv/matmul.allow_hf32 decide), cuda = TF32 as cuDNN/cuBLAS would on host tensors "
-                 "(torch.backends.cudnn/cuda.matmul.allow_tf32 decide); no GPU needed."),
+            "exact", "--numerics", metavar="|".join(NUMERICS_CARDS),
+            help=f"Compute float32 conv/matmul in a card's default numerics: {NUMERICS_HELP}; no GPU needed."),
         hazards: Optional[str] = typer.Option(
             None, "--hazards", metavar="FILE",
             help="Write the performance-hazard report (host syncs, CPU-fallback operators, new shapes, float64/int64 "

@@ -399,7 +399,7 @@ class Loader:
         else:
             images = self._normalize_cpu(batch.images)
         if self.cfg.channels_last:
-            # .to(), not .contiguous(memory_format=...): torch_npu's contiguous() refuses every format but the default
+            # .to(), not .contiguous(memory_format=...): the Ascend backend's contiguous() refuses every format but the default
             images = images.to(memory_format=torch.channels_last)
         self.stats.batches += 1
         self.stats.images += int(images.shape[0])

@@ -28,7 +28,7 @@ import contextlib
 import dataclasses
 from typing import Any, Iterator
 
-__all__ = ["Format", "FORMATS", "TF32", "HF32", "ROUNDINGS", "round_mantissa", "ulp_distance",
+__all__ = ["VARIANTS", "variant", "Format", "FORMATS", "TF32", "HF32", "ROUNDINGS", "round_mantissa", "ulp_distance",
            "OPS", "set_numerics", "numerics", "cuda_numerics", "host_numerics", "CARDS", "card_numerics", "classify", "pre", "PRE",
            "ConvFlags", "MatmulFlags", "NUMERICS"]
 
@@ -357,6 +357,9 @@ def cuda_numerics(rounding: str = TF32.rounding, *, counts: dict | None = None) 
 
 #: the names :func:`card_numerics` takes (``torchport run --numerics``, ``check parity --predict``)
 CARDS = ("exact", "npu", "cuda")
+#: ``torchport run --numerics`` / ``check --predict``: the choices and what each means
+CLI_HELP = ("npu = HF32 convolutions on the emulated npu (torch.npu.conv/matmul.allow_hf32 decide), cuda = TF32 "
+            "as cuDNN/cuBLAS would on host tensors (torch.backends.cudnn/cuda.matmul.allow_tf32 decide)")
 
 
 def card_numerics(card: str, rounding: str | None = None) -> Any:
@@ -374,3 +377,33 @@ def card_numerics(card: str, rounding: str | None = None) -> Any:
     if card == "cuda":
         return cuda_numerics(rounding or TF32.rounding)
     return contextlib.nullcontext()
+
+
+# -- the drift table of ``torchport check --predict`` ----------------------------------------------------
+
+def variant(card: str | None, rounding: str | None = None, **flags: bool) -> Any:
+    """A context computing in ``card``'s numerics with the npu's HF32 flags set as given (None = fp32)."""
+    if card is None:
+        return contextlib.nullcontext()
+    @contextlib.contextmanager
+    def ctx() -> Any:
+        saved = (NUMERICS.conv_hf32, NUMERICS.matmul_hf32)
+        NUMERICS.conv_hf32 = flags.get("conv_hf32", saved[0] if card != "npu" else True)
+        NUMERICS.matmul_hf32 = flags.get("matmul_hf32", saved[1] if card != "npu" else False)
+        try:
+            with host_numerics(card, rounding):
+                yield
+        finally:
+            NUMERICS.conv_hf32, NUMERICS.matmul_hf32 = saved
+
+    return ctx()
+
+
+#: the drift table's columns (``torchport check --predict``, benchmarks/bench_numerics.py):
+#: name -> (card, flags); the card's defaults unless stated
+VARIANTS: dict[str, tuple[str | None, dict]] = {
+    "fp32": (None, {}),
+    "npu": ("npu", {}),                                  # HF32 convolutions (torch.npu.conv.allow_hf32=True)
+    "npu-hf32-all": ("npu", {"matmul_hf32": True}),      # and matmuls (torch.npu.matmul.allow_hf32=True)
+    "cuda": ("cuda", {}),                                # TF32 convolutions (cudnn.allow_tf32=True)
+}

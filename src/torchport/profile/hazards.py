@@ -9,7 +9,7 @@ kind               what it sees                                                 
 host-sync          ``.item()`` / ``float(t)`` / ``if t:`` (``_local_scalar_dense``), ``nonzero`` /  the host
                    ``masked_select`` / ``unique`` (the result's size needs the data), device ->   waits for
                    host copies (``.cpu()``, ``.tolist()``, ``.numpy()`` of device tensors)         the queue
-cpu-fallback       operators torch_npu 2.14.0 has no NPU kernel for (``emulate/_coverage.py``)    round trip
+cpu-fallback       operators with no kernel in Ascend's backend 2.14.0 (``_coverage.py``)       round trip
                    and their share of the operator time                                           to the CPU
 shapes             an operator at a line meeting a new input shape in a later step than its first a compile
                                                                                                 per shape
@@ -54,7 +54,7 @@ FIXES = {
     "copy-to-host": "copy once per log interval, non_blocking into pinned memory, or keep the math on the device",
     "cpu-fallback": "replace the operator by supported ones (docs/emulator.md, CPU fallback) or move it out of the step",
     "shapes": "pad or bucket inputs to a few fixed shapes (each new shape is a compile in graph/jit mode); "
-              "torch.npu.set_compile_mode(jit_compile=False) avoids per-shape compiles for aclnn operators",
+              "torchport.tune(jit_compile=False) turns off the per-shape operator compiles where the backend has them",
     "float64": "compute in float32 (.float(); numpy arrays arrive as float64: torch.from_numpy(a).float())",
     "int64": "use int32 where the range allows (the card's vector unit has no native int64 arithmetic)",
 }

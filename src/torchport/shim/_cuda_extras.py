@@ -170,9 +170,26 @@ def _amp(api: _Api) -> dict[str, Any]:
     A = C + "amp."
 
     def custom_fwd(fwd: Any = None, *, cast_inputs: Any = None) -> Any:
-        """Under the torchport shim: ``torch.amp.custom_fwd(device_type=<the selected type>)``."""
+        """Under the torchport shim: ``torch.amp.custom_fwd(device_type=<the selected type>)``; inside a script
+        autocast region the backend's AMP policy runs in fp32, ``cast_inputs`` still casts (as on the GPU)."""
+        if fwd is None:
+            return functools.partial(custom_fwd, cast_inputs=cast_inputs)
         hit(A + "custom_fwd", "custom_fwd", f"device_type={dm.type!r}")
-        return torch.amp.custom_fwd(fwd, device_type=dm.type, cast_inputs=cast_inputs)
+        decorated = torch.amp.custom_fwd(fwd, device_type=dm.type, cast_inputs=cast_inputs)
+        if cast_inputs is None:
+            return decorated
+        from torch.amp.autocast_mode import _cast
+
+        from torchport.shim._redirects import in_policy_fp32_autocast
+
+        @functools.wraps(fwd)
+        def forward(*args: Any, **kwargs: Any) -> Any:
+            if not in_policy_fp32_autocast() or torch.is_autocast_enabled(dm.type):
+                return decorated(*args, **kwargs)
+            args[0]._dtype, args[0]._fwd_used_autocast = torch.get_autocast_dtype(dm.type), False
+            return fwd(*_cast(args, dm.type, cast_inputs), **_cast(kwargs, dm.type, cast_inputs))
+
+        return forward
 
     def custom_bwd(bwd: Any = None) -> Any:
         """Under the torchport shim: ``torch.amp.custom_bwd(device_type=<the selected type>)``."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import sys
+import threading
 from typing import Any, Callable
 
 __all__ = ["FACTORIES", "TENSOR_NEW", "factory_patches", "tensor_patches", "module_patches", "amp_patches",
@@ -28,6 +29,15 @@ FACTORIES = (
 TENSOR_NEW = ("new_empty", "new_zeros", "new_ones", "new_full", "new_tensor", "new_empty_strided")
 
 Patches = list  # of (owner, name, replacement, api)
+
+#: how deep this thread is in script autocast regions the backend's AMP policy runs in fp32 (autocast off):
+#: ``custom_fwd(cast_inputs=...)`` still casts there, as it would inside the script's autocast on its GPU
+_POLICY_FP32 = threading.local()
+
+
+def in_policy_fp32_autocast() -> bool:
+    """True inside a script's CUDA autocast region that runs in fp32 by the backend's AMP policy."""
+    return getattr(_POLICY_FP32, "depth", 0) > 0
 
 
 def _named(wrapper: Callable, original: Callable, doc_note: str) -> Callable:
@@ -322,6 +332,7 @@ def amp_patches(shim: Any) -> Patches:
                             f"(the backend's AMP policy{': ' + why if why else ''})")
                 if fallback == "fp32":
                     enabled = False
+                    self._torchport_policy_fp32 = True
                 else:
                     dtype = dtypes[fallback]
             if not enabled:
@@ -348,8 +359,24 @@ def amp_patches(shim: Any) -> Patches:
             device = new
         return orig_sc_init(self, device, *args, **kwargs)
 
+    orig_ac_enter, orig_ac_exit = vars(Autocast)["__enter__"], vars(Autocast)["__exit__"]
+
+    def autocast_enter(self: Any) -> Any:
+        if getattr(self, "_torchport_policy_fp32", False):
+            _POLICY_FP32.depth = getattr(_POLICY_FP32, "depth", 0) + 1
+        return orig_ac_enter(self)
+
+    def autocast_exit(self: Any, *exc: Any) -> Any:
+        if getattr(self, "_torchport_policy_fp32", False):
+            _POLICY_FP32.depth -= 1
+        return orig_ac_exit(self, *exc)
+
     return [
         (Autocast, "__init__", _named(autocast_init, orig_ac_init, "device_type='cuda' -> the selected device type."),
+         "torch.autocast"),
+        (Autocast, "__enter__", _named(autocast_enter, orig_ac_enter, "counts regions the AMP policy runs in fp32."),
+         "torch.autocast"),
+        (Autocast, "__exit__", _named(autocast_exit, orig_ac_exit, "counts regions the AMP policy runs in fp32."),
          "torch.autocast"),
         (Scaler, "__init__", _named(scaler_init, orig_sc_init, "device='cuda' -> the selected device type."),
          "torch.amp.GradScaler"),
