@@ -30,6 +30,7 @@ _EXPORTS = {
     "to_device": "torchport.runtime.batch",
     "Amp": "torchport.runtime.amp",
     "ScaleEvent": "torchport.runtime.amp",
+    "autocast": "torchport.runtime.amp",
     "autocast_forward": "torchport.runtime.amp",
     "loader_kwargs": "torchport.runtime.loader",
     "seed_everything": "torchport.runtime.seed",
@@ -55,6 +56,7 @@ _EXPORTS = {
 if TYPE_CHECKING:  # pragma: no cover - what type checkers see; at run time each name loads on first use
     from torchport.runtime.amp import Amp as Amp
     from torchport.runtime.amp import ScaleEvent as ScaleEvent
+    from torchport.runtime.amp import autocast as autocast
     from torchport.runtime.amp import autocast_forward as autocast_forward
     from torchport.runtime.batch import to_device as to_device
     from torchport.runtime.device import ConfigError as ConfigError
@@ -85,7 +87,7 @@ if TYPE_CHECKING:  # pragma: no cover - what type checkers see; at run time each
     from torchport.shim import redirect_cuda as redirect_cuda
 
     __all__ = ["Amp", "CPUFallbackWarning", "ConfigError", "NoAcceleratorError", "ScaleEvent", "Target",
-               "__version__", "all_reduce_mean", "autocast_forward", "barrier", "compat", "current", "data_parallel",
+               "__version__", "all_reduce_mean", "autocast", "autocast_forward", "barrier", "compat", "current", "data_parallel",
                "device", "empty_cache", "init_distributed", "is_main_process", "loader_kwargs", "local_rank", "memory_stats",
                "rank", "redirect_cuda", "reset_peak_memory", "seed_everything", "select_device", "shard_model",
                "synchronize", "to_device", "tune", "world_size", "wrap_ddp"]

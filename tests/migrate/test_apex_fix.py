@@ -242,10 +242,11 @@ def test_a_plain_backward_beside_a_routed_step_makes_the_fix_unsafe():
     assert {f.fix_safety for f in scan_source(textwrap.dedent(src)).findings} == {"unsafe"}
 
 
-def test_run_time_opt_level_and_a_function_level_apex_import_huggingface_style():
+def test_run_time_opt_level_and_a_function_level_apex_import_huggingface_style(monkeypatch):
     """transformers-era examples: `try: from apex import amp / except ImportError: raise ImportError(...)` inside
     the function and `opt_level=args.fp16_opt_level`: the try goes, the level is tested when the script runs
-    (an unsafe fix: "O2"/"O3" become O1)."""
+    (an unsafe fix: "O2"/"O3" become O1). fp16 as on a GPU: a CPU that runs it natively (the policy's say)."""
+    monkeypatch.setenv("TORCHPORT_CPU_FP16", "native")
     src = """\
     import torch
 

@@ -288,12 +288,15 @@ def test_host_tracked_scale_matches_the_scaler():
     assert other.loss_scale == amp.loss_scale
 
 
-def test_autocast_forward_casts_inside_and_returns_float32():
+def test_autocast_forward_casts_inside_and_returns_float32(monkeypatch):
     """apex O1 as torch autocast (what `torchport fix` writes for `amp.initialize`): the layers run in fp16,
     the model's output is float32, the module is the same object (same state_dict keys), it pickles and
-    deep-copies, and an exception in forward leaves no autocast open."""
+    deep-copies, and an exception in forward leaves no autocast open. (A CPU running fp16 natively: the
+    policy lets fp16 through; test_autocast_follows_the_cpu_policy covers the other CPUs.)"""
     import copy
     import io
+
+    monkeypatch.setenv("TORCHPORT_CPU_FP16", "native")
 
     from torchport.runtime.amp import autocast_forward
 
@@ -319,3 +322,28 @@ def test_autocast_forward_casts_inside_and_returns_float32():
     with pytest.raises(RuntimeError):
         model(torch.randn(5, 7))
     assert not torch.is_autocast_enabled("cpu")
+
+
+def test_autocast_follows_the_cpu_policy(monkeypatch):
+    """torchport.autocast / autocast_forward on a CPU without native fp16/bf16: the region runs in float32
+    (autocast off: ~10x faster than emulated low precision), as `torchport run` does for the same line; with
+    native bf16, an asked fp16 becomes bf16 (the backend's fallback)."""
+    import torchport
+    from torchport.runtime.amp import autocast_forward
+
+    monkeypatch.setenv("TORCHPORT_CPU_FP16", "none")
+    monkeypatch.setenv("TORCHPORT_CPU_BF16", "none")
+    lin = torch.nn.Linear(4, 3)
+    x = torch.randn(2, 4)
+    with torchport.autocast(device_type="cpu"):
+        assert lin(x).dtype == torch.float32 and not torch.is_autocast_enabled("cpu")
+    model = autocast_forward(torch.nn.Sequential(torch.nn.Linear(4, 3)), device_type="cpu")
+    seen = []
+    model[0].register_forward_hook(lambda m, i, o: seen.append(o.dtype))
+    model(x)
+    assert seen == [torch.float32]
+    monkeypatch.setenv("TORCHPORT_CPU_BF16", "native")
+    with torchport.autocast(torch.float16, device_type="cpu"):
+        assert lin(x).dtype == torch.bfloat16
+    with torchport.autocast(torch.float16, enabled=False, device_type="cpu"):
+        assert lin(x).dtype == torch.float32

@@ -29,7 +29,8 @@ import threading
 import warnings
 from typing import Any, Iterable
 
-__all__ = ["Amp", "ScaleEvent", "PRECISIONS", "SlowPrecisionWarning", "load_scaler_state", "autocast_forward", "warn_once"]
+__all__ = ["Amp", "ScaleEvent", "PRECISIONS", "SlowPrecisionWarning", "load_scaler_state", "autocast", "autocast_forward",
+           "policy_dtype", "warn_once"]
 
 from torchport.backends.spec import PRECISIONS, SlowPrecisionWarning  # noqa: E402  (one list: fp32 fp16 bf16 auto amp)
 _log = logging.getLogger("torchport.amp")
@@ -269,6 +270,66 @@ def load_scaler_state(scaler, state: dict[str, Any]) -> None:
     scaler.load_state_dict(state)
 
 
+_NAMES = {"float16": "fp16", "bfloat16": "bf16"}
+
+
+def policy_dtype(device_type: str, dtype: Any = None, backend: Any = None) -> tuple[Any, str | None]:
+    """``(dtype or None, note)``: what an autocast of ``dtype`` on ``device_type`` runs in under the backend's AMP
+    policy (``backends/spec.py`` ``AmpPolicy.substitute``, the CPU's in ``cpu_precision.py``). ``None`` means fp32
+    (autocast off); ``note`` says why when the dtype changed. ``dtype`` None: the device type's autocast default.
+    ``backend``: the record whose policy applies (default: the one named ``device_type``)."""
+    import torch
+
+    from torchport import backends
+
+    try:
+        backend = backend if backend is not None else backends.get(device_type)
+    except ValueError:      # a device type no backend record names: torch's own behaviour
+        return (dtype if dtype is not None else torch.get_autocast_dtype(device_type)), None
+    policy = backend.amp
+    asked = dtype if dtype is not None else torch.get_autocast_dtype(device_type)
+    want = _NAMES.get(str(asked).removeprefix("torch."), "fp32")
+    got = policy.substitute(want)
+    if got == want:
+        return asked, None
+    why = policy.reason()
+    note = f"autocast {want} is not fast on {backend.label}: using {got} (the backend's AMP policy{': ' + why if why else ''})"
+    return ({"fp16": torch.float16, "bf16": torch.bfloat16}.get(got)), note
+
+
+def autocast(dtype: Any = None, enabled: bool = True, cache_enabled: bool | None = None,
+             device_type: str | None = None) -> Any:
+    """``torch.autocast`` on the selected device, in a precision the backend runs fast.
+
+    What ``torchport fix`` writes for ``torch.cuda.amp.autocast(...)``, and what ``torchport run`` does for it: an
+    asked dtype the backend does not run fast becomes its fallback (bf16 where fp16 is slow), and where no low
+    precision is fast (a CPU without native bf16/fp16) the region runs in float32 -- autocast disabled -- instead of
+    ~10x slower (:mod:`torchport.backends.cpu_precision`). On CUDA and the NPU it is ``torch.autocast`` as asked.
+
+    Args:
+        dtype: the autocast dtype; default the device type's autocast default (fp16 on CUDA and the NPU).
+        enabled, cache_enabled: as ``torch.autocast``.
+        device_type: default the selected device's (``torchport.current().type``).
+
+    Example::
+
+        with torchport.autocast():                      # was: with torch.cuda.amp.autocast():
+            loss = model(x)
+    """
+    import torch
+
+    from torchport.runtime.device import current
+
+    device_type = device_type or current().type
+    if enabled:
+        dtype, note = policy_dtype(device_type, dtype)
+        if note is not None:
+            warn_once(note, stacklevel=2)
+        if dtype is None:
+            enabled = False
+    return torch.autocast(device_type, dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
+
+
 class _AutocastForward:
     """The two forward hooks of :func:`autocast_forward` (a picklable object, so ``torch.save(model)`` and
     ``copy.deepcopy(model)`` keep working; the open contexts are per thread, for DataParallel replicas)."""
@@ -286,7 +347,7 @@ class _AutocastForward:
     def enter(self, module: Any, args: Any) -> None:
         import torch
 
-        ctx = torch.autocast(device_type=self.device_type, dtype=self.dtype)
+        ctx = autocast(self.dtype, device_type=self.device_type)   # the backend's AMP policy decides
         ctx.__enter__()
         self._open.__dict__.setdefault("stack", []).append(ctx)
 

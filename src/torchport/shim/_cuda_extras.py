@@ -201,8 +201,11 @@ def _amp(api: _Api) -> dict[str, Any]:
         return not accel
 
     def autocast(enabled: bool = True, dtype: Any = torch.float16, cache_enabled: bool = True) -> Any:
-        """``torch.cuda.amp.autocast()`` for a fixed file: torch.autocast on the selected device type."""
-        return torch.autocast(dm.type, dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
+        """``torch.cuda.amp.autocast()`` for a fixed file: :func:`torchport.autocast` on the selected device type
+        (the backend's AMP policy decides, as under ``run``)."""
+        from torchport.runtime.amp import autocast as policy_autocast
+
+        return policy_autocast(dtype, enabled=enabled, cache_enabled=cache_enabled, device_type=dm.type)
 
     def grad_scaler(*args: Any, **kwargs: Any) -> Any:
         """``torch.cuda.amp.GradScaler()`` for a fixed file: torch.amp.GradScaler of the selected device type."""

@@ -310,12 +310,13 @@ def amp_patches(shim: Any) -> Patches:
     """
     import torch
 
+    from torchport.runtime.amp import policy_dtype
+
     dm, hit, report = shim.map, shim.hit, shim.report
     policy = shim.target.backend.amp
     Autocast = torch.amp.autocast_mode.autocast
     Scaler = torch.amp.grad_scaler.GradScaler
     orig_ac_init, orig_sc_init = vars(Autocast)["__init__"], vars(Scaler)["__init__"]
-    dtypes = {"fp16": torch.float16, "bf16": torch.bfloat16}
     slow_warned: set[str] = set()
 
     def autocast_init(self: Any, device_type: str, dtype: Any = None, enabled: bool = True,
@@ -324,17 +325,15 @@ def amp_patches(shim: Any) -> Patches:
         if new is not device_type:
             cuda_spelling = type(self).__module__.startswith("torch.cuda")
             api = "torch.cuda.amp.autocast" if cuda_spelling else "torch.autocast"
-            want = _dtype_name(dtype) if dtype is not None else "fp16"
-            if want != "fp32" and not policy.usable(want):
-                fallback = policy.substitute(want)   # the one AMP policy (backends/spec.py, cpu_precision.py)
-                why = policy.reason()
-                report.note(f"autocast {want} is not fast on {shim.target.backend.label}: using {fallback} "
-                            f"(the backend's AMP policy{': ' + why if why else ''})")
-                if fallback == "fp32":
+            # the one AMP policy (backends/spec.py, cpu_precision.py), as torchport.autocast applies it
+            got, note = policy_dtype(new, dtype if dtype is not None else torch.float16, shim.target.backend)
+            if note is not None:
+                report.note(note)
+                if got is None:
                     enabled = False
                     self._torchport_policy_fp32 = True
                 else:
-                    dtype = dtypes[fallback]
+                    dtype = got
             if not enabled:
                 how = "disabled"
             else:

@@ -1,7 +1,7 @@
 """``torchport.compat``: what ``torchport run`` does for a CUDA-only call, as a call a fixed file can make.
 
 ``torchport fix`` rewrites most CUDA-only lines into portable code (``torchport.device()``,
-``torch.amp.autocast(torchport.current().type)`` ...). Some lines have no portable spelling that keeps
+``torchport.autocast()`` ...). Some lines have no portable spelling that keeps
 what the line does -- ``with torch.cuda.device(i):``, ``torch.cuda.memory_summary()``,
 ``torch.cuda.set_per_process_memory_fraction(f)``, ``nn.DataParallel(model)`` on a backend without
 DataParallel, a ``torch.load`` of a checkpoint saved on a GPU. For those the fix writes a call into this

@@ -1,8 +1,9 @@
 """TP201-TP210: automatic mixed precision tied to CUDA.
 
-Fixes target torch core (``torch.amp.autocast`` / ``torch.amp.GradScaler`` with the
-selected device type), which keeps the user's arguments and loop structure intact.
-``torchport.Amp`` is the policy-driven alternative named in the docs.
+Autocast fixes target ``torchport.autocast`` (``torch.autocast`` on the selected device type, in a
+precision the backend runs fast: what ``torchport run`` does for the same line, so a CPU without native
+bf16 runs the region in fp32 rather than ~10x slower); scaler fixes target ``torch.amp.GradScaler`` with the
+selected device type. Both keep the user's arguments and loop structure intact.
 """
 
 from __future__ import annotations
@@ -17,25 +18,36 @@ __all__ = ["CudaAmpAutocast", "CudaAmpGradScaler", "AutocastCudaDevice", "GradSc
 
 # torch.cuda.amp.autocast(enabled, dtype, cache_enabled) -- positional order differs in torch.amp.autocast
 _AUTOCAST_POSITIONAL = ("enabled", "dtype", "cache_enabled")
+_TORCH_AUTOCAST_POSITIONAL = ("device_type", "dtype", "enabled", "cache_enabled")
+
+
+def autocast_fix(ctx, positional_names: tuple[str, ...], drop: str | None = None):
+    """The fix to ``torchport.autocast(<keywords>)`` for an autocast call whose positional arguments are
+    ``positional_names`` (``drop``: the one naming the device type, left out), or None when its arguments do not
+    allow one (``*args``, ``**kw``, more positionals than the signature has). ``--emit torch``:
+    ``torch.amp.autocast(<the selected type>, <keywords>)`` (torch's own dtype rules, no policy)."""
+    def fix(n: cst.Call) -> cst.Call:
+        args, i = [], 0
+        for arg in n.args:
+            if arg.keyword is None:
+                arg = arg.with_changes(keyword=cst.Name(positional_names[i]), equal=_EQ)
+                i += 1
+            if arg.keyword.value != drop:
+                args.append(arg)
+        if ctx.emit_torch:
+            return with_args(n.with_changes(func=ctx.expr(f"{ctx.torch}.amp.autocast")),
+                             [cst.Arg(ctx.type_expr(), comma=_COMMA), *args])
+        return with_args(n.with_changes(func=ctx.expr(f"{ctx.tp}.autocast")), args)
+
+    return fix
 
 
 def report_autocast(rule: Rule, ctx, node: cst.Call, msg: str) -> None:
-    """Report an autocast call, with a fix to ``torch.amp.autocast(<type>, ...)`` when its arguments allow one."""
+    """Report an autocast call, with a fix to ``torchport.autocast(...)`` when its arguments allow one."""
     if not call_args_plain(node) or sum(a.keyword is None for a in node.args) > len(_AUTOCAST_POSITIONAL):
         ctx.report(rule, node, msg)
         return
-
-    def fix(n: cst.Call) -> cst.Call:
-        args = [cst.Arg(ctx.type_expr(), comma=_COMMA)]
-        i = 0
-        for arg in n.args:
-            if arg.keyword is None:
-                arg = arg.with_changes(keyword=cst.Name(_AUTOCAST_POSITIONAL[i]), equal=_EQ)
-                i += 1
-            args.append(arg)
-        return with_args(n.with_changes(func=ctx.expr(f"{ctx.torch}.amp.autocast")), args)
-
-    ctx.report(rule, node, msg, fix=fix)
+    ctx.report(rule, node, msg, fix=autocast_fix(ctx, _AUTOCAST_POSITIONAL))
 
 
 class CudaAmpAutocast(Rule):
@@ -47,18 +59,19 @@ class CudaAmpAutocast(Rule):
     why = ("The CUDA autocast context is deprecated and only casts CUDA ops: on an NPU or XPU it silently runs "
            "the model in fp32, so the mixed-precision speed-up disappears without an error.")
     example = "from torch.cuda.amp import autocast\n\nwith autocast():\n    loss = model(x)\n"
-    use_instead = "import torch\nimport torchport\n\nwith torch.amp.autocast(torchport.current().type):\n    loss = model(x)\n"
-    fix_notes = ("Safe: becomes `torch.amp.autocast(torchport.current().type, ...)`; positional arguments become "
-                 "keywords (`enabled=`, `dtype=`, `cache_enabled=`); the import it no longer needs is removed. "
-                 "The default dtype is then the device's (fp16 on CUDA and NPU, bf16 on CPU). "
-                 "For a policy per backend (bf16 where fast, fp32 on CPU) use `torchport.Amp(\"auto\").autocast()`.")
-    after_fix = ("fixed (a bare reference such as `ctx = torch.cuda.amp.autocast` is reported: rewrite its calls as `torch.amp.autocast(torchport.current().type)`)")
+    use_instead = "import torchport\n\nwith torchport.autocast():\n    loss = model(x)\n"
+    fix_notes = ("Safe: becomes `torchport.autocast(...)` -- `torch.autocast` on the selected device type -- with "
+                 "positional arguments as keywords (`enabled=`, `dtype=`, `cache_enabled=`); the import it no longer "
+                 "needs is removed. The default dtype is the device's (fp16 on CUDA and NPU); a dtype the backend "
+                 "does not run fast becomes its fallback, fp32 (autocast off) on a CPU without native bf16 -- what "
+                 "`torchport run` does for the same line (backends/cpu_precision.py).")
+    after_fix = ("fixed (a bare reference such as `ctx = torch.cuda.amp.autocast` is reported: rewrite its calls as `torchport.autocast(...)`)")
 
     def on_call(self, ctx, node: cst.Call, qualname: str) -> None:
-        report_autocast(self, ctx, node, "CUDA-only autocast; use `torch.amp.autocast(torchport.current().type)`")
+        report_autocast(self, ctx, node, "CUDA-only autocast; use `torchport.autocast()`")
 
     def on_reference(self, ctx, node, qualname: str) -> None:
-        ctx.report(self, node, "CUDA-only autocast; use `torch.amp.autocast(torchport.current().type)`")
+        ctx.report(self, node, "CUDA-only autocast; use `torchport.autocast()`")
 
 
 class CudaAmpGradScaler(Rule):
@@ -97,14 +110,21 @@ class AutocastCudaDevice(Rule):
     why = "Autocast for the `cuda` device type does nothing for ops that run on another device."
     example = 'import torch\n\nwith torch.autocast("cuda", dtype=torch.bfloat16):\n    loss = model(x)\n'
     use_instead = ("import torch\nimport torchport\n\n"
-                   "with torch.autocast(torchport.current().type, dtype=torch.bfloat16):\n    loss = model(x)\n")
-    fix_notes = "Safe: the device-type string becomes `torchport.current().type`."
+                   "with torchport.autocast(dtype=torch.bfloat16):\n    loss = model(x)\n")
+    fix_notes = ("Safe: becomes `torchport.autocast(...)` with the other arguments as keywords -- the selected device "
+                 "type, in a precision the backend runs fast (as `torchport run` does for the same line); with "
+                 "`*args` / `**kwargs` only the device-type string becomes `torchport.current().type`.")
     after_fix = ("fixed")
 
     def on_call(self, ctx, node: cst.Call, qualname: str) -> None:
         arg = positional(node, 0) or keyword(node, "device_type")
         ds = ctx.device_string(arg.value) if arg is not None else None
         if ds is None or ds.device_type != "cuda":
+            return
+        if call_args_plain(node) and sum(a.keyword is None for a in node.args) <= len(_TORCH_AUTOCAST_POSITIONAL):
+            ctx.claim(arg.value)    # the "cuda" string goes with the call: one finding, not a TP104 as well
+            ctx.report(self, node, 'autocast for "cuda" only; use `torchport.autocast()`',
+                       fix=autocast_fix(ctx, _TORCH_AUTOCAST_POSITIONAL, drop="device_type"))
             return
         ctx.report(self, arg.value, 'autocast for "cuda" only; use `torchport.current().type`',
                    fix=lambda n: ctx.type_expr())

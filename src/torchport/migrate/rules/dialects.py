@@ -294,8 +294,8 @@ class BackendApi(Rule):
            "hardware: the script cannot run on the team's other machines.")
     example = ("import torch\n\ntorch.npu.set_device(0)\nwith torch.npu.amp.autocast():\n    loss = model(x)\n"
                "torch.npu.synchronize()\n")
-    use_instead = ("import torch\nimport torchport\n\ntorchport.compat.set_device(0)\n"
-                   "with torch.amp.autocast(torchport.current().type):\n    loss = model(x)\n"
+    use_instead = ("import torchport\n\ntorchport.compat.set_device(0)\n"
+                   "with torchport.autocast():\n    loss = model(x)\n"
                    "torchport.synchronize()\n")
     fix_notes = ("Safe: `synchronize`, `current_device`, `device_count`, `is_available`, "
                  "`empty_cache`, the memory counters, `is_bf16_supported`, `amp.autocast` and (XPU, MPS) "
@@ -366,7 +366,7 @@ class BackendApi(Rule):
         ctx.report(self, node, f"`{qualname}` is {backend}-only; use `{shown}`", fix=fix, safety=safety)
 
     def _autocast(self, ctx, node: cst.Call, qualname: str) -> None:
-        msg = f"`{qualname}` is single-backend autocast; use `torch.amp.autocast(torchport.current().type)`"
+        msg = f"`{qualname}` is single-backend autocast; use `torchport.autocast()`"
         report_autocast(self, ctx, node, msg)
 
 
