@@ -156,8 +156,9 @@ def test_a_binding_in_a_blanked_statement_is_kept_in_a_second_round(monkeypatch)
 
 
 def test_a_rule_reading_the_whole_module_gets_the_full_pass(monkeypatch):
-    # TP303's fix plan reads every `.module` in the file: the sliced walk cannot answer it
-    text = ("import torch\n\nmodel = torch.nn.DataParallel(net)\n\ndef f():\n    return model.module\n")
+    # TP210's fix plan walks the whole file (apex keeps one global state: every amp call moves together)
+    text = ("import torch\nfrom apex import amp\n\nmodel, opt = amp.initialize(model, opt, opt_level='O1')\n\n"
+            "def step(loss):\n    with amp.scale_loss(loss, opt) as s:\n        s.backward()\n")
     full, quick = _same(text, "t.py", DEFAULT)
     assert full == quick and full[0]
     calls = []
