@@ -19,7 +19,10 @@ and accuracy code written on the card calls ``.view(-1)`` on it. So a *functiona
 NPU kernel for (no ``out=``, not in-place, not a view, no ``memory_format`` argument) returns contiguous
 results on the emulated npu (:func:`contiguous_out`, the ``CONTIGUOUS`` bit of the C++ fallback). That every
 such kernel allocates this way is an ASSUMPTION drawn from the allocation helpers above, read in the kernels
-named, not in all of them.
+named, not in all of them. A result dense in channels_last (channels_last_3d) keeps that layout, as on the CPU:
+a script asks for it with ``.to(memory_format=...)``, and keeping it keeps a channels_last model's fp32 step
+bit for bit the CPU's (tests/emulate/test_emu_fp32_identity.py); that the card keeps it too is NOT checked
+(its kernels work in internal formats, NC1HWC0, and the reported strides may be contiguous).
 
 Kernels the card has and the emulator lacked (:func:`host_kernel_ops`): an operator with both a CPU kernel
 and a ``CompositeExplicitAutograd[NonFunctional]`` one reaches the latter on PrivateUse1, not the fallback.

@@ -1149,8 +1149,10 @@ void run_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       if (r.unsafeGetTensorImpl() == m.host.unsafeGetTensorImpl()) return m.npu;
     }
     // the card's kernels allocate their results contiguous (_card_rules.py): a fresh strided host result is
-    // compacted; results over an input's bytes keep their layout
-    if ((bits & kContiguous) && r.layout() == at::kStrided && !r.is_contiguous()) {
+    // compacted; results over an input's bytes, and dense channels_last results (the layout the caller asked
+    // for with .to(memory_format=), kept as the CPU keeps it: an assumption, see _card_rules.py), keep theirs
+    if ((bits & kContiguous) && r.layout() == at::kStrided && !r.is_contiguous() &&
+        !r.is_contiguous(at::MemoryFormat::ChannelsLast) && !r.is_contiguous(at::MemoryFormat::ChannelsLast3d)) {
       bool fresh = true;
       for (auto& m : maps) {
         if (m.host.unsafeGetStorageImpl() == r.storage().unsafeGetStorageImpl()) fresh = false;
