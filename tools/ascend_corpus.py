@@ -55,7 +55,7 @@ RECIPES = [
            ["--data", "data", "--npu", "0", "-j", "0", "-b", "4", "--lr", "0.2", "--warmup", "0",
             "--label-smoothing=0.1", "--epochs", "1", "--optimizer-batch-size", "4"], "resnet"),
     Recipe("resnet1001-apex", f"{_CLS}/ResNet1001_1202_for_PyTorch", "pytorch_resnet_apex.py",
-           ["--arch", "resnet1001", "--data", "data", "--npu", "0", "-j", "0", "-b", "2", "--lr", "0.05",
+           ["--arch", "resnet1001", "--data", "data", "--npu", "0", "-j", "0", "-b", "2", "--lr", "0.05", "-p", "100",
             "--warmup", "0", "--epochs", "1", "--optimizer-batch-size", "2"], "resnet"),
     Recipe("densenet121", f"{_CLS}/Densenet121_for_PyTorch", "main.py",
            ["--data", "data", "--workers", "0", "--arch", "densenet121", "--lr", "0.1", "--print-freq", "1", "--gpu", "0",
@@ -211,6 +211,9 @@ def run(recipe: Recipe, git_dir: Path, steps: int, timeout: float, seed: int = 0
         last = [ln for ln in err.strip().splitlines() if ln.strip() and not ln.startswith(" ")]
         errors = [ln for ln in last if "Error" in ln.split(":", 1)[0] or "Exception" in ln.split(":", 1)[0]]
         error = (errors or last or [""])[-1][:160] if rc != 0 else ""
+        at = mc._failed_at(err, root) if rc != 0 else None
+        if at:
+            error = f"{error} (at {at})"
         return Result(recipe, rc, len(records), losses, error, time.time() - t0)
 
 
