@@ -118,7 +118,8 @@ RECIPES += [
     Recipe("vgg16-amp", f"{_CON}/Vgg16_ID1630_for_PyTorch", "main.py",
            ["--data=data", "--addr=127.0.0.1", "--seed=49", "--workers=0", "--learning-rate=0.01", "--print-freq=1",
             "--eval-freq=1", "--world-size", "1", "--batch-size", "2", "--device", "npu", "--epochs", "1", "--gpu=0",
-            "--amp", "--opt-level", "O1", "--dist-backend", "hccl", "--loss-scale-value", "8", "--momentum", "0.9"],
+            "--amp", "--opt-level", "O1", "--dist-backend", "hccl", "--loss-scale-value", "8", "--momentum", "0.9",
+            "--device-list=0"],
            "vgg"),
     Recipe("squeezenet1_1-amp", f"{_CON}/SqueezeNet1_1", "main.py",
            ["--data", "data", "--npu", "0", "-a", "squeezenet1_1", "-b", "4", "-p", "1", "--lr", "0.01", "--epochs",
@@ -146,7 +147,7 @@ RECIPES += [
     Recipe("shufflenetv2plus-amp", f"{_CON}/ShuffleNetV2Plus_ID1626_for_PyTorch", "train.py",
            ["--data=data", "--model-size", "Small", "--addr=127.0.0.1", "--batch-size=4", "--epochs=1", "--workers=0",
             "--print-freq=1", "--eval-freq=5", "--dist-url=tcp://127.0.0.1:50000", "--dist-backend=hccl",
-            "--world-size=1", "--rank=0", "--amp", "--device-list=0", "--benchmark", "0"], "shufflenet"),
+            "--world-size=1", "--rank=0", "--amp", "--device-list=0", "--gpu=0", "--benchmark", "0"], "shufflenet"),
     Recipe("spnasnet100-amp", f"{_CON}/SPNASNet_100_for_PyTorch", "train_1p.py",
            ["data", "--model", "spnasnet_100", "--sched", "cosine", "--epochs", "1", "--warmup-epochs", "0", "--lr",
             "0.4", "--amp", "-j", "0", "--batch-size", "4"], "nas"),
@@ -188,14 +189,14 @@ def extract(git_dir: Path, folder: str, dest: Path) -> None:
                    input=data, check=True)
 
 
-def run(recipe: Recipe, git_dir: Path, steps: int, timeout: float, seed: int = 0) -> Result:
+def run(recipe: Recipe, git_dir: Path, steps: int, timeout: float, seed: int = 0, fake_size: int = 64) -> Result:
     with tempfile.TemporaryDirectory(prefix=f"ascend-{recipe.name}-") as tmp:
         root = Path(tmp) / "recipe"
         root.mkdir()
         extract(git_dir, recipe.folder, root)
         out = Path(tmp) / "probe"
         out.mkdir()
-        env = mc._env(out, steps, "npu", seed, fake_data=True, fake_size=16)
+        env = mc._env(out, steps, "npu", seed, fake_data=True, fake_size=fake_size)
         env["TORCHPORT_EMULATE"] = "npu"  # one card: the 1p launch
         script = root / recipe.script
         t0 = time.time()
@@ -211,6 +212,8 @@ def run(recipe: Recipe, git_dir: Path, steps: int, timeout: float, seed: int = 0
         last = [ln for ln in err.strip().splitlines() if ln.strip() and not ln.startswith(" ")]
         errors = [ln for ln in last if "Error" in ln.split(":", 1)[0] or "Exception" in ln.split(":", 1)[0]]
         error = (errors or last or [""])[-1][:160] if rc != 0 else ""
+        if rc == 0 and not records:
+            error = "exited 0 with no optimizer step recorded (every step skipped, or the epoch ended first)"
         at = mc._failed_at(err, root) if rc != 0 else None
         if at:
             error = f"{error} (at {at})"
@@ -236,6 +239,9 @@ def main(argv: list | None = None) -> int:
     ap.add_argument("--only", nargs="*")
     ap.add_argument("--steps", type=int, default=2)
     ap.add_argument("--timeout", type=float, default=300)
+    ap.add_argument("--fake-size", type=int, default=64,
+                    help="images per generated dataset: enough batches that a dynamic loss scaler's first skipped "
+                         "steps (fp16 overflow at 2**16) leave optimizer steps to record")
     ap.add_argument("--markdown", type=Path)
     ap.add_argument("--json", type=Path)
     a = ap.parse_args(argv)
@@ -253,7 +259,7 @@ def main(argv: list | None = None) -> int:
     for rec in RECIPES:
         if a.only and rec.name not in a.only:
             continue
-        res = run(rec, git_dir, a.steps, a.timeout)
+        res = run(rec, git_dir, a.steps, a.timeout, fake_size=a.fake_size)
         results.append(res)
         print(f"{rec.name}: {res.status}, {res.steps} steps, losses {res.losses[:4]}, {res.seconds:.0f} s"
               f"{', ' + res.error if res.error else ''}", file=sys.stderr, flush=True)
