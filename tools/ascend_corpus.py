@@ -189,6 +189,21 @@ def extract(git_dir: Path, folder: str, dest: Path) -> None:
                    input=data, check=True)
 
 
+def _image_folder(root: Path, n: int, seed: int) -> None:
+    """``root/{train,val}/<class>/*.jpg``: generated images on disk, for loaders the probe does not replace
+    (timm's dataset parser reads the folder itself); torchvision's ImageFolder is replaced by the probe."""
+    import numpy as np
+    from PIL import Image
+
+    rs = np.random.RandomState(seed)
+    for split in ("train", "val"):
+        for c in range(2):
+            d = root / split / f"n{c:08d}"
+            d.mkdir(parents=True, exist_ok=True)
+            for i in range(max(1, n // 2)):
+                Image.fromarray(rs.randint(0, 256, (64, 64, 3), dtype=np.uint8)).save(d / f"{i}.jpg")
+
+
 def run(recipe: Recipe, git_dir: Path, steps: int, timeout: float, seed: int = 0, fake_size: int = 64) -> Result:
     with tempfile.TemporaryDirectory(prefix=f"ascend-{recipe.name}-") as tmp:
         root = Path(tmp) / "recipe"
@@ -199,6 +214,7 @@ def run(recipe: Recipe, git_dir: Path, steps: int, timeout: float, seed: int = 0
         env = mc._env(out, steps, "npu", seed, fake_data=True, fake_size=fake_size)
         env["TORCHPORT_EMULATE"] = "npu"  # one card: the 1p launch
         script = root / recipe.script
+        _image_folder(script.parent / "data", fake_size, seed)
         t0 = time.time()
         try:
             proc = subprocess.run([sys.executable, str(script), *recipe.args], cwd=script.parent, env=env,
