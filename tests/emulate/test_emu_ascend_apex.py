@@ -63,3 +63,16 @@ def test_import_apex_before_torch(tmp_path):
     env = dict(os.environ, TORCHPORT_EMULATE="npu", OMP_NUM_THREADS="1")
     p = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120)
     assert p.returncode == 0 and "ok NpuFusedSGD True" in p.stdout, p.stderr[-2000:]
+
+
+def test_npu_fused_clip_optimizer_grad_norm_fused(emulated_npu):
+    """Ascend apex's NpuFusedOptimizerBase name (ModelZoo's ResNet1001 calls it): clips and returns the norm."""
+    import apex
+
+    w = torch.nn.Parameter(torch.tensor([3.0, 4.0]).npu())
+    opt = apex.optimizers.NpuFusedSGD([w], lr=0.1)
+    w.grad = torch.tensor([3.0, 4.0]).npu()
+    norm = opt.clip_optimizer_grad_norm_fused(1.0)
+    assert abs(float(norm) - 5.0) < 1e-6                                  # the norm before clipping
+    assert torch.allclose(w.grad.cpu(), torch.tensor([0.6, 0.8]), atol=1e-6)
+    assert [m.tolist() for m in opt.get_optimizer_combined_grad_masks()] == [[1.0, 1.0]]

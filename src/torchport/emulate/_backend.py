@@ -156,8 +156,10 @@ def install_backend(devices: int) -> None:
     STATE.perturb_generator = torch.Generator().manual_seed(0)
     STATE.overflow_flag = False
     STATE.installed = True
-    _libs[:] = [_handlers.register({**_handlers.HANDLERS, **_syncbn.HANDLERS, **_card_rules.HANDLERS()}),
-                *_autocast.register()]
+    py_kernels = {**_handlers.HANDLERS, **_syncbn.HANDLERS, **_card_rules.HANDLERS()}
+    native.register_host_kernels(_card_rules.host_kernel_ops(
+        frozenset(op.name() for op in (*py_kernels, *_card_rules.python_kernel_ops()))))
+    _libs[:] = [_handlers.register(py_kernels), *_autocast.register()]
 
     if hasattr(torch, _NAME) and not getattr(getattr(torch, _NAME), "__torchport_emulated__", False):
         raise EmulationError(f"torch.{_NAME} already exists and is not the emulator's; refusing to replace it")

@@ -21,14 +21,14 @@ from typing import Any
 
 import torch
 
-from torchport.emulate import _coverage, _numerics
+from torchport.emulate import _card_rules, _coverage, _numerics
 from torchport.emulate._state import SATURATE, STATE
 
 __all__ = ["classify", "on_fallback", "post", "perturb_tensor", "reset_op_cache", "host", "adopt",
-           "EmulatorNotInstalled", "WARN_FALLBACK", "UPCAST", "POST", "ALLOW_HOST"]
+           "EmulatorNotInstalled", "WARN_FALLBACK", "UPCAST", "POST", "ALLOW_HOST", "CONTIGUOUS"]
 
-#: bits returned by :func:`classify` (same values as ``OpBits`` in npu_native.cpp)
-WARN_FALLBACK, UPCAST, POST, ALLOW_HOST = 1, 2, 4, 8
+#: bits returned by :func:`classify` (same values as ``OpBits`` in npu_native.cpp; 16 is _numerics.PRE)
+WARN_FALLBACK, UPCAST, POST, ALLOW_HOST, CONTIGUOUS = 1, 2, 4, 8, 32
 _FP16_MAX = 65504.0
 
 # ops whose index arguments may live on the host (as with CUDA / torch_npu)
@@ -55,6 +55,8 @@ def classify(name: str, overload: str) -> int:
         if base in _UPCAST:  # out= overloads too: torch reaches mm/addmm/bmm on a device through them
             bits |= UPCAST
         bits |= _numerics.classify(name)  # the card's HF32 for conv/matmul operands (set_numerics)
+        if _card_rules.contiguous_out(name, overload):  # the card's kernels allocate contiguous results
+            bits |= CONTIGUOUS
     if name in STATE.fallback_ops or (STATE.coverage and _would_fall_back(name, overload)):
         bits |= WARN_FALLBACK
     if name in STATE.perturb or (STATE.overflow_mode == SATURATE and _is_functional_or_inplace(name, overload)):

@@ -846,7 +846,7 @@ struct NpuHooks final : public at::PrivateUse1HooksInterface {
 };
 
 // ------------------------------------------------------------------------------------ python hooks
-enum OpBits : int { kWarnFallback = 1, kUpcast = 2, kPost = 4, kAllowHost = 8, kPre = 16 };
+enum OpBits : int { kWarnFallback = 1, kUpcast = 2, kPost = 4, kAllowHost = 8, kPre = 16, kContiguous = 32 };
 std::mutex g_ops_mutex;
 std::unordered_map<const c10::FunctionSchema*, int> g_op_bits;
 py::object* g_classify = nullptr;  // (name, overload) -> bits
@@ -1148,6 +1148,20 @@ void run_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     for (auto& m : mutated) {
       if (r.unsafeGetTensorImpl() == m.host.unsafeGetTensorImpl()) return m.npu;
     }
+    // the card's kernels allocate their results contiguous (_card_rules.py): a fresh strided host result is
+    // compacted; results over an input's bytes, and dense channels_last results (the layout the caller asked
+    // for with .to(memory_format=), kept as the CPU keeps it: an assumption, see _card_rules.py), keep theirs
+    if ((bits & kContiguous) && r.layout() == at::kStrided && !r.is_contiguous() &&
+        !r.is_contiguous(at::MemoryFormat::ChannelsLast) && !r.is_contiguous(at::MemoryFormat::ChannelsLast3d)) {
+      bool fresh = true;
+      for (auto& m : maps) {
+        if (m.host.unsafeGetStorageImpl() == r.storage().unsafeGetStorageImpl()) fresh = false;
+      }
+      if (fresh) {
+        at::Tensor c = r.contiguous();
+        return tensor_on(npu_storage_for(c.storage()), kNpuKey, c);
+      }
+    }
     return tensor_on(npu_storage_for(r.storage()), kNpuKey, r);
   };
   for (size_t i = 0; i < n_rets; ++i) {
@@ -1348,6 +1362,21 @@ void register_kernels() {
   g_fallback_lib->fallback(torch::CppFunction::makeFromBoxedFunction<&npu_fallback>());
 }
 
+// operators torch_npu has an NPU kernel for whose PrivateUse1 slot would otherwise take torch's
+// CompositeExplicitAutograd(NonFunctional) kernel (a decomposition, or an out= wrapper that lays the result out
+// like the CPU): they run the CPU kernel through the fallback instead (_card_rules.host_kernel_ops). Once per process.
+std::unique_ptr<torch::Library> g_host_kernels;
+
+int register_host_kernels(const std::vector<std::string>& names) {
+  if (g_host_kernels) return 0;
+  g_host_kernels = std::make_unique<torch::Library>(torch::Library::IMPL, "aten",
+                                                    std::optional<c10::DispatchKey>(kNpuKey), __FILE__, __LINE__);
+  for (const auto& name : names) {
+    g_host_kernels->impl(name.c_str(), torch::CppFunction::makeFromBoxedFunction<&npu_fallback>());
+  }
+  return static_cast<int>(names.size());
+}
+
 std::once_flag g_guard_registered;
 std::once_flag g_hooks_registered;
 
@@ -1402,6 +1431,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("register_guard", &register_guard, "register the npu device guard (sized for `capacity` devices)");
   m.def("register_hooks", &register_hooks, "register the npu accelerator hooks and the device allocator");
   m.def("register_kernels", &register_kernels, "register the npu kernels and the CPU fallback");
+  m.def("register_host_kernels", &register_host_kernels,
+        "route these aten operators (name.overload) to the CPU fallback at PrivateUse1 (once per process)");
   m.def("set_available", [](bool on, int devices) {
     TORCH_CHECK(devices <= kMaxDevices, "at most ", kMaxDevices, " emulated devices");
     g_devices.store(static_cast<c10::DeviceIndex>(on ? devices : 0));

@@ -2,7 +2,8 @@
 
 torch_npu's ``NpuFused*`` optimizers fuse all parameters into one flat buffer for speed; the
 update rule is the one of the torch optimizer of the same name, so the emulator runs that.
-``clip_grad_norm_fused_`` and ``get_optimizer_combined_grads`` work as in torch_npu.
+``clip_grad_norm_fused_`` and ``get_optimizer_combined_grads`` work as in torch_npu; Ascend apex's
+``clip_optimizer_grad_norm_fused`` and ``get_optimizer_combined_grad_masks`` too.
 """
 
 import torch
@@ -18,6 +19,16 @@ class _FusedMixin:
         """Clip the gradients of all parameters of this optimizer (torch_npu's fused form)."""
         params = [p for g in self.param_groups for p in g["params"] if p.grad is not None]
         return torch.nn.utils.clip_grad_norm_(params, max_norm, norm_type)
+
+    def clip_optimizer_grad_norm_fused(self, max_norm, norm_type=2):
+        """Ascend apex's name for the same clip (``NpuFusedOptimizerBase``; ModelZoo's ResNet1001, BERT call it):
+        clips in place and returns the total norm."""
+        return self.clip_grad_norm_fused_(max_norm, norm_type)
+
+    def get_optimizer_combined_grad_masks(self):
+        """One mask per group over the combined gradients: 1 where an element is a parameter's (no padding here:
+        nothing is combined, so every element is)."""
+        return [torch.ones_like(g) for g in self.get_optimizer_combined_grads()]
 
     def get_optimizer_combined_grads(self):
         return [torch.cat([p.grad.reshape(-1) for p in g["params"] if p.grad is not None]) for g in self.param_groups]

@@ -13,7 +13,7 @@ import torch
 import torch_npu
 
 __torchport_emulated__ = True
-__all__ = ["freeze_rng_state", "iter_indices", "is_iterable", "set_npu_device", "get_npu_device",
+__all__ = ["check_operators_in_prof", "freeze_rng_state", "iter_indices", "is_iterable", "set_npu_device", "get_npu_device",
            "create_common_tensor", "create_dtype_tensor", "SupportedDevices", "SkipIfNotGteCANNVersion"]
 
 
@@ -80,6 +80,17 @@ def create_dtype_tensor(shape, dtype, npu_format=-1, min_value=-5, max_value=5, 
     if npu_format != -1:
         npu = torch_npu.npu_format_cast(npu, npu_format)
     return cpu, npu
+
+
+def check_operators_in_prof(expected_operators, prof, unexpected_operators=None):
+    """torch_npu's test helper: True when every name in ``expected_operators`` is a profiler event of ``prof``
+    (``cached_`` prefix ignored) and none of ``unexpected_operators`` is. torch_npu's tests name the card's
+    kernels (``contiguous_d_Transpose``, ``aclnnInplaceCopy``); the emulator runs host kernels, whose events are
+    aten names, so for those it answers False, as a card would if another kernel had run."""
+    events = {item.key.replace("cached_", "") for item in prof.key_averages()}
+    if events & set(unexpected_operators or ()):
+        return False
+    return set(expected_operators) <= events
 
 
 def _short_device_name() -> str:
