@@ -87,7 +87,21 @@ def checkpoint_dir_for(cfg, run_dir: Path):
     return Path(run_dir) / "checkpoints"
 
 
+def _refuse_broad(path, option: str) -> None:
+    """``run_dir: /`` or ``checkpoint_dir: ~`` would let the trainer's cleanup and checkpoint pruning loose on a
+    whole filesystem / home folder: refused (ConfigError, exit 2), naming the option and the fix."""
+    if path is None or fs.remote(path):
+        return
+    real = Path(path).expanduser().resolve()
+    broad = {Path("/").resolve(), Path.home().resolve()}
+    if real in broad:
+        raise ConfigError(f"{option} {path}: refusing to use {real} (the filesystem root or your home folder) as a "
+                          f"run's own folder; name a dedicated sub-folder, e.g. {option} {real / 'runs' / 'a'}")
+
+
 def _decide(cfg) -> tuple[Path, Path | str | None]:
+    _refuse_broad(cfg.run_dir, "--run-dir")
+    _refuse_broad(cfg.checkpoint_dir, "--checkpoint-dir")
     root = Path(cfg.runs_root)
     if cfg.run_dir:
         run_dir = Path(cfg.run_dir)
