@@ -1033,6 +1033,34 @@ for _opt in ("--run-dir", "--checkpoint-dir"):
     probe(f"trust-train{_opt.replace('--', '-')}-home", f"train {_opt} $HOME (the home folder as a run's own folder)")(_broad)
 
 
+# -- JSON / TOML / YAML from elsewhere: depth limits, plain data only (issue 36 item 6) ------------------------
+_DEEP = "[" * 100_000 + "]" * 100_000
+_DEEP_YAML = "a: " + "[" * 5000 + "]" * 5000 + "\n"
+_PARSE = {
+    "data-inspect-deep-index": ({"ds/index.json": _DEEP}, ("data", "inspect", "ds"), {1, 3}),
+    "data-verify-deep-index": ({"ds/index.json": _DEEP}, ("data", "verify", "ds"), {1, 3}),
+    "profile-config-deep-yaml": ({"c.yaml": _DEEP_YAML}, ("profile", "--config", "c.yaml", "--steps", "1"), {2}),
+    "profile-config-deep-json": ({"c.json": _DEEP}, ("profile", "--config", "c.json", "--steps", "1"), {2}),
+    "profile-config-python-tag": ({"c.yaml": "model: !!python/object/apply:os.system ['touch ran']\n"},
+                                  ("profile", "--config", "c.yaml", "--steps", "1"), {2}),
+    "bench-compare-deep": ({"a.json": _DEEP}, ("bench", "compare", "a.json", "a.json"), {2}),
+    "scan-deep-pyproject": ({"pyproject.toml": "[tool.torchport]\nx = " + "[" * 5000 + "]" * 5000 + "\n", "a.py": CUDA},
+                            ("scan", "a.py"), {2}),
+    "check-reference-deep": ({"ref.json": '{"format": "x", "n": ' + _DEEP + "}"},
+                             ("check", "--only", "parity", "--device", "cpu", "--reference", "ref.json"), {5}),
+    "train-config-deep-yaml": ({"c.yaml": "model: tinycnn\nx: " + "[" * 5000 + "]" * 5000 + "\n"},
+                               ("train", "--config", "c.yaml", "--device", "cpu", "--epochs", "1"), {2}),
+}
+for _name, (_files, _args, _codes) in _PARSE.items():
+    def _parse(t, files=_files, args=_args, codes=_codes):
+        for rel, text in files.items():
+            (t / rel).parent.mkdir(parents=True, exist_ok=True)
+            (t / rel).write_text(text)
+        r = tp(*args, cwd=t)
+        return judge(r, codes, also=lambda: "the planted tag RAN" if (t / "ran").exists() else None)
+    probe(f"trust-parse-{_name}", f"torchport {' '.join(_args[:2])} on {', '.join(_files)} ({_name})")(_parse)
+
+
 # ------------------------------------------------------------------------------------------------ runner
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])

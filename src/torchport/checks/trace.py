@@ -92,7 +92,7 @@ class Trace:
         import torch
 
         path = Path(path)
-        doc = json.loads(path.read_text())
+        doc = load_document(path)
         if doc.get("format") != FORMAT:
             raise ValueError(f"{path} is not a torchport parity reference (format {doc.get('format')!r}, "
                              f"expected {FORMAT!r}); write one with `torchport check --only parity --record {path.name}`")
@@ -117,6 +117,22 @@ def sidecar(path: str | Path, kind: str) -> Path:
     """``ref.json`` -> ``ref.<kind>.pt`` beside it (``init`` weights, ``trace`` tensors)."""
     path = Path(path)
     return path.with_name(f"{path.stem}.{kind}.pt")
+
+
+def load_document(path: str | Path) -> dict[str, Any]:
+    """The JSON document of a reference recorded elsewhere, within :mod:`torchport._parse`'s size and depth
+    limits; one that exceeds them (or is not JSON) is refused on purpose (CheckpointRefusedError, exit 5)."""
+    from torchport._parse import ParseError, loads
+    from torchport.runtime.checkpoint import CheckpointRefusedError
+
+    try:
+        doc = loads(Path(path).read_bytes(), fmt="json", what=f"parity reference {path}")
+    except ParseError as exc:
+        raise CheckpointRefusedError(f"{exc}; record it again with `torchport check --only parity --record FILE`") from None
+    if not isinstance(doc, dict):
+        raise CheckpointRefusedError(f"parity reference {path} holds a JSON {type(doc).__name__}, not an object; "
+                                     "record it again with `torchport check --only parity --record FILE`")
+    return doc
 
 
 def sidecar_file(reference: str | Path, doc: dict[str, Any], kind: str) -> Path:

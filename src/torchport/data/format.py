@@ -264,7 +264,9 @@ class ShardSet:
                 "create one with `torchport data pack SRC DST`"
             )
         try:
-            manifest = json.loads(mpath.read_text())
+            from torchport._parse import loads
+
+            manifest = loads(mpath.read_bytes(), fmt="json", what=str(mpath))
         except (OSError, ValueError) as e:
             raise ShardFormatError(f"{mpath}: cannot parse the manifest ({e}); re-run `torchport data pack`") from None
         cls._check_manifest(manifest, str(mpath))

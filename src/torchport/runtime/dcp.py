@@ -193,7 +193,9 @@ def verify(path: Any) -> None:
         raise CheckpointError(f"checkpoint {path} has no {_MANIFEST}: its save did not finish; "
                               "use an earlier checkpoint (--resume auto picks the newest complete one)")
     try:
-        files = json.loads(raw)["files"]
+        from torchport._parse import loads
+
+        files = loads(raw, fmt="json", what=str(fs.join(path, _MANIFEST)))["files"]
     except (ValueError, KeyError, TypeError):
         raise CheckpointIntegrityError(f"{fs.join(path, _MANIFEST)} is damaged; use an earlier checkpoint") from None
     present = set(fs.files(path))
