@@ -42,7 +42,9 @@ class RunDirError(TorchportError, OSError):
 def _create(run_dir: Path, config_name: str, text: str) -> None:
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
-        (run_dir / config_name).write_text(text)
+        from torchport.redact import redact
+
+        (run_dir / config_name).write_text(redact(text))   # credentials in an endpoint URL stay in the process
     except OSError as exc:
         raise _unwritable(run_dir, exc) from None
 
