@@ -942,6 +942,125 @@ def _(t):
     return judge(r, {1}, also=uri)
 
 
+# -- paths confined to their directory (issue 36 item 6) ----------------------------------------------------
+@probe("trust-fix-write-symlink-out", "fix --write on a tree holding a symlink to a .py outside it")
+def _(t):
+    (t / "tree").mkdir()
+    (t / "elsewhere").mkdir()
+    (t / "elsewhere" / "victim.py").write_text(CUDA)
+    (t / "tree" / "own.py").write_text(CUDA)
+    (t / "tree" / "link.py").symlink_to(t / "elsewhere" / "victim.py")
+    r = tp("fix", "tree", "--write", "--jobs", "1", cwd=t)
+    return judge(r, {6}, prefer="outside the tree",
+                 also=lambda: "wrote outside the tree" if (t / "elsewhere" / "victim.py").read_text() != CUDA else
+                 (None if "outside the tree" in r.text else "the link out was not named"))
+
+
+_ANALYSE = """import json, os, sys
+import torchport.emulate as emulate
+emulate.install()
+import torch_npu
+try:
+    torch_npu.profiler.profiler.analyse(sys.argv[1])
+except RuntimeError as exc:
+    print("error:", exc)
+    sys.exit(6)
+"""
+for _form in ("output-symlink", "result-folder-symlink", "trace-symlink"):
+    def _analyse(t, form=_form):
+        trace = json.dumps({"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 1, "dur": 2}]})
+        prof, outside = t / "prof", t / "outside"
+        outside.mkdir()
+        prof.mkdir()
+        if form == "result-folder-symlink":
+            (outside / "w.pt.trace.json").write_text(trace)
+            (prof / "w_ascend_pt").symlink_to(outside, target_is_directory=True)
+        else:
+            (prof / "w_ascend_pt").mkdir()
+            if form == "trace-symlink":
+                (outside / "secret.pt.trace.json").write_text(trace)
+                (prof / "w_ascend_pt" / "w.pt.trace.json").symlink_to(outside / "secret.pt.trace.json")
+            else:
+                (prof / "w_ascend_pt" / "w.pt.trace.json").write_text(trace)
+                (prof / "w_ascend_pt" / "ASCEND_PROFILER_OUTPUT").symlink_to(outside, target_is_directory=True)
+        p = subprocess.run([PY, "-c", _ANALYSE, str(prof)], cwd=t, env=ENV, capture_output=True, text=True, timeout=120)
+        r = Res(p.returncode, p.stdout, p.stderr)
+        wrote = [x.name for x in outside.rglob("*") if x.suffix in (".csv",) or x.name == "trace_view.json"]
+        return judge(r, {6}, also=lambda: f"wrote outside: {wrote}" if wrote else
+                     (None if "symlink" in r.text else "not refused as a link out"))
+    probe(f"trust-profiler-analyse-{_form}", f"emulated torch_npu.profiler analyse with a {_form} leading outside")(_analyse)
+
+
+def _recorded_reference(t: Path) -> Path:
+    from torchport.checks import parity
+    from torchport.runtime.device import select_device
+    from checks_targets import healthy  # noqa: F401 - tests/checks on sys.path below
+
+    ref = t / "refs" / "ref.json"
+    ref.parent.mkdir()
+    parity(healthy(), device=select_device("cpu", warn=False), record=ref, steps=2)
+    return ref
+
+
+for _kind in ("init", "trace"):
+    for _form in ("dotdot", "absolute", "symlink-out"):
+        def _ref(t, kind=_kind, form=_form):
+            sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "checks"))
+            ref = _recorded_reference(t)
+            outside = t / f"outside.{kind}.pt"
+            shutil.copy(ref.parent / f"ref.{kind}.pt", outside)
+            doc = json.loads(ref.read_text())
+            doc["files"][kind] = {"dotdot": f"../outside.{kind}.pt", "absolute": str(outside),
+                                  "symlink-out": f"link.{kind}.pt"}[form]
+            if form == "symlink-out":
+                (ref.parent / f"link.{kind}.pt").symlink_to(outside)
+            (ref.parent / f"ref.{kind}.pt").unlink()      # only the hostile name leads to a file
+            ref.write_text(json.dumps(doc))
+            r = tp("check", "--only", "parity", "--device", "cpu", "--reference", ref, cwd=t)
+            return judge(r, {5}, also=lambda: None if f"files.{kind}" in r.text else "the hostile name was not refused")
+        probe(f"trust-parity-{_kind}-{_form}", f"check --only parity --reference whose files.{_kind} is {_form}")(_ref)
+
+
+for _opt in ("--run-dir", "--checkpoint-dir"):
+    def _broad(t, opt=_opt):
+        home = t / "home"
+        home.mkdir()
+        folder(t / "data", per_class=4)
+        r = tp("train", "--data", t / "data", *TINY, opt, home, "--device", "cpu", cwd=t,
+               extra_env={"HOME": str(home)})
+        return judge(r, {2}, also=lambda: f"wrote into the home folder: {[x.name for x in home.iterdir()]}"
+                     if any(home.iterdir()) else None)
+    probe(f"trust-train{_opt.replace('--', '-')}-home", f"train {_opt} $HOME (the home folder as a run's own folder)")(_broad)
+
+
+# -- JSON / TOML / YAML from elsewhere: depth limits, plain data only (issue 36 item 6) ------------------------
+_DEEP = "[" * 100_000 + "]" * 100_000
+_DEEP_YAML = "a: " + "[" * 5000 + "]" * 5000 + "\n"
+_PARSE = {
+    "data-inspect-deep-index": ({"ds/index.json": _DEEP}, ("data", "inspect", "ds"), {1, 3}),
+    "data-verify-deep-index": ({"ds/index.json": _DEEP}, ("data", "verify", "ds"), {1, 3}),
+    "profile-config-deep-yaml": ({"c.yaml": _DEEP_YAML}, ("profile", "--config", "c.yaml", "--steps", "1"), {2}),
+    "profile-config-deep-json": ({"c.json": _DEEP}, ("profile", "--config", "c.json", "--steps", "1"), {2}),
+    "profile-config-python-tag": ({"c.yaml": "model: !!python/object/apply:os.system ['touch ran']\n"},
+                                  ("profile", "--config", "c.yaml", "--steps", "1"), {2}),
+    "bench-compare-deep": ({"a.json": _DEEP}, ("bench", "compare", "a.json", "a.json"), {2}),
+    "scan-deep-pyproject": ({"pyproject.toml": "[tool.torchport]\nx = " + "[" * 5000 + "]" * 5000 + "\n", "a.py": CUDA},
+                            ("scan", "a.py"), {2}),
+    "check-reference-deep": ({"ref.json": '{"format": "x", "n": ' + _DEEP + "}"},
+                             ("check", "--only", "parity", "--device", "cpu", "--reference", "ref.json"), {5}),
+    "train-config-deep-yaml": ({"c.yaml": "model: tinycnn\nx: " + "[" * 5000 + "]" * 5000 + "\n"},
+                               ("train", "--config", "c.yaml", "--device", "cpu", "--epochs", "1"), {2}),
+}
+for _name, (_files, _args, _codes) in _PARSE.items():
+    def _parse(t, files=_files, args=_args, codes=_codes):
+        for rel, text in files.items():
+            (t / rel).parent.mkdir(parents=True, exist_ok=True)
+            (t / rel).write_text(text)
+        r = tp(*args, cwd=t)
+        return judge(r, codes, also=lambda: "the planted tag RAN" if (t / "ran").exists() else None)
+    probe(f"trust-parse-{_name}", f"torchport {' '.join(_args[:2])} on {', '.join(_files)} ({_name})")(_parse)
+
+
 # ------------------------------------------------------------------------------------------------ runner
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])

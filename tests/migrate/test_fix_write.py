@@ -66,3 +66,24 @@ def test_fix_write_follows_a_symlink(tmp_path, monkeypatch):
     assert link.is_symlink() and os.readlink(link) == str(real)
     assert "torchport" in real.read_text()
     assert not list(tmp_path.glob("*.torchport-tmp"))
+
+
+def test_fix_write_never_writes_through_a_symlink_out_of_the_tree(tmp_path, monkeypatch):
+    """issue 36: a link inside the tree pointing outside it is not followed for writing (one line, exit IO);
+    the file it points to is untouched; the tree's own files and in-tree links are still fixed."""
+    pkg = _tree(tmp_path)
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    victim = outside / "victim.py"
+    victim.write_text(CUDA)
+    (pkg / "out.py").symlink_to(victim)
+    (pkg / "inner.py").symlink_to(pkg / "a.py")          # inside the tree: still fine
+    monkeypatch.chdir(tmp_path)
+    res = CliRunner().invoke(app, ["fix", "pkg", "--write", "--jobs", "1"])
+    assert "Traceback" not in res.output
+    assert res.exit_code == ExitCode.IO, res.output
+    assert victim.read_text() == CUDA, "fix --write wrote outside the tree it was given"
+    assert "torchport" in (pkg / "b.py").read_text() and "torchport" in (pkg / "a.py").read_text()
+    lines = [ln for ln in res.output.splitlines() if "out.py" in ln and "outside the tree" in ln]
+    assert len(lines) == 1 and str(victim) in lines[0], res.output
+    assert runner.outside_roots(str(pkg / "inner.py"), runner.tree_roots(["pkg"])) is None

@@ -18,7 +18,6 @@ Example::
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Any, Mapping
 
@@ -33,10 +32,12 @@ def load(path: str) -> dict[str, Any]:
     Raises:
         ValueError: not JSON or not a torchport bench report (the message names the file).
     """
+    from torchport._parse import loads
+
     try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
-    except (OSError, json.JSONDecodeError) as exc:
+        with open(path, "rb") as fh:
+            data = loads(fh.read(), fmt="json", what=path)
+    except (OSError, ValueError) as exc:
         raise ValueError(f"{path}: cannot read a bench report ({exc})") from None
     if not isinstance(data, dict) or not isinstance(data.get("results"), dict) or not data["results"]:
         raise ValueError(f"{path}: not a torchport bench report (no 'results'); write one with `torchport bench --json`")

@@ -170,13 +170,13 @@ def data_determinism(target: Any = None, *, batches: int = 3, workers: tuple[int
 
 
 def _against_reference(target: Any, reference: str | Path, batches: int) -> Evidence:
-    import json
-
     from torchport.checks.target import LoaderSpec, iter_batches, split_batch
     from torchport.checks.trace import _hash_batch
     from torchport.runtime.seed import seed_everything
 
-    doc = json.loads(Path(reference).read_text())
+    from torchport.checks.trace import load_document
+
+    doc = load_document(reference)
     ref_hashes = doc.get("batch_hashes", [])[:batches]
     seed_everything(doc.get("seed", target.seed))
     spec = LoaderSpec(seed=doc.get("seed", target.seed), batch_size=doc.get("batch_size", target.batch_size))

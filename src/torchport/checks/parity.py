@@ -34,7 +34,7 @@ from typing import Any, Callable
 
 from torchport.checks.compare import MSPROBE, Thresholds, Tolerance, compare_tensors, tolerance_for
 from torchport.checks.result import CheckResult, Evidence, Status
-from torchport.checks.trace import Trace, run_trace, sidecar
+from torchport.checks.trace import Trace, run_trace, sidecar, sidecar_file
 
 __all__ = ["parity", "record_reference", "compare_traces", "DEFAULT_STEPS"]
 
@@ -242,7 +242,7 @@ def parity(target: Any = None, *, reference: str | Path | None = None, record: s
                          steps=steps or DEFAULT_STEPS, precision=precision)
     try:
         ref, doc = Trace.load(reference)
-        init_file = Path(reference).parent / doc.get("files", {}).get("init", sidecar(reference, "init").name)
+        init_file = sidecar_file(reference, doc, "init")
         if not init_file.is_file():
             return CheckResult(name=NAME, status=Status.FAIL, summary=f"seed checkpoint {init_file} is missing",
                                evidence=[Evidence(what="seed checkpoint", measured="missing", where=str(init_file),

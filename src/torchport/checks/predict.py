@@ -107,7 +107,7 @@ def _rel(a: float, b: float) -> float:
 def predict_parity(target: Any, card: str, *, steps: int, reference: str | Path | None = None) -> CheckResult:
     """The parity check with ``--predict card``: the drift band, and a recorded card run judged against it."""
     from torchport.checks.target import load_target
-    from torchport.checks.trace import Trace, sidecar
+    from torchport.checks.trace import Trace, sidecar_file
     from torchport.runtime.checkpoint import CheckpointError, safe_torch_load
 
     started = time.perf_counter()
@@ -117,7 +117,7 @@ def predict_parity(target: Any, card: str, *, steps: int, reference: str | Path 
     ref = init = seed = None
     if reference is not None:
         ref, doc = Trace.load(reference)
-        init_file = Path(reference).parent / doc.get("files", {}).get("init", sidecar(reference, "init").name)
+        init_file = sidecar_file(reference, doc, "init")
         if not init_file.is_file():
             return CheckResult(name=NAME, status=Status.FAIL, summary=f"seed checkpoint {init_file} is missing",
                                evidence=[Evidence(what="seed checkpoint", measured="missing", where=str(init_file),

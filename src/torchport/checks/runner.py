@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from torchport.checks.result import CheckResult, Evidence, Report, Status
+from torchport.runtime.checkpoint import CheckpointRefusedError
 
 __all__ = ["CheckOptions", "CheckSpec", "CHECKS", "ALIASES", "select_checks", "run_checks", "UnknownCheckError"]
 
@@ -213,6 +214,8 @@ def run_checks(target: Any = None, *, only: Iterable[str] | None = None, skip: I
         t0 = time.perf_counter()
         try:
             result = CHECKS[name].run(target, dev, options)
+        except CheckpointRefusedError:
+            raise       # a file from elsewhere refused on purpose (--reference): a refusal, exit 5, not a crash
         except Exception as exc:  # one broken check must not hide the others
             result = _crashed(name, exc, t0, str(dev))
         if not result.seconds:

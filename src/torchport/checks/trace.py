@@ -92,7 +92,7 @@ class Trace:
         import torch
 
         path = Path(path)
-        doc = json.loads(path.read_text())
+        doc = load_document(path)
         if doc.get("format") != FORMAT:
             raise ValueError(f"{path} is not a torchport parity reference (format {doc.get('format')!r}, "
                              f"expected {FORMAT!r}); write one with `torchport check --only parity --record {path.name}`")
@@ -101,7 +101,7 @@ class Trace:
                 grad_norm=[_num(x) for x in doc["grad_norm"]], lr=doc["lr"], scale=doc["scale"],
                 stepped=doc["stepped"], batch_hashes=doc["batch_hashes"], order=doc["modules"]["order"],
                 stats0=doc["modules"]["step0"], environment=doc.get("environment", {}), target=doc.get("target", ""))
-        tf = path.parent / doc.get("files", {}).get("trace", sidecar(path, "trace").name)
+        tf = sidecar_file(path, doc, "trace")
         if tf.is_file():
             from torchport.runtime.checkpoint import load as load_checkpoint
 
@@ -117,6 +117,50 @@ def sidecar(path: str | Path, kind: str) -> Path:
     """``ref.json`` -> ``ref.<kind>.pt`` beside it (``init`` weights, ``trace`` tensors)."""
     path = Path(path)
     return path.with_name(f"{path.stem}.{kind}.pt")
+
+
+def load_document(path: str | Path) -> dict[str, Any]:
+    """The JSON document of a reference recorded elsewhere, within :mod:`torchport._parse`'s size and depth
+    limits; one that exceeds them (or is not JSON) is refused on purpose (CheckpointRefusedError, exit 5)."""
+    from torchport._parse import ParseError, loads
+    from torchport.runtime.checkpoint import CheckpointRefusedError
+
+    try:
+        doc = loads(Path(path).read_bytes(), fmt="json", what=f"parity reference {path}")
+    except ParseError as exc:
+        raise CheckpointRefusedError(f"{exc}; record it again with `torchport check --only parity --record FILE`") from None
+    if not isinstance(doc, dict):
+        raise CheckpointRefusedError(f"parity reference {path} holds a JSON {type(doc).__name__}, not an object; "
+                                     "record it again with `torchport check --only parity --record FILE`")
+    return doc
+
+
+def sidecar_file(reference: str | Path, doc: dict[str, Any], kind: str) -> Path:
+    """The ``kind`` sidecar a reference document names (``files.<kind>``), confined to the reference's folder.
+
+    A reference comes from elsewhere (recorded on machine A): its ``files`` entries are data. A name that is
+    absolute, has a directory part or ``..``, or resolves (symlinks followed) outside the folder is refused.
+
+    Raises:
+        ReferenceRefusedError: the name leads out of the reference's folder (exit 5, one line).
+    """
+    from torchport.runtime.checkpoint import CheckpointRefusedError
+
+    reference = Path(reference)
+    files = doc.get("files", {})
+    name = files.get(kind, sidecar(reference, kind).name) if isinstance(files, dict) else None
+    folder = reference.parent
+    bad = (not isinstance(name, str) or not name or "/" in name or "\\" in name or name in (".", "..")
+           or Path(name).is_absolute())
+    if not bad:
+        real, root = (folder / name).resolve(), folder.resolve()
+        bad = real != root and root not in real.parents
+    if bad:
+        raise CheckpointRefusedError(
+            f"parity reference {reference}: files.{kind} {name!r} leads out of the reference's folder {folder} "
+            "(an absolute path, a directory part, '..' or a symlink out); a reference names its sidecar files "
+            "beside it -- record it again with `torchport check --only parity --record FILE`")
+    return folder / name
 
 
 def _num(x: Any) -> float:

@@ -139,17 +139,15 @@ def pack_cmd(
                          restart_markers=restart_markers)
     except ValueError as e:
         _fail(str(e))
-    from torchport.paths import is_url, resolve
+    from torchport.paths import resolve
+    from torchport.storage import fs
 
     resolve(src, option="SRC")                       # local only: a URL here is one line, not a folder 's3:'
     dst = resolve(dst, option="DST", remote=True)
-    if is_url(dst):   # a missing bucket / denied / unreachable store is found before packing, not after
-        from torchport.storage.store import check_bucket
-
-        try:
-            check_bucket(dst)
-        except StorageError as e:
-            _fail(str(e), int(StorageError.exit_code))
+    try:               # a missing bucket / denied / unreachable store is found before packing, not after
+        fs.check_reachable(dst)
+    except StorageError as e:
+        _fail(str(e), int(StorageError.exit_code))
     splits = split_dirs(src) if src.is_dir() else []
     jobs = [(src / s, _join(dst, s), s) for s in splits] or [(src, dst, "")]
     reports = {}
@@ -187,10 +185,9 @@ def pack_cmd(
 
 def _join(base, name: str):
     """``base / name`` for a directory, ``base + "/" + name`` for an s3:// / obs:// URL."""
-    from torchport.paths import is_url
-    from torchport.storage.store import join
+    from torchport.storage import fs
 
-    return join(str(base), name) if is_url(base) else Path(base) / name
+    return fs.join(base, name)
 
 
 def _shard_dirs(path) -> list[tuple[str, object]]:

@@ -32,10 +32,11 @@ def register(app: typer.Typer) -> None:
         report = collect()
         from torchport.cli._common import fail
         from torchport.errors import StorageError
-        from torchport.paths import is_url, resolve
+        from torchport.paths import resolve
+        from torchport.storage import fs
         from torchport.storage.doctor import store_report
 
-        if store_url is not None and not is_url(resolve(store_url, option="--store", remote=True)):
+        if store_url is not None and not fs.remote(resolve(store_url, option="--store", remote=True)):
             fail("doctor", f"--store {store_url}: expects an object-store URL "
                            "(s3://bucket/prefix or obs://bucket/prefix)")
         try:

@@ -40,7 +40,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from torchport.data.errors import ChecksumMismatchError, SampleChecksumError, ShardCorruptError, ShardFormatError
-from torchport.paths import is_url
+from torchport.storage import fs as storage_fs
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 
@@ -89,11 +89,7 @@ def sha256_file(path: str | os.PathLike, chunk: int = 1 << 22) -> str:
 
 def is_shard_dir(path: str | os.PathLike) -> bool:
     """True when ``path`` holds a torchport manifest (``index.json``); ``path`` may be an s3:// / obs:// URL."""
-    if is_url(path):
-        from torchport.storage import store
-
-        return store.exists(store.join(str(path), "index.json"))
-    return (Path(path) / "index.json").is_file()
+    return storage_fs.exists(storage_fs.join(path, "index.json"))
 
 
 def _shard_name(i: int) -> str:
@@ -258,7 +254,7 @@ class ShardSet:
             ChecksumMismatchError: index or shard content differs from the manifest.
             ShardCorruptError: a shard is missing, truncated or has a bad header.
         """
-        if is_url(root):
+        if storage_fs.remote(root):
             return cls._open_remote(str(root), verify=verify)
         root = Path(root)
         mpath = root / "index.json"
@@ -268,7 +264,9 @@ class ShardSet:
                 "create one with `torchport data pack SRC DST`"
             )
         try:
-            manifest = json.loads(mpath.read_text())
+            from torchport._parse import loads
+
+            manifest = loads(mpath.read_bytes(), fmt="json", what=str(mpath))
         except (OSError, ValueError) as e:
             raise ShardFormatError(f"{mpath}: cannot parse the manifest ({e}); re-run `torchport data pack`") from None
         cls._check_manifest(manifest, str(mpath))

@@ -48,7 +48,7 @@ from torchport.data.errors import SourceError
 from torchport.data.format import is_shard_dir
 from torchport.data.pack import split_dirs
 from torchport.data.sampler import EpochBatchSampler
-from torchport.paths import is_url
+from torchport.storage import fs
 
 __all__ = ["LoaderConfig", "Loader", "make_loader", "open_dataset", "CorruptSampleWarning"]
 
@@ -140,7 +140,7 @@ def open_dataset(path: str | os.PathLike, *, train: bool, aug: AugmentConfig, ve
     ``path`` may be a shard directory, a directory with ``train``/``val`` sub-directories (shards or
     ImageFolders), or one ImageFolder (read directly through the fast path, no packing needed).
     """
-    if is_url(path):  # s3:// or obs://: shards streamed through the node's block cache
+    if fs.remote(path):  # s3:// or obs://: shards streamed through the node's block cache
         return _open_remote_dataset(str(path).rstrip("/"), train=train, aug=aug, verify=verify)
     p = Path(path)
     if is_shard_dir(p):

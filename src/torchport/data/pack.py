@@ -251,9 +251,9 @@ def pack(
         FileExistsError: ``dst`` exists and ``overwrite`` is False.
     """
     cfg = config or PackConfig(**kwargs)
-    from torchport.storage.store import is_url
+    from torchport.storage import fs
 
-    if is_url(dst):  # s3:// or obs://: pack into a local staging directory, then upload (manifest last)
+    if fs.remote(dst):  # s3:// or obs://: pack into a local staging directory, then upload (manifest last)
         return _pack_to_store(src, str(dst), cfg=cfg, overwrite=overwrite, progress=progress)
     from torchport.train.lock import output_lock
 
@@ -371,9 +371,8 @@ def pack_splits(src: str | os.PathLike, dst: str | os.PathLike, **kwargs: Any) -
     splits = split_dirs(src)
     if not splits:
         return {"": pack(src, dst, **kwargs)}
-    from torchport.storage.store import is_url, join
+    from torchport.storage import fs
 
-    if is_url(dst):
-        return {s: pack(Path(src) / s, join(str(dst), s), **kwargs) for s in splits}
-    Path(dst).mkdir(parents=True, exist_ok=True)
-    return {s: pack(Path(src) / s, Path(dst) / s, **kwargs) for s in splits}
+    if not fs.remote(dst):
+        Path(dst).mkdir(parents=True, exist_ok=True)
+    return {s: pack(Path(src) / s, fs.join(dst, s), **kwargs) for s in splits}

@@ -105,7 +105,9 @@ def _toml():
 def _table(path: Path) -> Mapping[str, Any] | None:
     """The ``[tool.torchport]`` table of ``path`` (None when it has none); all of a ``torchport.toml``."""
     try:
-        data = _toml().loads(path.read_text(encoding="utf-8"))
+        from torchport._parse import loads
+
+        data = loads(path.read_bytes(), fmt="toml", what=str(path))
     except OSError as exc:
         raise ConfigError(f"{path}: could not read: {exc.strerror or exc}") from None
     except ValueError as exc:   # tomllib.TOMLDecodeError

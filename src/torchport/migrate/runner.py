@@ -84,6 +84,8 @@ class Options:
     cache_dir: str | None = None
     extensions: tuple[tuple[str, str], ...] = ()
     skip_default_dirs: bool = True
+    #: resolved roots of the trees given (set by :func:`run` for ``write``): nothing outside them is written
+    write_roots: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         for name in ("select", "ignore", "exclude"):
@@ -259,7 +261,7 @@ def _process_file(path: str, options: Options) -> FileResult:
     except Exception as exc:  # a scanner bug must not stop the other files; it is reported
         return FileResult(path=path, error=FileError(path=path, message=f"internal error: {type(exc).__name__}: {exc}"))
     if result.fixed_source is not None and options.write:
-        problem = write_back(path, result.fixed_source, encoding, expected=data)
+        problem = write_back(path, result.fixed_source, encoding, expected=data, roots=options.write_roots)
         if problem is not None:
             # nothing was written: report the findings as they stand in the file, plus the error
             result = analyze_text(text, path, dataclasses.replace(options, fix=False, write=False))
@@ -299,7 +301,7 @@ def _process_notebook(path: str, text: str, data: bytes, options: Options) -> Fi
         if new_text is not None:
             result.source, result.fixed_source = text, new_text
             if options.write:
-                problem = write_back(path, new_text, "utf-8", expected=data)
+                problem = write_back(path, new_text, "utf-8", expected=data, roots=options.write_roots)
                 if problem is not None:
                     result = analyze_text(nb.virtual, path, dataclasses.replace(options, fix=False, write=False))
                     result.error = FileError(path=path, message=problem)
@@ -319,8 +321,32 @@ def _in_cell(finding, nb):
     return dataclasses.replace(finding, cell=cell, line=line, end_line=end_line if end_cell == cell else line)
 
 
-def write_back(path: str, text: str, encoding: str, *, expected: bytes | None = None) -> str | None:
+def tree_roots(paths: Sequence[str | os.PathLike]) -> tuple[str, ...]:
+    """The resolved roots of the trees ``paths`` name: a directory itself, a named file's directory."""
+    out = []
+    for p in paths:
+        a = os.path.abspath(os.fspath(p))
+        out.append(os.path.realpath(a if os.path.isdir(a) else os.path.dirname(a)))
+    return tuple(out)
+
+
+def outside_roots(path: str, roots: Sequence[str]) -> str | None:
+    """None when the file ``path`` really is (symlinks followed) inside one of ``roots``; else why not."""
+    if not roots:
+        return None
+    real = os.path.realpath(path)
+    if any(real == r or real.startswith(r.rstrip(os.sep) + os.sep) for r in roots):
+        return None
+    return (f"not written: it is a symlink to {real}, outside the tree given ({roots[0]}); fix that file "
+            "where it lives, or name its own directory")
+
+
+def write_back(path: str, text: str, encoding: str, *, expected: bytes | None = None,
+               roots: Sequence[str] = ()) -> str | None:
     """Atomically replace the file at ``path`` (its symlink target, when it is a link) with ``text``.
+
+    With ``roots`` (:func:`tree_roots` of what the user named), a link whose target lies outside every
+    root is refused: ``fix --write`` never writes outside the tree it was given.
 
     With ``expected`` (the bytes the fix was computed from), the file is replaced only if it still
     holds exactly those bytes: compare-and-swap under a per-file lock, so an edit made while the fix
@@ -331,6 +357,9 @@ def write_back(path: str, text: str, encoding: str, *, expected: bytes | None = 
     """
     import tempfile
 
+    out = outside_roots(path, roots)
+    if out is not None:
+        return out
     real = os.path.realpath(path)      # fix the target; the link stays a link
     where = f" (link target {real})" if real != os.path.abspath(path) else ""
     tmp = None
@@ -393,6 +422,8 @@ def run(paths: Sequence[str | os.PathLike], options: Options | None = None, *,
         torchport.migrate.catalog.UnknownRuleError: a select/ignore token matches no rule.
     """
     options = options or Options()
+    if options.write and not options.write_roots:
+        options = dataclasses.replace(options, write_roots=tree_roots(paths))
     t0 = time.perf_counter()
     from torchport.migrate.files import ALWAYS_SKIPPED
 

@@ -199,16 +199,14 @@ def config_from_mapping(mapping: dict[str, Any] | None = None, **overrides: Any)
 
 def load_config_file(path: str) -> dict[str, Any]:
     """Read a YAML or JSON profile config (a flat mapping, see :func:`config_from_mapping`)."""
-    import json
+    from torchport._parse import ParseError, loads
 
-    with open(path, encoding="utf-8") as fh:
+    with open(path, "rb") as fh:
         text = fh.read()
-    if path.endswith(".json"):
-        data = json.loads(text)
-    else:
-        import yaml
-
-        data = yaml.safe_load(text)
+    try:
+        data = loads(text, fmt="json" if path.endswith(".json") else "yaml", what=path)
+    except ParseError as exc:
+        raise ConfigError(str(exc)) from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping of settings, got {type(data).__name__}")
     return data

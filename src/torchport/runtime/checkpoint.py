@@ -42,7 +42,7 @@ import zipfile
 from pathlib import Path
 from typing import Any, Mapping
 
-from torchport.paths import is_url
+from torchport.storage import fs as storage_fs
 
 __all__ = [
     "FORMAT",
@@ -320,7 +320,7 @@ def save(state: Mapping[str, Any], path: str | os.PathLike, *, fsync: bool = Tru
     """
     import torch
 
-    if is_url(path):
+    if storage_fs.remote(path):
         return _save_remote(state, str(path))
     final = Path(path)
     try:
@@ -381,7 +381,7 @@ def load(path: str | os.PathLike, *, map_location: Any = "cpu", weights_only: bo
     """
     import torch
 
-    if is_url(path):
+    if storage_fs.remote(path):
         return _load_remote(str(path), map_location=map_location, weights_only=weights_only)
     p = Path(path)
     if not p.is_file():
@@ -468,7 +468,7 @@ class CheckpointManager:
         if keep_last < 1:
             raise ValueError(f"keep_last={keep_last} must be >= 1")
         #: an s3:// / obs:// URL: checkpoints are objects and ``latest.json`` is the commit pointer
-        self.remote = is_url(directory)
+        self.remote = storage_fs.remote(directory)
         self.directory = str(directory).rstrip("/") if self.remote else Path(directory)
         self.keep_last = keep_last
         self.prefix = prefix
@@ -508,7 +508,7 @@ class CheckpointManager:
             return None
         if str(resume) == "auto":
             return self.latest()
-        if is_url(resume):
+        if storage_fs.remote(resume):
             from torchport.storage import store
 
             if not store.exists(str(resume)):
@@ -553,8 +553,7 @@ class CheckpointManager:
         from torchport.storage import store
 
         pointer = f"{self.directory}/{_POINTER}"
-        fs, p = store._path(pointer)
-        raw = store.call(lambda: fs.cat_file(p), pointer, what="read", missing_ok=True)
+        raw = storage_fs.read_bytes(pointer, missing_ok=True)
         if raw is None:
             return None
         try:

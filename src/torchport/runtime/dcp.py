@@ -30,17 +30,14 @@ Converting between a single-file checkpoint (DDP, one process) and a DCP directo
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
-import shutil
-from pathlib import Path
 from typing import Any, Mapping
 
 from torchport.runtime.checkpoint import (CheckpointError, CheckpointIntegrityError, CheckpointManager,
-                                          CheckpointWriteError, atomic_file, newest_verified)
-from torchport.paths import is_url
+                                          CheckpointWriteError, newest_verified)
+from torchport.storage import fs
 
 __all__ = ["DcpCheckpointManager", "is_dcp_checkpoint", "save_state", "load_state", "verify", "convert"]
 
@@ -50,15 +47,15 @@ _EXTRA = "torchport.pt"
 _DIR = re.compile(r"^step-(\d+)$")
 
 
-# -- where the bytes go: a local directory or an object-store prefix ------------------------------------------
-def _join(base: Any, name: str) -> Any:
-    return f"{str(base).rstrip('/')}/{name}" if is_url(base) else Path(base) / name
+# -- where the bytes go: a local directory or an object-store prefix, through one filesystem layer ----------
+def _read(path: Any) -> bytes | None:
+    return fs.read_bytes(path, missing_ok=True)
 
 
 def _writer(path: Any):
     import torch.distributed.checkpoint as dcp
 
-    if not is_url(path):
+    if not fs.remote(path):
         return dcp.FileSystemWriter(str(path), sync_files=True)
     from torch.distributed.checkpoint._fsspec_filesystem import FsspecWriter
 
@@ -93,76 +90,6 @@ def _on_store(cls, url: str):
     io.fs.fs = store.filesystem(scheme)              # ... replaced by the configured one
     io.path = f"{bucket}/{key}"
     return io
-
-
-def _read_bytes(path: Any) -> bytes | None:
-    from torchport.storage import store
-
-    if is_url(path):
-        fs, p = store._path(str(path))
-        return store.call(lambda: fs.cat_file(p), str(path), what="read", missing_ok=True)
-    try:
-        return Path(path).read_bytes()
-    except FileNotFoundError:
-        return None
-
-
-def _write_bytes_atomic(path: Any, data: bytes) -> None:
-    """One complete object (S3: a single PUT) or a temp file renamed over the name (disk)."""
-    from torchport.storage import store
-
-    if is_url(path):
-        store.write_bytes(str(path), data)
-        return
-    with atomic_file(Path(path)) as fh:
-        fh.write(data)
-
-
-def _list(directory: Any) -> list[str]:
-    """Names in ``directory`` (empty when it does not exist)."""
-    from torchport.storage import store
-
-    if is_url(directory):
-        return store.listdir(str(directory))
-    d = Path(directory)
-    return sorted(p.name for p in d.iterdir()) if d.is_dir() else []
-
-
-def _files(directory: Any) -> list[str]:
-    """Every file of one checkpoint directory (DCP writes flat: no sub-directories)."""
-    from torchport.storage import store
-
-    if is_url(directory):
-        fs, p = store._path(str(directory))
-        found = store.call(lambda: fs.find(p), str(directory), what="list", missing_ok=True) or []
-        return sorted(f[len(p):].lstrip("/") for f in found)
-    d = Path(directory)
-    return sorted(f.name for f in d.iterdir() if f.is_file()) if d.is_dir() else []
-
-
-def _remove_tree(path: Any) -> None:
-    from torchport.storage import store
-
-    if is_url(path):
-        store.remove_prefix(str(path))
-    else:
-        shutil.rmtree(path, ignore_errors=True)
-
-
-def _digest(path: Any) -> tuple[str, int]:
-    h = hashlib.sha256()
-    if is_url(path):
-        from torchport.storage import store
-
-        data = store.read_bytes(str(path))
-        h.update(data)
-        return h.hexdigest(), len(data)
-    size = 0
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-            size += len(block)
-    return h.hexdigest(), size
 
 
 def _dcp_call(fn, path: Any, what: str):
@@ -227,10 +154,7 @@ def _dist_state(model, optimizer) -> dict[str, Any]:
 
 def is_dcp_checkpoint(path: Any) -> bool:
     """True for a directory (or prefix) holding a DCP checkpoint (its ``.metadata``)."""
-    from torchport.storage import store
-
-    meta = _join(path, ".metadata")
-    return store.exists(str(meta)) if is_url(path) else Path(meta).is_file()
+    return fs.exists(fs.join(path, ".metadata"))
 
 
 def save_state(path: Any, *, model, optimizer=None, extra: Mapping[str, Any] | None = None) -> None:
@@ -246,10 +170,10 @@ def save_state(path: Any, *, model, optimizer=None, extra: Mapping[str, Any] | N
     error = None
     if dist.is_main_process():
         try:
-            ckpt.save(dict(extra or {}), _join(path, _EXTRA))
-            manifest = {name: dict(zip(("sha256", "bytes"), _digest(_join(path, name))))
-                        for name in _files(path) if name != _MANIFEST}
-            _write_bytes_atomic(_join(path, _MANIFEST), json.dumps({"files": manifest}, indent=1).encode())
+            ckpt.save(dict(extra or {}), fs.join(path, _EXTRA))
+            manifest = {name: dict(zip(("sha256", "bytes"), fs.digest(fs.join(path, name))))
+                        for name in fs.files(path) if name != _MANIFEST}
+            fs.write_atomic(fs.join(path, _MANIFEST), json.dumps({"files": manifest}, indent=1).encode())
         except Exception as exc:  # noqa: BLE001 - every rank must learn that rank 0 failed
             error = exc
     if dist.all_reduce_mean(0.0 if error is None else 1.0) > 0:
@@ -264,19 +188,21 @@ def verify(path: Any) -> None:
         CheckpointError: no manifest (an interrupted save) or a missing file;
         CheckpointIntegrityError: a file's size or sha256 differs from what was written.
     """
-    raw = _read_bytes(_join(path, _MANIFEST))
+    raw = _read(fs.join(path, _MANIFEST))
     if raw is None:
         raise CheckpointError(f"checkpoint {path} has no {_MANIFEST}: its save did not finish; "
                               "use an earlier checkpoint (--resume auto picks the newest complete one)")
     try:
-        files = json.loads(raw)["files"]
+        from torchport._parse import loads
+
+        files = loads(raw, fmt="json", what=str(fs.join(path, _MANIFEST)))["files"]
     except (ValueError, KeyError, TypeError):
-        raise CheckpointIntegrityError(f"{_join(path, _MANIFEST)} is damaged; use an earlier checkpoint") from None
-    present = set(_files(path))
+        raise CheckpointIntegrityError(f"{fs.join(path, _MANIFEST)} is damaged; use an earlier checkpoint") from None
+    present = set(fs.files(path))
     for name, want in sorted(files.items()):
         if name not in present:
             raise CheckpointError(f"checkpoint {path} lacks {name} (listed in its manifest); use an earlier checkpoint")
-        digest, size = _digest(_join(path, name))
+        digest, size = fs.digest(fs.join(path, name))
         if (digest, size) != (want.get("sha256"), want.get("bytes")):
             raise CheckpointIntegrityError(
                 f"checkpoint {path}: {name} fails its checksum (written {want.get('bytes')} bytes, now {size}): "
@@ -315,7 +241,7 @@ def load_state(path: Any, *, model, optimizer=None, strict: bool = True, trust: 
     except (RuntimeError, KeyError, ValueError) as exc:
         first = next((ln.strip() for ln in str(exc).splitlines() if ln.strip()), type(exc).__name__)
         raise CheckpointError(f"checkpoint {path} does not fit this model/optimizer: {first[:300]}") from None
-    return ckpt.load(_join(path, _EXTRA), weights_only=not trust)
+    return ckpt.load(fs.join(path, _EXTRA), weights_only=not trust)
 
 
 class DcpCheckpointManager(CheckpointManager):
@@ -332,24 +258,24 @@ class DcpCheckpointManager(CheckpointManager):
 
     def path_for(self, step: int):
         """The checkpoint directory (or prefix) for ``step``."""
-        return _join(self.directory, f"{self.prefix}-{int(step):09d}")
+        return fs.join(self.directory, f"{self.prefix}-{int(step):09d}")
 
     def checkpoints(self) -> list:
         """Checkpoints whose save finished (they have a manifest), oldest first."""
-        steps = sorted(int(m.group(1)) for n in _list(self.directory) if (m := self._pattern.match(n)))
+        steps = sorted(int(m.group(1)) for n in fs.listdir(self.directory) if (m := self._pattern.match(n)))
         paths = [self.path_for(s) for s in steps]
-        return [p for p in paths if _read_bytes(_join(p, _MANIFEST)) is not None]
+        return [p for p in paths if _read(fs.join(p, _MANIFEST)) is not None]
 
     def latest(self):
         """The committed checkpoint that verifies (:func:`verify`): the one ``latest.json`` names, else the
         newest older one that does (with a warning naming what was skipped and why); None on a fresh run."""
-        raw = _read_bytes(_join(self.directory, _POINTER))
+        raw = _read(fs.join(self.directory, _POINTER))
         committed = None
         if raw is not None:
             try:
                 committed = int(json.loads(raw)["step"])
             except (ValueError, KeyError, TypeError):
-                raise CheckpointError(f"{_join(self.directory, _POINTER)} is not a torchport checkpoint pointer; "
+                raise CheckpointError(f"{fs.join(self.directory, _POINTER)} is not a torchport checkpoint pointer; "
                                       "delete it to start afresh") from None
         candidates = [p for p in self.checkpoints() if committed is None or self._step_of(str(p)) <= committed]
         if committed is None and raw is None:
@@ -367,7 +293,7 @@ class DcpCheckpointManager(CheckpointManager):
                                   "(use 'auto' for the latest one; a single-file checkpoint converts with "
                                   "`python -m torchport.train.convert SRC DST`)")
         verify(resume)
-        return resume if self.remote or is_url(resume) else Path(resume)
+        return fs.location(resume)
 
     def save(self, *, step: int, model, optimizer=None, extra: Mapping[str, Any] | None = None):
         """Write checkpoint ``step`` from every rank, commit it (rank 0 moves ``latest.json``), prune to
@@ -376,19 +302,19 @@ class DcpCheckpointManager(CheckpointManager):
 
         path = self.path_for(step)
         if dist.is_main_process():
-            _remove_tree(path)         # a half-written attempt at this step (a rank killed mid-save) goes first
+            fs.remove_tree(path)         # a half-written attempt at this step (a rank killed mid-save) goes first
         dist.barrier(timeout=dist.collective_timeout())
         save_state(path, model=model, optimizer=optimizer, extra=extra)
         if dist.is_main_process():
             try:
-                _write_bytes_atomic(_join(self.directory, _POINTER),
-                                    json.dumps({"dir": Path(str(path)).name, "step": int(step)}).encode())
+                fs.write_atomic(fs.join(self.directory, _POINTER),
+                                    json.dumps({"dir": fs.name(path), "step": int(step)}).encode())
             except Exception as exc:  # noqa: BLE001
                 raise CheckpointWriteError(f"checkpoint {path} was written but {_POINTER} could not be moved ({exc}); "
                                            "the previous checkpoint stays the latest") from exc
             for old in self.checkpoints()[: -self.keep_last]:
                 if self._step_of(str(old)) < int(step):
-                    _remove_tree(old)
+                    fs.remove_tree(old)
             self._remove_uncommitted(int(step))
         return path
 
@@ -403,10 +329,10 @@ class DcpCheckpointManager(CheckpointManager):
 
     def _remove_uncommitted(self, committed: int) -> None:
         """Directories without a manifest (saves a crash interrupted) older than the commit are garbage."""
-        for name in _list(self.directory):
+        for name in fs.listdir(self.directory):
             m = self._pattern.match(name)
-            if m and int(m.group(1)) < committed and _read_bytes(_join(_join(self.directory, name), _MANIFEST)) is None:
-                _remove_tree(_join(self.directory, name))
+            if m and int(m.group(1)) < committed and _read(fs.join(fs.join(self.directory, name), _MANIFEST)) is None:
+                fs.remove_tree(fs.join(self.directory, name))
 
 
 def convert(src: Any, dst: Any, *, model, optimizer=None, trust: bool = False) -> Any:

@@ -221,9 +221,9 @@ def dcp_reader(path: Any, *, trust: bool = False):
     prefix) with: the safe one unless ``trust`` (``--trust-checkpoint``)."""
     from torch.distributed.checkpoint import FileSystemReader
 
-    from torchport.paths import is_url
+    from torchport.storage import fs
 
-    if not is_url(path):
+    if not fs.remote(path):
         cls = FileSystemReader if trust else _local_reader_class()
         reader = cls(str(path))
         reader.display = str(path)

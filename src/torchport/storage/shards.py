@@ -46,7 +46,9 @@ def load_manifest(url: str) -> dict[str, Any] | None:
     data = store.call(lambda: fs.cat_file(p), fs_url, what="read", missing_ok=True)
     if data is None:
         return None
-    return json.loads(data)
+    from torchport._parse import loads
+
+    return loads(data, fmt="json", what=fs_url)     # from elsewhere: size and depth limits (a ValueError)
 
 
 def load_index(url: str, manifest: dict[str, Any], cache: BlockCache) -> bytes:

@@ -243,19 +243,21 @@ def load_config_file(path: str | os.PathLike) -> dict[str, Any]:
     suffix = p.suffix.lower()
     try:
         if suffix in (".yaml", ".yml"):
-            import yaml
+            from torchport._parse import loads
 
-            data = yaml.safe_load(p.read_text()) or {}
+            data = loads(p.read_bytes(), fmt="yaml", what=str(p)) or {}
         elif suffix == ".toml":
             try:
-                import tomllib  # Python >= 3.11
+                import tomllib  # noqa: F401 - Python >= 3.11 (torchport._parse reads it)
             except ModuleNotFoundError:  # pragma: no cover - Python 3.10
                 try:
-                    import tomli as tomllib  # type: ignore[no-redef]
+                    import tomli as tomllib  # type: ignore[no-redef]  # noqa: F401
                 except ModuleNotFoundError:
                     raise ConfigError(f"{p}: reading TOML on Python 3.10 needs `pip install tomli` "
                                       "(or use a .yaml config)") from None
-            data = tomllib.loads(p.read_text())
+            from torchport._parse import loads
+
+            data = loads(p.read_bytes(), fmt="toml", what=str(p))
         else:
             raise ConfigError(f"config file {str(p)!r}: unknown extension {suffix!r}; use .yaml, .yml or .toml")
     except ConfigError:

@@ -73,9 +73,9 @@ def build_inputs(cfg, target, *, rank: int, world_size: int) -> Inputs:
         root = Path(default_data_root())
         notes.append(f"data: embedded default dataset at {root}")
     else:
-        from torchport.storage.store import is_url
+        from torchport.storage import fs
 
-        if is_url(cfg.data):  # shards in an object store: only the fast loader streams them
+        if fs.remote(cfg.data):  # shards in an object store: only the fast loader streams them
             if cfg.loader == "simple":
                 raise DataError(f"{cfg.data}: data in an object store must be torchport shards (the fast loader); "
                                 "use --loader auto")

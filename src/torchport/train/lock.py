@@ -38,7 +38,7 @@ from typing import Any
 
 from torchport._json import write_text
 from torchport.errors import ExitCode, TorchportError
-from torchport.paths import is_url
+from torchport.storage import fs
 
 __all__ = ["RunLockedError", "acquire", "release_all"]
 
@@ -80,10 +80,10 @@ def acquire(*dirs: Any) -> None:
         for d in dirs:
             if d is None:
                 continue
-            key = str(d) if is_url(d) else str(Path(d).resolve())
+            key = fs.key(d)
             if key in _HELD or key in taken:
                 continue
-            _HELD[key] = _acquire_store(str(d)) if is_url(d) else _acquire_local(Path(d))
+            _HELD[key] = _acquire_store(str(d)) if fs.remote(d) else _acquire_local(Path(d))   # lease vs flock
             taken.append(key)
     except BaseException:
         for key in taken:

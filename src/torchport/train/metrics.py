@@ -184,7 +184,10 @@ class MetricsLogger:
 
     def _write(self, kind: str, values: dict[str, Any]) -> None:
         values.setdefault("time_s", round(time.time() - self.t0, 3))
-        rec = {"kind": kind, **{k: _plain(v) for k, v in values.items()}}
+        from torchport.redact import redact_obj
+
+        # secrets never leave the process: an endpoint with credentials in the config, a presigned data URL ...
+        rec = redact_obj({"kind": kind, **{k: _plain(v) for k, v in values.items()}})
         self._jsonl.write(json.dumps(rec) + "\n")
         cols = CSV_COLUMNS.get(kind)
         if cols:

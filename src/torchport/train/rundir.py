@@ -27,7 +27,7 @@ from pathlib import Path
 
 from torchport.errors import ExitCode, TorchportError
 from torchport.errors import ConfigError
-from torchport.paths import is_url
+from torchport.storage import fs
 from torchport.train.strategy import manager_for
 
 __all__ = ["prepare_run_dir", "checkpoint_dir_for", "RunDirError"]
@@ -42,7 +42,9 @@ class RunDirError(TorchportError, OSError):
 def _create(run_dir: Path, config_name: str, text: str) -> None:
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
-        (run_dir / config_name).write_text(text)
+        from torchport.redact import redact
+
+        (run_dir / config_name).write_text(redact(text))   # credentials in an endpoint URL stay in the process
     except OSError as exc:
         raise _unwritable(run_dir, exc) from None
 
@@ -70,7 +72,7 @@ def _lock(run_dir: Path, ckpt_dir) -> None:
     """Take the one-writer lock (:mod:`torchport.train.lock`) on the run dir and an outside checkpoint dir."""
     from torchport.train import lock
 
-    outside = is_url(ckpt_dir) or not Path(ckpt_dir).resolve().is_relative_to(Path(run_dir).resolve())
+    outside = not Path(fs.key(ckpt_dir)).is_relative_to(fs.key(run_dir))    # a store URL is never inside
     try:
         lock.acquire(run_dir, ckpt_dir if outside else None)
     except OSError as exc:
@@ -81,17 +83,31 @@ def checkpoint_dir_for(cfg, run_dir: Path):
     """Where this run's checkpoints live: ``checkpoint_dir``; else the store prefix of a ``--resume URL``;
     else ``<run_dir>/checkpoints``."""
     if cfg.checkpoint_dir:
-        return cfg.checkpoint_dir if is_url(cfg.checkpoint_dir) else Path(cfg.checkpoint_dir)
-    if cfg.resume and is_url(cfg.resume):
-        return str(cfg.resume).rsplit("/", 1)[0]
+        return fs.location(cfg.checkpoint_dir)
+    if cfg.resume and fs.remote(cfg.resume):
+        return fs.parent(cfg.resume)
     return Path(run_dir) / "checkpoints"
 
 
+def _refuse_broad(path, option: str) -> None:
+    """``run_dir: /`` or ``checkpoint_dir: ~`` would let the trainer's cleanup and checkpoint pruning loose on a
+    whole filesystem / home folder: refused (ConfigError, exit 2), naming the option and the fix."""
+    if path is None or fs.remote(path):
+        return
+    real = Path(path).expanduser().resolve()
+    broad = {Path("/").resolve(), Path.home().resolve()}
+    if real in broad:
+        raise ConfigError(f"{option} {path}: refusing to use {real} (the filesystem root or your home folder) as a "
+                          f"run's own folder; name a dedicated sub-folder, e.g. {option} {real / 'runs' / 'a'}")
+
+
 def _decide(cfg) -> tuple[Path, Path | str | None]:
+    _refuse_broad(cfg.run_dir, "--run-dir")
+    _refuse_broad(cfg.checkpoint_dir, "--checkpoint-dir")
     root = Path(cfg.runs_root)
     if cfg.run_dir:
         run_dir = Path(cfg.run_dir)
-    elif cfg.checkpoint_dir or (cfg.resume and is_url(cfg.resume)):
+    elif cfg.checkpoint_dir or (cfg.resume and fs.remote(cfg.resume)):
         run_dir = _fresh(root)  # the checkpoints are found through checkpoint_dir / the URL, not the run dir
     elif cfg.resume == "auto":
         run_dir = _newest_run_with_checkpoint(cfg, root) or _fresh(root)
@@ -101,10 +117,7 @@ def _decide(cfg) -> tuple[Path, Path | str | None]:
     else:
         run_dir = _fresh(root)
     directory = checkpoint_dir_for(cfg, run_dir)
-    if is_url(directory):   # a missing bucket / denied / unreachable store: now, not after the first epoch
-        from torchport.storage.store import check_bucket
-
-        check_bucket(str(directory))
+    fs.check_reachable(directory)   # a missing bucket / denied / unreachable store: now, not after the first epoch
     _lock(run_dir, directory)    # one writer per run: a second trainer stops here, before it writes anything
     manager = manager_for(cfg, directory)
     where = f"checkpoint dir {cfg.checkpoint_dir}" if cfg.checkpoint_dir else f"run dir {run_dir}"
@@ -149,6 +162,6 @@ def prepare_run_dir(cfg, *, main: bool, device=None) -> tuple[Path, Path | None]
     if isinstance(decision[0], Exception):
         raise decision[0]
     run_dir, resume_path = decision[0]
-    if resume_path and not is_url(resume_path):
-        resume_path = Path(resume_path)
+    if resume_path:
+        resume_path = fs.location(resume_path)
     return Path(run_dir), (resume_path or None)

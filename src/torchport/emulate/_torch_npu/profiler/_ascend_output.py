@@ -40,6 +40,15 @@ def folder_for(dir_name: Optional[str], worker_name: Optional[str]) -> str:
     return folder
 
 
+def _confined(path: str, folder: str) -> None:
+    """Refuse (one line) a ``path`` that is a symlink, or resolves outside ``folder``: a result folder from
+    elsewhere is data, and writing through its links would write wherever they point."""
+    real, root = os.path.realpath(path), os.path.realpath(folder)
+    if os.path.islink(path) or not (real == root or real.startswith(root.rstrip(os.sep) + os.sep)):
+        raise RuntimeError(f"torch_npu.profiler: {path} is a symlink to {real}, outside the result folder {folder}; "
+                           "refusing to read or write through it -- remove the link and analyse again")
+
+
 def _write_atomic(path: str, write: Any) -> None:
     tmp = f"{path}.tmp{os.getpid()}"
     with open(tmp, "w", newline="", encoding="utf-8") as fh:
@@ -67,8 +76,11 @@ def analyse_folder(folder: str, *, npu: bool = True, memory: bool = True, metada
     raw = [f for f in os.listdir(folder) if f.endswith(".pt.trace.json")]
     if not raw:
         raise FileNotFoundError(f"torch_npu.profiler: no trace (*.pt.trace.json) in {folder}: nothing to analyse")
+    _confined(os.path.join(folder, raw[0]), folder)
     events = _events(os.path.join(folder, raw[0]))
     out = os.path.join(folder, OUTPUT_DIR)
+    if os.path.lexists(out):
+        _confined(out, folder)        # a symlinked output folder must not carry the results elsewhere
     os.makedirs(out, exist_ok=True)
     _write_atomic(os.path.join(out, "trace_view.json"), lambda fh: json.dump(events, fh))
     ops = [e for e in events if e.get("ph") == "X" and e.get("cat") in ("cpu_op", "operator")]

@@ -17,4 +17,6 @@ def analyse(profiler_path: str, max_process_number: int = os.cpu_count() // 2 or
     folders = [profiler_path] if profiler_path.rstrip("/").endswith("ascend_pt") else [
         os.path.join(profiler_path, d) for d in sorted(os.listdir(profiler_path)) if d.endswith("ascend_pt")]
     for folder in folders:
+        if folder != profiler_path:
+            _ascend_output._confined(folder, profiler_path)     # a result folder linked in from elsewhere
         _ascend_output.analyse_folder(folder)
