@@ -24,6 +24,7 @@ from typing import List, Optional
 import typer
 
 from torchport.cli._common import fail
+from torchport.cli._options import device_arg, device_option
 
 
 def register(app: typer.Typer) -> None:
@@ -51,11 +52,13 @@ def register(app: typer.Typer) -> None:
         join_timeout: Optional[float] = typer.Option(None, "--join-timeout", min=1.0,
                                                      help="Seconds to wait for every node at the rendezvous "
                                                      "(torchrun's default 600)."),
+        connect_timeout: Optional[float] = typer.Option(None, "--connect-timeout", min=1.0,
+                                                        help="Seconds to reach the rendezvous endpoint before giving "
+                                                        "up (torchrun's read_timeout, default 60)."),
         host_store: Optional[bool] = typer.Option(None, "--host-store/--no-host-store",
                                                   help="Whether this agent hosts the rendezvous store (default: "
                                                   "torchrun decides from its addresses)."),
-        device: Optional[str] = typer.Option(None, "--device", help="Backend whose device count sets the default "
-                                             "--nproc-per-node (default: auto)."),
+        device: str = device_option(),
         dry_run: bool = typer.Option(False, "--dry-run", help="Print the torchrun command and where each value "
                                      "came from; run nothing."),
     ) -> None:
@@ -75,9 +78,9 @@ def register(app: typer.Typer) -> None:
         nproc = nproc_per_node or plan.nproc_per_node
         nproc_from = "--nproc-per-node" if nproc_per_node else plan.origin.get("nproc_per_node")
         if nproc is None:
-            nproc, nproc_from = _device_count(device)
+            nproc, nproc_from = _device_count(device_arg(device))
         cmd = torchrun_command(plan, program, nproc_per_node=nproc, max_restarts=max_restarts,
-                               join_timeout=join_timeout, is_host=host_store)
+                               join_timeout=join_timeout, connect_timeout=connect_timeout, is_host=host_store)
         if dry_run:
             typer.echo(shlex.join(cmd))
             origin = {**plan.origin, "nproc_per_node": nproc_from}

@@ -89,11 +89,13 @@ class NodePlan:
         return f"{host}:{self.master_port}"
 
     def torchrun_args(self, *, nproc_per_node: int | None = None, max_restarts: int = 0,
-                      join_timeout: float | None = None, is_host: bool | None = None) -> list[str]:
+                      join_timeout: float | None = None, connect_timeout: float | None = None,
+                      is_host: bool | None = None) -> list[str]:
         """torchrun's arguments for this node (before the program).
 
         One node: ``--standalone`` (a private store on a free port). Several: a c10d rendezvous at node 0's
         endpoint; ``join_timeout`` seconds for the other nodes to arrive (torchrun's default 600);
+        ``connect_timeout`` seconds to reach the endpoint's store (torchrun's ``read_timeout``, default 60);
         ``is_host`` pins which agent hosts the store (default: torchrun decides from its addresses)."""
         nproc = nproc_per_node or self.nproc_per_node
         args: list[str] = []
@@ -105,6 +107,8 @@ class NodePlan:
             conf = []
             if join_timeout is not None:
                 conf.append(f"join_timeout={join_timeout:g}")
+            if connect_timeout is not None:
+                conf.append(f"read_timeout={max(1, round(connect_timeout))}")
             if is_host is not None:
                 conf.append(f"is_host={int(is_host)}")
             if conf:

@@ -55,12 +55,12 @@ def program_args(program: Sequence[str]) -> list[str]:
 
 
 def torchrun_command(plan: NodePlan, program: Sequence[str], *, nproc_per_node: int | None = None,
-                     max_restarts: int = 0, join_timeout: float | None = None, is_host: bool | None = None,
-                     python: str | None = None) -> list[str]:
+                     max_restarts: int = 0, join_timeout: float | None = None, connect_timeout: float | None = None,
+                     is_host: bool | None = None, python: str | None = None) -> list[str]:
     """The full command: ``python -m torch.distributed.run <this node's args> <program>``."""
     return [python or sys.executable, "-m", "torch.distributed.run",
             *plan.torchrun_args(nproc_per_node=nproc_per_node, max_restarts=max_restarts, join_timeout=join_timeout,
-                                is_host=is_host), *program_args(program)]
+                                connect_timeout=connect_timeout, is_host=is_host), *program_args(program)]
 
 
 def explain_failure(plan: NodePlan, text: str, rc: int, *, join_timeout: float | None = None) -> str | None:

@@ -5,7 +5,7 @@ What a node gets (the variables a Kubeflow PyTorchJob pod gets, so the run goes 
 its ``kubeflow`` environment): ``PET_NNODES``, ``PET_NODE_RANK``, ``PET_NPROC_PER_NODE``, ``PET_MASTER_ADDR`` /
 ``PET_MASTER_PORT`` (node 0), ``TORCHPORT_NODE_ADDR`` = ``127.0.0.<rank + 1>`` (the address the agent advertises),
 ``GLOO_SOCKET_IFNAME=lo`` (gloo, and the emulated hccl over it, binds loopback), ``TORCHPORT_CACHE`` = a folder
-of its own, and with ``device="npu"`` ``TORCHPORT_EMULATE=npu:<nproc>``.
+of its own, and ``TORCHPORT_EMULATE=<emulate>`` when given (emulated accelerators per node, e.g. 2 per node).
 
 Every address is loopback: nothing is sent outside this host. Linux network namespaces on a veth bridge (one
 address per namespace) would separate the nodes' sockets further; they are not used here (see docs/cluster.md).
@@ -13,7 +13,7 @@ address per namespace) would separate the nodes' sockets further; they are not u
 Example::
 
     from torchport.cluster.rehearsal import Rehearsal
-    with Rehearsal(nnodes=2, nproc=2, device="npu", workdir="/tmp/rh") as rh:
+    with Rehearsal(nnodes=2, nproc=2, emulate=EMULATE_SPEC, workdir="/tmp/rh") as rh:
         rh.start(["train", "--epochs", "1", "--run-dir", "/tmp/rh/run"])
         results = rh.wait(timeout=600)          # [NodeResult(rank, returncode, output), ...]
 """
@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-__all__ = ["Rehearsal", "NodeResult", "free_port", "node_address"]
+__all__ = ["Rehearsal", "NodeResult", "free_port", "node_address", "step_losses", "max_abs_diff"]
 
 
 def free_port() -> int:
@@ -71,10 +71,11 @@ class Rehearsal:
 
     nnodes: int
     nproc: int = 1
-    device: str = "cpu"
+    emulate: str | None = None
     workdir: str | os.PathLike = "."
     port: int = field(default_factory=free_port)
     join_timeout: float = 60.0
+    connect_timeout: float | None = None
     max_restarts: int = 0
     env: dict = field(default_factory=dict)
     rdzv_id: str = "rehearsal"
@@ -95,8 +96,8 @@ class Rehearsal:
                      "TORCHPORT_NODE_ADDR": node_address(rank), "GLOO_SOCKET_IFNAME": "lo",
                      "TORCHPORT_CACHE": str(self.workdir / f"node{rank}" / "cache")})
         base.setdefault("OMP_NUM_THREADS", "1")
-        if self.device == "npu":
-            base["TORCHPORT_EMULATE"] = f"npu:{self.nproc}"
+        if self.emulate:
+            base["TORCHPORT_EMULATE"] = self.emulate
         return base
 
     def command(self, rank: int, program: Sequence[str]) -> list[str]:
@@ -105,6 +106,8 @@ class Rehearsal:
                f"{self.join_timeout:g}", "--host-store" if rank == 0 else "--no-host-store"]
         if self.max_restarts:
             cmd += ["--max-restarts", str(self.max_restarts)]
+        if self.connect_timeout:
+            cmd += ["--connect-timeout", f"{self.connect_timeout:g}"]
         return [*cmd, "--", *program]
 
     def start_node(self, rank: int, program: Sequence[str], *, tag: str = "") -> _Node:
@@ -154,3 +157,17 @@ class Rehearsal:
             if node.proc.poll() is None:
                 self.kill(node)
                 node.proc.wait()
+
+
+def step_losses(run_dir: str | os.PathLike) -> dict[int, float]:
+    """``{step: loss}`` of a run directory's ``metrics.jsonl`` (a step run twice keeps its last value)."""
+    from torchport.train.metrics import read_jsonl
+
+    return {r["step"]: r["loss"] for r in read_jsonl(Path(run_dir) / "metrics.jsonl", "step")}
+
+
+def max_abs_diff(a: dict[int, float], b: dict[int, float]) -> float:
+    """Largest per-step loss difference (inf when the runs did not log the same steps)."""
+    if set(a) != set(b) or not a:
+        return float("inf")
+    return max(abs(a[s] - b[s]) for s in a)
