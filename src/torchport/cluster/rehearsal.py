@@ -96,6 +96,7 @@ class Rehearsal:
                      "TORCHPORT_NODE_ADDR": node_address(rank), "GLOO_SOCKET_IFNAME": "lo",
                      "TORCHPORT_CACHE": str(self.workdir / f"node{rank}" / "cache")})
         base.setdefault("OMP_NUM_THREADS", "1")
+        base.setdefault("PYTHONUNBUFFERED", "1")      # node logs line by line (a test watches them)
         if self.emulate:
             base["TORCHPORT_EMULATE"] = self.emulate
         return base
