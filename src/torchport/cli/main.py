@@ -25,7 +25,8 @@ from torchport.cli._options import MARKUP, normalise_help
 
 #: verb -> the module under torchport.cli that registers it (the registry of verbs)
 VERBS = {"doctor": "doctor", "scan": "scan", "fix": "scan", "rules": "rules", "explain": "rules", "run": "run",
-         "train": "train", "data": "data", "profile": "profile", "bench": "bench", "check": "check"}
+         "train": "train", "data": "data", "profile": "profile", "bench": "bench", "check": "check",
+         "launch": "launch"}
 #: verbs whose module is enough on its own (no torch, no registry): main() builds a small app for them
 _LIGHT = ("scan", "fix", "rules", "explain")
 

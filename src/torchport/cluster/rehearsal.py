@@ -1,0 +1,174 @@
+"""A multi-node rehearsal on one machine: N "nodes", each a ``torchport launch`` (so a torchrun agent) with its own
+address on loopback, its own emulated npus or CPU ranks, its own node-local cache, one c10d rendezvous.
+
+What a node gets (the variables a Kubeflow PyTorchJob pod gets, so the run goes through ``torchport launch`` and
+its ``kubeflow`` environment): ``PET_NNODES``, ``PET_NODE_RANK``, ``PET_NPROC_PER_NODE``, ``PET_MASTER_ADDR`` /
+``PET_MASTER_PORT`` (node 0), ``TORCHPORT_NODE_ADDR`` = ``127.0.0.<rank + 1>`` (the address the agent advertises),
+``GLOO_SOCKET_IFNAME=lo`` (gloo, and the emulated hccl over it, binds loopback), ``TORCHPORT_CACHE`` = a folder
+of its own, and ``TORCHPORT_EMULATE=<emulate>`` when given (emulated accelerators per node, e.g. 2 per node).
+
+Every address is loopback: nothing is sent outside this host. Linux network namespaces on a veth bridge (one
+address per namespace) would separate the nodes' sockets further; they are not used here (see docs/cluster.md).
+
+Example::
+
+    from torchport.cluster.rehearsal import Rehearsal
+    with Rehearsal(nnodes=2, nproc=2, emulate=EMULATE_SPEC, workdir="/tmp/rh") as rh:
+        rh.start(["train", "--epochs", "1", "--run-dir", "/tmp/rh/run"])
+        results = rh.wait(timeout=600)          # [NodeResult(rank, returncode, output), ...]
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+__all__ = ["Rehearsal", "NodeResult", "free_port", "node_address", "step_losses", "max_abs_diff"]
+
+
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def node_address(rank: int) -> str:
+    """Node ``rank``'s loopback address: 127.0.0.1, 127.0.0.2, ..."""
+    return f"127.0.0.{rank + 1}"
+
+
+@dataclass
+class NodeResult:
+    """One node's end: its launcher's exit code (None: still running when killed) and everything it printed."""
+
+    rank: int
+    returncode: int | None
+    output: str
+    seconds: float = 0.0
+
+
+@dataclass
+class _Node:
+    rank: int
+    proc: subprocess.Popen
+    log: Path
+    started: float
+    killed: bool = False
+
+
+@dataclass
+class Rehearsal:
+    """N loopback nodes of ``nproc`` ranks each (see the module docstring). A context manager: on exit every node
+    still running is killed (its whole process group: agent and workers)."""
+
+    nnodes: int
+    nproc: int = 1
+    emulate: str | None = None
+    workdir: str | os.PathLike = "."
+    port: int = field(default_factory=free_port)
+    join_timeout: float = 60.0
+    connect_timeout: float | None = None
+    max_restarts: int = 0
+    env: dict = field(default_factory=dict)
+    rdzv_id: str = "rehearsal"
+    nodes: list = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.workdir = Path(self.workdir)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+
+    def node_env(self, rank: int) -> dict[str, str]:
+        """The environment of node ``rank`` (what its scheduler would set, and its own cache)."""
+        base = {k: v for k, v in os.environ.items() if not k.startswith(("PET_", "SLURM_", "MA_", "VC_"))
+                and k not in ("RANK_TABLE_FILE", "MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "LOCAL_RANK",
+                              "TORCHELASTIC_RUN_ID", "TORCHPORT_EMULATE")}
+        base.update(self.env)
+        base.update({"PET_NNODES": str(self.nnodes), "PET_NODE_RANK": str(rank), "PET_NPROC_PER_NODE": str(self.nproc),
+                     "PET_MASTER_ADDR": node_address(0), "PET_MASTER_PORT": str(self.port), "PET_RDZV_ID": self.rdzv_id,
+                     "TORCHPORT_NODE_ADDR": node_address(rank), "GLOO_SOCKET_IFNAME": "lo",
+                     "TORCHPORT_CACHE": str(self.workdir / f"node{rank}" / "cache")})
+        base.setdefault("OMP_NUM_THREADS", "1")
+        base.setdefault("PYTHONUNBUFFERED", "1")      # node logs line by line (a test watches them)
+        if self.emulate:
+            base["TORCHPORT_EMULATE"] = self.emulate
+        return base
+
+    def command(self, rank: int, program: Sequence[str]) -> list[str]:
+        """``python -m torchport launch`` for node ``rank`` (node 0 hosts the rendezvous store)."""
+        cmd = [sys.executable, "-m", "torchport", "launch", "--env", "kubeflow", "--join-timeout",
+               f"{self.join_timeout:g}", "--host-store" if rank == 0 else "--no-host-store"]
+        if self.max_restarts:
+            cmd += ["--max-restarts", str(self.max_restarts)]
+        if self.connect_timeout:
+            cmd += ["--connect-timeout", f"{self.connect_timeout:g}"]
+        return [*cmd, "--", *program]
+
+    def start_node(self, rank: int, program: Sequence[str], *, tag: str = "") -> _Node:
+        """Start node ``rank`` (again, as a replacement, with ``tag`` naming its log)."""
+        (self.workdir / f"node{rank}").mkdir(parents=True, exist_ok=True)
+        log = self.workdir / f"node{rank}{tag}.log"
+        with open(log, "wb") as fh:
+            proc = subprocess.Popen(self.command(rank, program), env=self.node_env(rank), stdout=fh,
+                                    stderr=subprocess.STDOUT, start_new_session=True, cwd=self.workdir / f"node{rank}")
+        node = _Node(rank, proc, log, time.monotonic())
+        self.nodes.append(node)
+        return node
+
+    def start(self, program: Sequence[str], ranks: Sequence[int] | None = None) -> None:
+        """Start every node (or ``ranks``), node 0 first."""
+        for rank in (range(self.nnodes) if ranks is None else ranks):
+            self.start_node(rank, program)
+
+    def kill(self, node: _Node, sig: int = signal.SIGKILL) -> None:
+        """Lose ``node``: its agent and every worker at once (the process group), as a machine that dies."""
+        node.killed = True
+        try:
+            os.killpg(node.proc.pid, sig)
+        except ProcessLookupError:
+            pass
+
+    def wait(self, timeout: float) -> list[NodeResult]:
+        """Wait for every node; kill those still running at ``timeout``. One result per started node."""
+        deadline = time.monotonic() + timeout
+        out = []
+        for node in self.nodes:
+            try:
+                rc: int | None = node.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                self.kill(node)
+                node.proc.wait()
+                rc = None
+            out.append(NodeResult(node.rank, rc, node.log.read_text(errors="replace"),
+                                  round(time.monotonic() - node.started, 2)))
+        return out
+
+    def __enter__(self) -> "Rehearsal":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for node in self.nodes:
+            if node.proc.poll() is None:
+                self.kill(node)
+                node.proc.wait()
+
+
+def step_losses(run_dir: str | os.PathLike) -> dict[int, float]:
+    """``{step: loss}`` of a run directory's ``metrics.jsonl`` (a step run twice keeps its last value)."""
+    from torchport.train.metrics import read_jsonl
+
+    return {r["step"]: r["loss"] for r in read_jsonl(Path(run_dir) / "metrics.jsonl", "step")}
+
+
+def max_abs_diff(a: dict[int, float], b: dict[int, float]) -> float:
+    """Largest per-step loss difference (inf when the runs did not log the same steps)."""
+    if set(a) != set(b) or not a:
+        return float("inf")
+    return max(abs(a[s] - b[s]) for s in a)
