@@ -301,7 +301,7 @@ def autocast(dtype: Any = None, enabled: bool = True, cache_enabled: bool | None
              device_type: str | None = None) -> Any:
     """``torch.autocast`` on the selected device, in a precision the backend runs fast.
 
-    What ``torchport fix`` writes for ``torch.cuda.amp.autocast(...)``, and what ``torchport run`` does for it: an
+    What ``torchport fix`` writes for a CUDA-only autocast (TP201, TP203), and what ``torchport run`` does for it: an
     asked dtype the backend does not run fast becomes its fallback (bf16 where fp16 is slow), and where no low
     precision is fast (a CPU without native bf16/fp16) the region runs in float32 -- autocast disabled -- instead of
     ~10x slower (:mod:`torchport.backends.cpu_precision`). On CUDA and the NPU it is ``torch.autocast`` as asked.
@@ -313,7 +313,7 @@ def autocast(dtype: Any = None, enabled: bool = True, cache_enabled: bool | None
 
     Example::
 
-        with torchport.autocast():                      # was: with torch.cuda.amp.autocast():
+        with torchport.autocast():                      # a fixed TP201 line
             loss = model(x)
     """
     import torch
