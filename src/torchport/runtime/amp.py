@@ -113,7 +113,7 @@ class Amp:
             warn_once(note, SlowPrecisionWarning if slow else UserWarning, stacklevel=2)
         self.requested = precision
         self.precision = resolved
-        self.dtype = {"fp32": None, "fp16": torch.float16, "bf16": torch.bfloat16}[resolved]
+        self.dtype = precision_dtype(resolved)
         use_scaler = scaler if scaler is not None else (resolved == "fp16" and policy.fp16_needs_scaler)
         self.scaler = None
         self.static = static_scale is not None
@@ -270,7 +270,18 @@ def load_scaler_state(scaler, state: dict[str, Any]) -> None:
     scaler.load_state_dict(state)
 
 
-_NAMES = {"float16": "fp16", "bfloat16": "bf16"}
+def precision_dtype(precision: str) -> Any:
+    """``"fp16"`` / ``"bf16"`` -> the torch dtype; ``"fp32"`` -> None (autocast off)."""
+    import torch
+
+    return {"fp32": None, "fp16": torch.float16, "bf16": torch.bfloat16}[precision]
+
+
+def precision_of(dtype: Any) -> str:
+    """A torch dtype -> ``"fp16"`` / ``"bf16"``; any other -> ``"fp32"``."""
+    import torch
+
+    return {torch.float16: "fp16", torch.bfloat16: "bf16"}.get(dtype, "fp32")
 
 
 def policy_dtype(device_type: str, dtype: Any = None, backend: Any = None) -> tuple[Any, str | None]:
@@ -288,13 +299,13 @@ def policy_dtype(device_type: str, dtype: Any = None, backend: Any = None) -> tu
         return (dtype if dtype is not None else torch.get_autocast_dtype(device_type)), None
     policy = backend.amp
     asked = dtype if dtype is not None else torch.get_autocast_dtype(device_type)
-    want = _NAMES.get(str(asked).removeprefix("torch."), "fp32")
+    want = precision_of(asked)
     got = policy.substitute(want)
     if got == want:
         return asked, None
     why = policy.reason()
     note = f"autocast {want} is not fast on {backend.label}: using {got} (the backend's AMP policy{': ' + why if why else ''})"
-    return ({"fp16": torch.float16, "bf16": torch.bfloat16}.get(got)), note
+    return precision_dtype(got), note
 
 
 def autocast(dtype: Any = None, enabled: bool = True, cache_enabled: bool | None = None,

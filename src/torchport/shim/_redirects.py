@@ -294,12 +294,6 @@ def module_patches(shim: Any) -> Patches:
     ]
 
 
-def _dtype_name(dtype: Any) -> str:
-    import torch
-
-    return {torch.float16: "fp16", torch.bfloat16: "bf16"}.get(dtype, "fp32")
-
-
 def amp_patches(shim: Any) -> Patches:
     """``torch.autocast("cuda")`` / ``torch.cuda.amp.autocast`` and ``torch.amp.GradScaler("cuda")``.
 
@@ -310,7 +304,7 @@ def amp_patches(shim: Any) -> Patches:
     """
     import torch
 
-    from torchport.runtime.amp import policy_dtype
+    from torchport.runtime.amp import policy_dtype, precision_of as _dtype_name
 
     dm, hit, report = shim.map, shim.hit, shim.report
     policy = shim.target.backend.amp
