@@ -25,12 +25,13 @@ def _shapes(src: Any, trust: bool = False) -> tuple[dict[str, Any], dict[str, tu
     """``(config, {model key: shape})`` of a trainer checkpoint in either layout, without building anything."""
     from torchport.runtime import checkpoint as ckpt
     from torchport.runtime import dcp
+    from torchport.storage import fs
 
     if dcp.is_dcp_checkpoint(src):
         meta = dcp.read_metadata(src, trust=trust).state_dict_metadata
         shapes = {k[len("model."):]: tuple(m.size) for k, m in meta.items()
                   if k.startswith("model.") and hasattr(m, "size")}
-        state = ckpt.load(dcp._join(src, dcp._EXTRA), weights_only=not trust)
+        state = ckpt.load(fs.join(src, dcp._EXTRA), weights_only=not trust)
     else:
         state = ckpt.load(src, weights_only=not trust)
         shapes = {k: tuple(v.shape) for k, v in (state.get("model") or {}).items()}
