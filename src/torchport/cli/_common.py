@@ -91,13 +91,19 @@ def guard(verb: str) -> Iterator[None]:
 
 
 def _check_environment() -> None:
-    """A malformed ``TORCHPORT_EMULATE`` is a usage error (exit 2), found before the verb imports torch --
+    """A malformed ``TORCHPORT_EMULATE``, or one the emulator cannot honour (no C++ compiler for its first
+    build), is a usage error (exit 2), found before the verb imports torch --
     whose device-backend autoload would otherwise turn it into a traceback, or a crash later on."""
     value = os.environ.get("TORCHPORT_EMULATE")
     if value and value.strip():
-        from torchport.emulate import parse_env
+        from torchport.emulate import _native, parse_env
+        from torchport.emulate.autoload import EmulateError
 
         parse_env(value)
+        try:  # no compiler and nothing cached: the autoload inside `import torch` would fail
+            _native.preflight()
+        except _native.NativeBuildError as exc:
+            raise EmulateError(f"TORCHPORT_EMULATE={value}: {exc}") from None
 
 
 def guarded(name: str, callback):

@@ -31,20 +31,43 @@ class NativeBuildError(RuntimeError):
     """The emulator's C++ part cannot be built here (no compiler, or the build failed)."""
 
 
+def _cache_root() -> Path:
+    return Path(os.environ.get("TORCHPORT_EXTENSIONS_DIR") or os.path.join(
+        os.path.expanduser("~"), ".cache", "torchport", "torch_extensions"))
+
+
+def _tag(torch_version: str) -> str:
+    digest = hashlib.sha256(_SRC.read_bytes()).hexdigest()[:12]
+    return f"py{sys.version_info[0]}{sys.version_info[1]}-torch{torch_version.replace('+', '_')}-{digest}"
+
+
 def build_dir() -> Path:
     """Where the compiled module is cached (one folder per torch version and source hash)."""
     import torch
 
-    digest = hashlib.sha256(_SRC.read_bytes()).hexdigest()[:12]
-    base = os.environ.get("TORCHPORT_EXTENSIONS_DIR") or os.path.join(
-        os.path.expanduser("~"), ".cache", "torchport", "torch_extensions")
-    tag = f"py{sys.version_info[0]}{sys.version_info[1]}-torch{torch.__version__.replace('+', '_')}-{digest}"
-    return Path(base) / tag
+    return _cache_root() / _tag(torch.__version__)
 
 
 def _compiler() -> str | None:
     cxx = os.environ.get("CXX", "c++")
     return shutil.which(cxx) or shutil.which("g++") or shutil.which("clang++")
+
+
+_NO_COMPILER = (
+    "the emulated NPU needs a C++ compiler on first use (it builds its device against this torch, about a minute); "
+    "none found (looked for $CXX, c++, g++, clang++). Install one, e.g. `apt-get install g++`, "
+    "or `conda install gxx`.")
+
+
+def preflight() -> None:
+    """Raise :class:`NativeBuildError` when :func:`load` is sure to fail for want of a compiler -- checked
+    without importing torch, so a command can say so in one line before torch's backend autoload turns it
+    into a traceback inside ``import torch``. A cached module for this source (any torch version) passes;
+    :func:`load` still decides whether it fits this torch."""
+    if _compiler() is not None:
+        return
+    if not any(_cache_root().glob(f"{_tag('*')}/torchport_npu_native.so")):
+        raise NativeBuildError(_NO_COMPILER)
 
 
 def load() -> Any:
@@ -62,10 +85,7 @@ def load() -> Any:
             _loaded.append(mod)
             return mod
     if _compiler() is None:
-        raise NativeBuildError(
-            "the emulated NPU needs a C++ compiler on first use (it builds its device against this torch, about a minute); "
-            "none found (looked for $CXX, c++, g++, clang++). Install one, e.g. `apt-get install g++`, "
-            "or `conda install gxx`.")
+        raise NativeBuildError(_NO_COMPILER)
     log.warning("torchport: building the emulated NPU's native module (first use, about a minute) in %s", out)
     out.mkdir(parents=True, exist_ok=True)
     logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)  # "No CUDA runtime" notice
