@@ -65,3 +65,15 @@ def test_the_trainer_counts_them_as_skipped_files(tmp_path):
     idx = scan_folder(root)
     assert len(idx.classes) == 2 and len(idx.samples) == 6
     assert str(a / "secret.jpg") in idx.skipped and str(root / "outcls") in idx.skipped
+
+
+def test_a_split_may_link_to_another_split_of_the_same_data_set(tmp_path):
+    make_dataset(tmp_path / "ds", classes=2, train_per_class=3, val_per_class=1, size=24)
+    train, val = tmp_path / "ds" / "train", tmp_path / "ds" / "val"
+    cls = sorted(p.name for p in val.iterdir())[0]
+    img = sorted((train / cls).iterdir())[0]
+    os.symlink(img, val / cls / "shared.jpg")                     # val reuses a train image: inside DATA
+    os.symlink(tmp_path, val / cls / "up")                        # ... but a folder link above DATA is a loop
+    images, _ = list_class_files(val / cls)
+    assert "shared.jpg" in images
+    assert [p for p, _ in refused_links(val)] == [str(val / cls / "up")]

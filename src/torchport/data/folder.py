@@ -27,7 +27,10 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["IMAGE_EXTENSIONS", "is_image_file", "list_classes", "list_class_files", "broken_links", "refused_links"]
+__all__ = ["SPLITS", "IMAGE_EXTENSIONS", "is_image_file", "list_classes", "list_class_files", "broken_links", "refused_links"]
+
+#: Split folders of a data set (``DATA/train``, ``DATA/val``, ``DATA/test``), each an ImageFolder.
+SPLITS = ("train", "val", "test")
 
 #: Extensions indexed as images by every torchport loader.
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
@@ -58,15 +61,23 @@ def _kind(entry: os.DirEntry, root: str | os.PathLike | None = None) -> str | No
     return kind
 
 
+def _confine(folder: str | os.PathLike) -> str:
+    """The data set a scanned ImageFolder belongs to: ``DATA`` for a split ``DATA/train`` (so ``val`` may link to
+    ``train``'s images), else the folder itself. Links must stay inside it."""
+    folder = os.path.abspath(folder)
+    return os.path.dirname(folder) if os.path.basename(folder) in SPLITS else folder
+
+
 def _root_of(class_dir: str | os.PathLike, root: str | os.PathLike | None) -> str:
-    return os.fspath(root) if root is not None else os.path.dirname(os.path.abspath(class_dir))
+    return _confine(root if root is not None else os.path.dirname(os.path.abspath(class_dir)))
 
 
 def list_classes(root: str | os.PathLike) -> list[str]:
     """Sorted names of the non-hidden sub-directories of ``root`` (OSError on ``root`` itself propagates);
     folder links out of ``root`` or back onto it are not classes (:func:`refused_links`)."""
+    top = _confine(root)
     with os.scandir(root) as it:
-        return sorted(e.name for e in it if not e.name.startswith(".") and _kind(e, root) == "dir")
+        return sorted(e.name for e in it if not e.name.startswith(".") and _kind(e, top) == "dir")
 
 
 def broken_links(folder: str | os.PathLike) -> list[str]:
@@ -79,6 +90,7 @@ def refused_links(root: str | os.PathLike) -> list[tuple[str, str]]:
     """``[(path, reason)]`` of the symbolic links in ``root`` and its class folders that are not read: links
     out of the data set, and folder links back onto it (loops). One line each, for the reports."""
     out: list[tuple[str, str]] = []
+    top = _confine(root)
 
     def scan(folder):
         try:
@@ -87,14 +99,14 @@ def refused_links(root: str | os.PathLike) -> list[tuple[str, str]]:
         except OSError:
             return []
         for e in entries:
-            kind = _kind(e, root)
+            kind = _kind(e, top)
             if kind == "loop":
                 out.append((e.path, f"symbolic link back onto the data set ({os.path.realpath(e.path)}: a loop); "
                                     "not read -- remove the link"))
             elif kind == "outside":
-                out.append((e.path, f"symbolic link to {os.path.realpath(e.path)}, outside the data set {root}; "
+                out.append((e.path, f"symbolic link to {os.path.realpath(e.path)}, outside the data set {top}; "
                                     "not read -- copy the file in or point the data set at its real folder"))
-        return [e.path for e in entries if _kind(e, root) == "dir"]
+        return [e.path for e in entries if _kind(e, top) == "dir"]
 
     for class_dir in scan(root):
         scan(class_dir)
