@@ -86,6 +86,20 @@ def test_check_markdown_report_with_a_hostile_target_name():
     assert "<b>" not in md and "fine &lt;b&gt;\\|x" in md
 
 
+def test_check_terminal_report_shows_hostile_names_as_text():
+    from torchport.checks.report.text import to_text
+    from torchport.checks.result import CheckResult, Evidence, Report, Status
+
+    bad = "x\x1b]0;pwned\x07\x1b[31m\nFAKE [red]y"
+    ev = Evidence(what=f"unreadable {bad}", measured=bad, where=f"data/{bad}.jpg", status=Status.FAIL, detail=bad)
+    report = Report(results=[CheckResult(name="data", status=Status.FAIL, summary=bad, evidence=[ev])],
+                    meta={"target": bad, "device": bad})
+    text = to_text(report, width=400)
+    assert "\x1b" not in text and "\x07" not in text
+    assert "x\\x1b]0;pwned\\x07\\x1b[31m\\x0aFAKE [red]y" in text            # shown, markup not applied
+    assert not any(ln.startswith("FAKE") for ln in text.splitlines())
+
+
 def _manifest(tmp_path, edit):
     from torchport.data.pack import pack_splits
     from torchport.data.synth import make_dataset

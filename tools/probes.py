@@ -1061,6 +1061,73 @@ for _name, (_files, _args, _codes) in _PARSE.items():
     probe(f"trust-parse-{_name}", f"torchport {' '.join(_args[:2])} on {', '.join(_files)} ({_name})")(_parse)
 
 
+# -- the rest of issue 36: run-dir secrets, names on the terminal, data set links, per-rank lines ------------
+@probe("trust-train-run-dir-secret", "train --storage-endpoint http://KEYID:pw@host with AWS_SECRET_ACCESS_KEY set: "
+       "grep every byte of the run dir (config.yaml, metrics, CSVs, checkpoints)")
+def _(t):
+    folder(t / "data", per_class=4)
+    secrets = ("AKIAQWERTYUIOPASDFGH", "pw-S3CRETpw", "env-secret-wJalrXUtnFEMI")
+    r = tp("train", "--data", t / "data", *TINY, "--max-steps", "2", "--device", "cpu", "--run-dir", t / "run",
+           "--storage-endpoint", f"http://{secrets[0]}:{secrets[1]}@127.0.0.1:9/{secrets[2]}", cwd=t,
+           extra_env={"AWS_SECRET_ACCESS_KEY": secrets[2], "TORCHPORT_STORAGE_TIMEOUT_S": "1"})
+    leaked = sorted({p.relative_to(t / "run").as_posix() for p in (t / "run").rglob("*") if p.is_file()
+                     for x in secrets if x.encode() in p.read_bytes()} | ({"(output)"} if any(x in r.text for x in secrets)
+                                                                           else set()))
+    return judge(r, {0}, also=lambda: f"credentials written to {leaked}" if leaked else None)
+
+
+_HOSTILE_NAME = "cls\x1b]0;pwned\x07\x1b[31m\nFAKE LINE"
+for _verb in ("inspect", "pack"):
+    def _names(t, verb=_verb):
+        src = folder(t / "src", classes=2, per_class=4) / "train"
+        first = sorted(p for p in src.iterdir() if p.is_dir())[0]
+        first.rename(src / _HOSTILE_NAME)
+        (src / _HOSTILE_NAME / "bad\x1b[2J\nfile.jpg").write_bytes(b"not a jpeg")
+        r = tp("data", "pack", src, "sh", "--workers", "1", cwd=t)
+        if verb == "inspect" and r.code == 0:
+            r = tp("data", "inspect", "sh", cwd=t)
+        raw = [c for c in ("\x1b", "\x07") if c in r.text]
+        return judge(r, {0}, also=lambda: f"raw control characters printed: {raw}" if raw else
+                     (None if "FAKE LINE" not in "".join(ln for ln in r.text.splitlines() if not ln.startswith(" ")
+                                                         and "\\x0a" not in ln) else "a name started a line of its own"))
+    probe(f"trust-data-{_verb}-escape-name", f"data {_verb}: a class folder / file named with OSC, ANSI and a newline")(_names)
+
+
+for _form in ("loop-class", "loop-in-class", "class-out", "image-out"):
+    def _links(t, form=_form):
+        src = folder(t / "src", classes=2, per_class=4) / "train"
+        a = sorted(p for p in src.iterdir() if p.is_dir())[0]
+        (t / "elsewhere").mkdir()
+        import numpy as np
+        from PIL import Image
+
+        Image.fromarray(np.random.default_rng(7).integers(0, 255, (32, 32, 3), dtype=np.uint8)).save(t / "elsewhere" / "private.jpg")
+        {"loop-class": lambda: os.symlink(src, src / "back"), "loop-in-class": lambda: os.symlink(a, a / "again"),
+         "class-out": lambda: os.symlink(t / "elsewhere", src / "outcls"),
+         "image-out": lambda: os.symlink(t / "elsewhere" / "private.jpg", a / "private.jpg")}[form]()
+        r = tp("data", "pack", src, "sh", "--workers", "1", "--no-restart-markers", "--json", "p.json", cwd=t, timeout=120)
+
+        def why():
+            if r.code != 0:
+                return None
+            rep = json.loads((t / "p.json").read_text())["all"]
+            packed = b"".join(p.read_bytes() for p in (t / "sh").glob("*.tps"))
+            if (t / "elsewhere" / "private.jpg").read_bytes() in packed:
+                return "a file from outside the data set was packed"
+            if rep["written"] != 8:
+                return f"{rep['written']} written, expected the 8 real images"
+            return None if r.text.count("symbolic link") == 1 else "the link was not reported in one line"
+        return judge(r, {0}, also=why)
+    probe(f"trust-pack-symlink-{_form}", f"data pack on an ImageFolder with a symlink ({_form})")(_links)
+
+
+@probe("trust-rank-no-rendezvous", "train with WORLD_SIZE=2 RANK=1 but no MASTER_ADDR/PORT (a rank not started by torchrun)")
+def _(t):
+    env = {k: v for k, v in ENV.items() if k not in ("MASTER_ADDR", "MASTER_PORT")}
+    r = tp("train", "--data", t / "none", "--device", "cpu", cwd=t, env={**env, "WORLD_SIZE": "2", "RANK": "1"})
+    return judge(r, {2}, also=lambda: None if "error: rank 1: " in r.text else "the error line does not name the rank")
+
+
 # ------------------------------------------------------------------------------------------------ runner
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])

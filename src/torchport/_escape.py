@@ -7,7 +7,10 @@ class folder names). One function per format, used by every renderer:
   ``'`` so a spreadsheet shows it as text, never as a formula;
 * :func:`uri_ref` -- an RFC 3986 URI reference for a relative path (SARIF ``artifactLocation.uri``);
 * :func:`xml_text` -- characters XML 1.0 forbids (control characters) replaced (JUnit);
-* :func:`terminal` -- escape sequences and control characters shown as ``\\x1b`` (tables on a terminal).
+* :func:`terminal` -- escape sequences and control characters shown as ``\\x1b`` (multi-line text on a terminal);
+* :func:`terminal_name` -- one name from elsewhere (a file, a class folder, a shard) on one line of a rich
+  console: every control character (newline and tab too) shown as ``\\xNN``, rich markup (``[red]``) shown
+  as text, not interpreted.
 """
 
 from __future__ import annotations
@@ -16,10 +19,11 @@ import re
 import urllib.parse
 from typing import Any
 
-__all__ = ["md_cell", "md_code", "csv_cell", "uri_ref", "xml_text", "terminal"]
+__all__ = ["md_cell", "md_code", "csv_cell", "uri_ref", "xml_text", "terminal", "terminal_name"]
 
 _XML_BAD = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_CONTROL_ALL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 def md_cell(value: Any) -> str:
@@ -60,3 +64,14 @@ def xml_text(text: str) -> str:
 def terminal(value: Any) -> str:
     """``value`` with escape sequences and control characters made visible (``\\x1b``), never interpreted."""
     return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(value))
+
+
+def terminal_name(value: Any) -> str:
+    """``value`` (a name read from a data set, a manifest, a file system) safe on one line of a rich console:
+    control characters -- ESC, newline, tab, CR, C1, U+2028/9 -- shown as ``\\xNN`` / ``\\uNNNN``, and ``[`` escaped
+    so rich markup inside the name is shown, never interpreted (``[link=...]``, ``[red]``)."""
+    from rich.markup import escape
+
+    shown = _CONTROL_ALL.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
+                             else f"\\u{ord(m.group()):04x}", str(value))
+    return escape(shown)

@@ -32,7 +32,7 @@ from typing import Any
 
 from torchport.errors import ConfigError
 
-__all__ = ["SCHEMES", "is_url", "resolve", "check"]
+__all__ = ["SCHEMES", "is_url", "resolve", "check", "inside"]
 
 #: URL schemes torchport reads and writes (through s3fs; ``obs://`` is Huawei OBS's S3 endpoint).
 SCHEMES = ("s3", "obs")
@@ -89,3 +89,10 @@ def resolve(value: Any, *, option: str, remote: bool = False, local_hint: str = 
 def check(value: Any, *, option: str, remote: bool = False, local_hint: str = "") -> None:
     """:func:`resolve` for its refusal only (the value itself is kept as given)."""
     resolve(value, option=option, remote=remote, local_hint=local_hint)
+
+
+def inside(path: str | os.PathLike, root: str | os.PathLike) -> bool:
+    """True when local ``path`` really is (symlinks followed) ``root`` or under it -- the one confinement test
+    for names and links read from elsewhere (a data set's links, ``fix --write``'s files)."""
+    real, top = os.path.realpath(path), os.path.realpath(root)
+    return real == top or real.startswith(top.rstrip(os.sep) + os.sep)

@@ -50,11 +50,24 @@ def missing_extra(exc: BaseException) -> str | None:
             f"install it with: pip install 'torchport[{extra}]'")
 
 
+def _rank_prefix(message: str) -> str:
+    """``"rank N: "`` in a process of a distributed run (torchrun's ``WORLD_SIZE`` > 1) whose message does not
+    already name its rank, else ``""``: each rank's one line says which rank failed."""
+    from torchport.env import env_int
+
+    try:
+        world, rank = env_int("WORLD_SIZE", 1) or 1, env_int("RANK", 0) or 0
+    except Exception:  # noqa: BLE001 - a malformed variable is reported by the verb itself, not here
+        return ""
+    return f"rank {rank}: " if world > 1 and not message.startswith(f"rank {rank}") else ""
+
+
 def error_line(verb: str, message: str) -> None:
-    """Print ``torchport VERB: error: MESSAGE`` to stderr (plain text: no markup is interpreted)."""
+    """Print ``torchport VERB: error: MESSAGE`` to stderr (plain text: no markup is interpreted); in a
+    distributed run ``MESSAGE`` starts with ``rank N: ``."""
     from torchport.log import message_line
 
-    typer.echo(message_line("error", message, verb), err=True)
+    typer.echo(message_line("error", _rank_prefix(message) + message, verb), err=True)
 
 
 def fail(verb: str, message: str, code: int = ExitCode.USAGE) -> NoReturn:

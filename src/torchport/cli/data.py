@@ -175,12 +175,20 @@ def pack_cmd(
                       f"{rep['restart_markers']} with restart markers, "
                       f"{rep['shards']} shard(s), {rep['bytes'] / 2**20:.1f} MiB in {rep['seconds']:.1f}s -> {s_dst}")
         for item in rep["skipped_files"][:10]:
-            console.print(f"  [yellow]skipped[/] {item['path']}: {item['reason']}")
+            console.print(f"  [yellow]skipped[/] {_name(item['path'])}: {_name(item['reason'])}")
         if rep["skipped"] > 10:
             console.print(f"  ... and {rep['skipped'] - 10} more (see {s_dst}/pack_report.json)")
     write_json(json_out, reports)
     if not any(r["written"] for r in reports.values()):
         raise typer.Exit(1)
+
+
+def _name(value) -> str:
+    """A name read from a data set or its manifest (class folder, file, shard), shown on the terminal as text:
+    escape sequences, newlines and rich markup made visible (:func:`torchport._escape.terminal_name`)."""
+    from torchport._escape import terminal_name
+
+    return terminal_name(value)
 
 
 def _join(base, name: str):
@@ -241,12 +249,12 @@ def inspect_cmd(
             "per_class": dict(zip(s.classes, map(int, counts))),
         }
         out[name or "all"] = info
-        t = Table(title=f"{d} ({s.mode})")
+        t = Table(title=f"{_name(d)} ({_name(s.mode)})")
         t.add_column("field")
         t.add_column("value")
         for k in ("samples", "classes", "shards", "bytes", "size", "height", "width"):
             t.add_row(k, str(info[k]))
-        t.add_row("per class", ", ".join(f"{k}:{v}" for k, v in list(info["per_class"].items())[:12]))
+        t.add_row("per class", ", ".join(f"{_name(k)}:{v}" for k, v in list(info["per_class"].items())[:12]))
         console.print(t)
     write_json(json_out, out)
 
@@ -279,9 +287,9 @@ def verify_cmd(
         ok = not problems
         ok_all &= ok
         out[name or "all"] = {"path": str(d), "ok": ok, "checked": checked, "problems": problems}
-        console.print(f"{'[green]ok[/]' if ok else '[red]FAILED[/]'} {d} (checked: {', '.join(checked)})")
+        console.print(f"{'[green]ok[/]' if ok else '[red]FAILED[/]'} {_name(d)} (checked: {', '.join(checked)})")
         for p in problems[:20]:
-            console.print(f"  [red]-[/] {p}")
+            console.print(f"  [red]-[/] {_name(p)}")
     write_json(json_out, out)
     if not ok_all:
         raise typer.Exit(1)

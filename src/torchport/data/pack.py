@@ -37,7 +37,7 @@ import numpy as np
 
 from torchport.data.decode import add_restart_markers, check_pixels, decode_any, is_jpeg
 from torchport.data.errors import SourceError
-from torchport.data.folder import IMAGE_EXTENSIONS, broken_links, list_class_files, list_classes
+from torchport.data.folder import IMAGE_EXTENSIONS, SPLITS, broken_links, list_class_files, list_classes, refused_links
 from torchport.data.format import MODES, ShardWriter
 
 __all__ = ["PackConfig", "pack", "pack_splits", "scan_image_folder", "resize_shorter", "IMG_EXTENSIONS", "split_dirs"]
@@ -117,7 +117,7 @@ def split_dirs(root: str | os.PathLike) -> list[str]:
 
     root = Path(root)
     out = []
-    for name in ("train", "val", "test"):
+    for name in SPLITS:
         d = root / name
         if d.is_dir() and (is_shard_dir(d) or any(e.is_dir() for e in os.scandir(d))):
             out.append(name)
@@ -317,6 +317,8 @@ def _pack_local(src: Path, dst: Path, cfg: PackConfig, overwrite: bool, progress
     # broken links where class folders are expected: reported, never silently dropped
     links = [{"path": p, "reason": "broken symbolic link (missing target or a loop): not a class folder"}
              for p in broken_links(src)]
+    # links out of the source (their bytes would land in the shards) and folder links back onto it (loops)
+    links += [{"path": p, "reason": why} for p, why in refused_links(src)]
     report = {
         "source": str(src),
         "destination": str(dst),

@@ -334,8 +334,10 @@ def outside_roots(path: str, roots: Sequence[str]) -> str | None:
     """None when the file ``path`` really is (symlinks followed) inside one of ``roots``; else why not."""
     if not roots:
         return None
+    from torchport.paths import inside
+
     real = os.path.realpath(path)
-    if any(real == r or real.startswith(r.rstrip(os.sep) + os.sep) for r in roots):
+    if any(inside(path, r) for r in roots):
         return None
     return (f"not written: it is a symlink to {real}, outside the tree given ({roots[0]}); fix that file "
             "where it lives, or name its own directory")

@@ -192,7 +192,11 @@ def capture(
     if progress is not None:
         state["progress"] = dict(progress)
     if config is not None:
-        state["config"] = dict(config)
+        from torchport.redact import redact_obj
+
+        # redacted like every other output: a checkpoint is shared; nothing reads the endpoint's credentials
+        # back from it (resume takes them from the command line / environment, convert only the model keys)
+        state["config"] = redact_obj(dict(config))
     if extra is not None:
         state["extra"] = dict(extra)
     if rng:

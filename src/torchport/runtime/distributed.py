@@ -171,6 +171,12 @@ def init_distributed(
     target = select_device(device, require_accelerator=require_accelerator)
     if world_size() <= 1 or _initialized():
         return target
+    missing = [v for v in ("MASTER_ADDR", "MASTER_PORT") if not os.environ.get(v)]
+    if missing:   # env:// would raise a ValueError traceback on every rank
+        from torchport.errors import ConfigError
+
+        raise ConfigError(f"WORLD_SIZE={world_size()} is set but {' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} "
+                          "not: start the ranks with torchrun (or `torchport launch`), or unset WORLD_SIZE for one process")
     if target.is_accelerator:
         target.module.set_device(target.index)
     be = backend or dist_backend(target)

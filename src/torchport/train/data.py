@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from torchport.data.errors import DataError as _DataErrorBase
-from torchport.data.folder import IMAGE_EXTENSIONS, list_class_files, list_classes
+from torchport.data.folder import IMAGE_EXTENSIONS, list_class_files, list_classes, refused_links
 
 __all__ = [
     "DataError",
@@ -57,7 +57,8 @@ class BadImageError(DataError):
 
 @dataclasses.dataclass
 class FolderIndex:
-    """One split: ``samples`` are ``(path, class index)``; ``skipped`` lists non-image files."""
+    """One split: ``samples`` are ``(path, class index)``; ``skipped`` lists non-image files and symbolic links
+    that are not read (out of the data set, or a loop)."""
 
     root: str
     classes: list[str]
@@ -112,6 +113,7 @@ def scan_folder(root: str | os.PathLike, *, policy: str = "skip", classes: Seque
                             "add images or remove the folder")
         samples.extend((str(cdir / f), idx) for f in images)
         skipped.extend(others)
+    skipped.extend(p for p, _ in refused_links(root))   # links out of the data set / loops: counted, never read
     return FolderIndex(root=str(root), classes=found, samples=samples, skipped=skipped)
 
 

@@ -531,11 +531,13 @@ def _stop_no_steps(epoch: int, skipped: list, data: str) -> None:
 
 
 def _report_bad(ui, log, epoch, paths, count, skipped) -> None:
+    from torchport._escape import terminal_name   # file names from the data set: shown, never interpreted
+
     if count:
-        shown = ", ".join(paths[:3]) + (" ..." if len(paths) > 3 else "")
+        shown = ", ".join(map(terminal_name, paths[:3])) + (" ..." if len(paths) > 3 else "")
         ui.print(f"[yellow]skipped {count} unreadable image file(s) this epoch[/yellow]: {shown}")
     if skipped:
-        ui.print(f"[yellow]ignored {len(skipped)} non-image file(s)[/yellow]: {', '.join(skipped[:3])}"
+        ui.print(f"[yellow]ignored {len(skipped)} non-image file(s) or link(s) out of the data set[/yellow]: {', '.join(map(terminal_name, skipped[:3]))}"
                  + (" ..." if len(skipped) > 3 else ""))
     log.write("bad_files", epoch=epoch, unreadable=count, unreadable_paths=paths[:100],
               non_image=len(skipped), non_image_paths=skipped[:100])

@@ -26,9 +26,11 @@ def render_terminal(report: Report, console: Any = None, *, verbose: bool = Fals
     from rich.console import Console
     from rich.table import Table
 
+    from torchport._escape import terminal_name as t   # names/strings from a target, a reference, a data set
+
     console = console or Console()
     meta = report.meta
-    table = Table(title=f"torchport check -- {meta.get('target', '?')} on {meta.get('device', '?')}",
+    table = Table(title=f"torchport check -- {t(meta.get('target', '?'))} on {t(meta.get('device', '?'))}",
                   show_lines=False, expand=False)
     table.add_column("check", style="bold")
     table.add_column("status")
@@ -36,22 +38,22 @@ def render_terminal(report: Report, console: Any = None, *, verbose: bool = Fals
     table.add_column("summary", overflow="fold")
     for r in report.results:
         s = r.status.value
-        table.add_row(r.name, f"[{STATUS_STYLE[s]}]{_ICON[s]}[/]", f"{r.seconds:.1f}s", r.summary)
+        table.add_row(t(r.name), f"[{STATUS_STYLE[s]}]{_ICON[s]}[/]", f"{r.seconds:.1f}s", t(r.summary))
     console.print(table)
     for r in report.results:
         items = r.evidence if verbose else r.problems
         if not items:
             continue
-        console.print(f"[bold]{r.name}[/] evidence:")
+        console.print(f"[bold]{t(r.name)}[/] evidence:")
         for e in items:
             s = e.status.value
-            line = f"  [{STATUS_STYLE[s]}]{_ICON[s]}[/] {e.what}: {_fmt(e.measured)}"
+            line = f"  [{STATUS_STYLE[s]}]{_ICON[s]}[/] {t(e.what)}: {t(_fmt(e.measured))}"
             if e.threshold is not None:
-                line += f" [dim](limit {_fmt(e.threshold)})[/]"
+                line += f" [dim](limit {t(_fmt(e.threshold))})[/]"
             if e.where:
-                line += f"\n       at {e.where}"
+                line += f"\n       at {t(e.where)}"
             if e.detail and e.status in (Status.WARN, Status.FAIL):
-                line += f"\n       [dim]{e.detail}[/]"
+                line += f"\n       [dim]{t(e.detail)}[/]"
             console.print(line, highlight=False, markup=True, soft_wrap=True)
     c = report.counts()
     style = STATUS_STYLE[report.status.value]
