@@ -45,6 +45,16 @@ def pytest_configure(config):
                                 f"--basetemp) to a folder outside it")
 
 
+def pytest_xdist_auto_num_workers(config):
+    """``-n auto``: one worker per usable core, at most 4 -- many tests start torchrun with two ranks of
+    their own, so more workers than that only add memory and contention."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cores = os.cpu_count() or 1
+    return max(1, min(cores, 4))
+
+
 # -- skip policy ---------------------------------------------------------------------------------------
 _SKIPS: list[tuple[str, str]] = []
 ALLOWLIST = os.path.join(os.path.dirname(__file__), "skip_allowlist.txt")

@@ -31,6 +31,15 @@ def test_unlisted_skip_fails_strict_runs_and_is_counted(tmp_path):
     assert "NOT ALLOWED: test_inner.py::test_hidden: not built yet" in strict.stdout
 
 
+def test_a_skip_on_an_xdist_worker_is_counted_and_fails_strict_runs(tmp_path):
+    """CI runs the suite with ``-n auto``: a skip on a worker must reach the count like one in-process."""
+    body = "import pytest\n\ndef test_ok():\n    pass\n\ndef test_hidden():\n    pytest.skip('not built yet')\n"
+    strict = _run(tmp_path, body, "--strict-skips", "-n", "2")
+    assert strict.returncode == 1, strict.stdout
+    assert "skips: 1 (0 on tests/skip_allowlist.txt, 1 not)" in strict.stdout, strict.stdout
+    assert "NOT ALLOWED: test_inner.py::test_hidden: not built yet" in strict.stdout
+
+
 def test_allowlisted_skip_passes_strict_runs(tmp_path):
     body = ("import pytest\n\n@pytest.mark.parametrize('d', ['cpu', 'cuda'])\ndef test_dev(d):\n"
             "    if d == 'cuda':\n        pytest.skip('cuda is not available here')\n")

@@ -27,7 +27,7 @@ from torchport.migrate import catalog, engine, fast
 ALL = catalog.ruleset(["ALL"])
 DEFAULT = catalog.ruleset()
 #: torch's own files in the real-code corpus (every k-th), beside the whole of timm and accelerate
-TORCH_FILES = 100
+TORCH_FILES = 60  # with every 2nd timm file and all of accelerate: ~290 real files, half the old time
 
 
 def _unfiltered(rs):
@@ -62,19 +62,21 @@ def test_every_fixture_same_findings(rs):
 
 def _corpus() -> list[Path]:
     out: list[Path] = []
-    for pkg, step in (("timm", 1), ("accelerate", 1), ("torch", None)):
+    for pkg, step in (("timm", 2), ("accelerate", 1), ("torch", None)):
         spec = importlib.util.find_spec(pkg)
         assert spec is not None and spec.origin, f"{pkg} is a dev dependency; it must be installed"
         files = sorted(Path(spec.origin).parent.rglob("*.py"))
         if step is None:
             files = files[::max(1, len(files) // TORCH_FILES)][:TORCH_FILES]
+        else:
+            files = files[::step]
         out += files
     return out
 
 
 def test_real_code_same_findings_and_sliced():
     files = _corpus()
-    assert len(files) >= 400
+    assert len(files) >= 250
     differ, kept, total, fallbacks, rounds = [], 0, 0, 0, 0
     orig = engine.analyze
     calls: list[str] = []
