@@ -35,7 +35,7 @@ def _graphs(api: _Api) -> dict[str, Any]:
     """The five graph names, on the backend's graph API or the host capture."""
     cls, mod = graph_module(api)
     hit = api.hit
-    where = f"{getattr(mod, '__name__', 'torch.npu')}.{cls.__name__}"
+    where = f"{getattr(mod, '__name__', '?')}.{cls.__name__}"
 
     def cuda_graph(*args: Any, **kwargs: Any) -> Any:
         hit(C + "CUDAGraph", "CUDAGraph()", where)
