@@ -15,8 +15,9 @@ is an opaque token); replay costs what eager costs (it re-runs the operators fro
 draw new numbers on each replay from the device generator (CUDA graphs advance their Philox offset too);
 host synchronisations inside the captured block (``.item()``) are not refused.
 
-Device-neutral (no device type named here); ``torchport.shim`` serves it for ``torch.cuda.CUDAGraph`` where the
-target has no graph API of its own, and the emulated npu serves it as ``torch.npu.NPUGraph``.
+Device-neutral (no device type named here): ``torchport.shim`` serves it for the CUDA graph calls where the
+target's backend record names no graph API of its own, and the emulator serves it as its device module's
+graph class.
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ class _Tape(TorchDispatchMode):
 
 
 class HostGraph:
-    """``torch.cuda.CUDAGraph``'s interface over a recorded operator tape (see the module docstring)."""
+    """The CUDA graph class's interface over a recorded operator tape (see the module docstring)."""
 
     def __new__(cls, keep_graph: bool = False) -> "HostGraph":
         return super().__new__(cls)
@@ -128,7 +129,7 @@ class HostGraph:
 @contextlib.contextmanager
 def graph(cuda_graph: HostGraph, pool: Any = None, stream: Any = None, capture_error_mode: str = "global",
           **_kwargs: Any) -> Iterator[HostGraph]:
-    """``with graph(g): ...`` captures the block into ``g`` (``torch.cuda.graph``'s signature; ``stream`` and
+    """``with graph(g): ...`` captures the block into ``g`` (the CUDA ``graph`` context's signature; ``stream`` and
     ``capture_error_mode`` are accepted and have no effect on the host)."""
     cuda_graph.capture_begin(pool=pool, capture_error_mode=capture_error_mode)
     try:
@@ -139,7 +140,7 @@ def graph(cuda_graph: HostGraph, pool: Any = None, stream: Any = None, capture_e
 
 def make_graphed_callables(callables: Any, sample_args: Any, num_warmup_iters: int = 3,
                            allow_unused_input: bool = False, pool: Any = None) -> Any:
-    """``torch.cuda.make_graphed_callables``: the callables themselves (a module or function, or a tuple of
+    """CUDA's ``make_graphed_callables``: the callables themselves (a module or function, or a tuple of
     them), which compute on their real arguments exactly what the graphed versions replay -- forward and
     backward, eager's results. ``sample_args`` is checked for shape (one tuple per callable) only."""
     single = not isinstance(callables, tuple)
