@@ -87,9 +87,22 @@ def test_torchrun_two_processes_hccl_on_emulated_npu(tiny_data, env, tmp_path):
 
 
 def test_compile_where_the_backend_has_no_compiler_is_a_clear_error(emulated_npu, tiny_data, tmp_path):
+    import dataclasses
+
+    from torchport import backends
+    from torchport.runtime import device as runtime_device
     from torchport.runtime.device import ConfigError
 
+    # the emulated npu compiles (Inductor on the host view); a record without a compiler stands for a card whose
+    # torch.compile backend is not known (real torch_npu without torchair: npu.SPEC's compile_backend is None)
+    emulated_spec = backends.get("npu")
+    backends.register(dataclasses.replace(emulated_spec, compile_backend=None), replace=True)
+    runtime_device.reset_selection()
     cfg = TrainConfig(data=str(tiny_data), model="tinycnn", image_size=32, batch_size=8, epochs=1, workers=0,
                       run_dir=str(tmp_path / "run"), progress="none", device="npu", compile=True)
-    with pytest.raises(ConfigError, match="has no torch.compile backend; run without --compile"):
-        train(cfg)
+    try:
+        with pytest.raises(ConfigError, match="has no torch.compile backend; run without --compile"):
+            train(cfg)
+    finally:
+        backends.register(emulated_spec, replace=True)
+        runtime_device.reset_selection()

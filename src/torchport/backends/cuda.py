@@ -116,6 +116,7 @@ SPEC = BackendSpec(
     data_parallel=True,
     install_hint="Install a CUDA build of torch (pip install torch) and an NVIDIA driver; check nvidia-smi.",
     compile_backend="inductor",
+    graph_api="CUDAGraph",
     doctor_facts=_facts,
     shim_active=_shim_active,
     knobs=KNOBS,

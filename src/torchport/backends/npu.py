@@ -251,6 +251,7 @@ SPEC = BackendSpec(
                  "set_env.sh; `torchport doctor` diagnoses the environment. To try the NPU path without "
                  "hardware, set TORCHPORT_EMULATE=npu.",
     compile_backend=None,  # torch.compile on Ascend needs torchair; not assumed
+    graph_api="NPUGraph",  # torch_npu's aclgraph capture (torch_npu/npu/graphs.py)
     doctor_facts=_facts,
     plugin="torch_npu",
     knobs=KNOBS,

@@ -136,6 +136,10 @@ class BackendSpec:
         is_accelerator: False only for cpu.
         install_hint: what to install / source when the backend is missing.
         compile_backend: ``torch.compile`` backend name, or None when unsupported.
+        graph_api: the device module's CUDA-graph-like class (``"CUDAGraph"``, ``"NPUGraph"``); with it the
+            module has ``graph`` / ``make_graphed_callables`` / ``graph_pool_handle`` /
+            ``is_current_stream_capturing`` too. None: no graph API (the shim uses the host capture,
+            ``torchport.runtime.graphs``).
         doctor_facts: ``() -> Mapping`` of extra facts ``torchport doctor`` prints.
         emulated: True for torchport's emulated devices.
         shim_active: ``() -> bool``; True when a foreign shim redirects this backend's
@@ -160,6 +164,7 @@ class BackendSpec:
     is_accelerator: bool = True
     install_hint: str = ""
     compile_backend: str | None = "inductor"
+    graph_api: str | None = None
     doctor_facts: Callable[[], Mapping[str, Any]] = dict
     emulated: bool = False
     shim_active: Callable[[], bool] = lambda: False

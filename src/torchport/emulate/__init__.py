@@ -254,6 +254,7 @@ def _register_spec() -> None:
     spec = dataclasses.replace(
         npu.SPEC,
         emulated=True,
+        compile_backend="inductor",  # on the host view of npu graphs (emulate/_compile.py)
         probe=lambda: STATE.installed and STATE.devices > 0,
         device_count=lambda: STATE.devices if STATE.installed else 0,
         module=lambda: getattr(torch, "npu", None) if STATE.installed else None,

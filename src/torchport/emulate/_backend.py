@@ -18,6 +18,8 @@ multiprocessing reducer for npu       torch's reducers put back
 ``torch.nn.parallel.comm`` (for DP)   torch's functions put back
 ``torch.accelerator`` memory/device   torch's functions put back
 functions routed to ``torch.npu``
+``torch.compile``'s Inductor backend  torch's method put back
+compiles npu graphs on their CPU view
 ====================================  ===============================================
 """
 
@@ -31,7 +33,7 @@ import torch
 from torch.library import Library
 
 from torchport.errors import ExitCode, TorchportError
-from torchport.emulate import _accelerator, _autocast, _card_rules, _handlers, _npu_module, _numerics, _parallel, _serialization, _standin, _syncbn, _threads
+from torchport.emulate import _accelerator, _autocast, _card_rules, _compile, _handlers, _npu_module, _numerics, _parallel, _serialization, _standin, _syncbn, _threads
 from torchport.emulate import _tensor as T
 from torchport.emulate._state import STATE
 
@@ -176,6 +178,7 @@ def install_backend(devices: int) -> None:
     _parallel.install()
     _accelerator.install()
     _threads.install()
+    _compile.install()
     T.reset_op_cache()
     _npu_module._reset_runtime()
 
@@ -205,6 +208,7 @@ def uninstall_backend() -> None:
     _parallel.uninstall()
     _accelerator.uninstall()
     _threads.uninstall()
+    _compile.uninstall()
     STATE.devices = 0
     STATE.generators = []
     STATE.default_generators = []

@@ -30,6 +30,7 @@ import torch
 from torchport.emulate import _npu_amp as amp  # noqa: F401  (torch.npu.amp)
 from torchport.emulate import _numerics
 from torchport.emulate._state import STATE
+from torchport.runtime.graphs import HostGraph as _HostGraph
 
 __all__ = [
     "is_available", "is_initialized", "init", "device_count", "current_device", "set_device", "device",
@@ -811,8 +812,50 @@ def disable_deterministic_with_backward(tensor: torch.Tensor) -> torch.Tensor:
 
 
 def is_current_stream_capturing() -> bool:
-    """No graph capture on the emulator: never capturing."""
-    return False
+    """True while this thread captures an :class:`NPUGraph` (``torchport.runtime.graphs``)."""
+    from torchport.runtime import graphs
+
+    return graphs.is_current_stream_capturing()
+
+
+class NPUGraph(_HostGraph):
+    """torch_npu's ``NPUGraph`` (aclgraph) on the emulator: capture records the operators the block runs (they
+    execute), ``replay()`` runs them again on the captured tensors (``torchport.runtime.graphs.HostGraph``)."""
+
+    def __init__(self, keep_graph: bool = False) -> None:
+        super().__init__(keep_graph)
+
+
+class graph(contextlib.ContextDecorator):
+    """``with torch.npu.graph(g): ...`` captures the block into ``g`` (``stream``, ``auto_dispatch_capture`` and
+    ``capture_error_mode`` are accepted and have no effect on the emulator)."""
+
+    def __init__(self, npu_graph: Any, pool: Any = None, stream: Any = None, auto_dispatch_capture: bool = False,
+                 capture_error_mode: str = "global") -> None:
+        self.npu_graph, self.pool, self.capture_error_mode = npu_graph, pool, capture_error_mode
+
+    def __enter__(self) -> Any:
+        self.npu_graph.capture_begin(pool=self.pool, capture_error_mode=self.capture_error_mode)
+        return self.npu_graph
+
+    def __exit__(self, *exc: Any) -> bool:
+        self.npu_graph.capture_end()
+        return False
+
+
+def graph_pool_handle() -> Any:
+    """An opaque pool token (the emulator's graphs share its allocator)."""
+    from torchport.runtime import graphs
+
+    return graphs.graph_pool_handle()
+
+
+def make_graphed_callables(callables: Any, sample_args: Any, num_warmup_iters: int = 3,
+                           allow_unused_input: bool = False, pool: Any = None) -> Any:
+    """The callables themselves: they compute, forward and backward, what their graphed versions would replay."""
+    from torchport.runtime import graphs
+
+    return graphs.make_graphed_callables(callables, sample_args, num_warmup_iters, allow_unused_input, pool)
 
 
 def ipc_collect() -> None:
@@ -1036,7 +1079,7 @@ def _mstx() -> Any:
 NOT_EMULATED: dict[str, str] = {
     **{n: "dump of operator data is a CANN/msprof feature" for n in ("set_dump", "init_dump", "finalize_dump")},
     **{n: "NPU graph capture (aclgraph) needs the device runtime" for n in (
-        "NPUGraph", "graph", "graph_pool_handle", "make_graphed_callables", "graph_task_group_begin",
+        "graph_task_group_begin",
         "graph_task_group_end", "graph_task_update_begin", "graph_task_update_end", "NpuGraphOpHandler",
         "register_npu_graph_handler", "super_kernel_scope_begin", "super_kernel_scope_end")},
     **{n: "custom allocators and memory pools plug into the device caching allocator, which the emulator "
@@ -1065,7 +1108,7 @@ __all__ += [  # noqa: F822 - mstx comes from the module __getattr__
     "BoolStorage", "ByteStorage", "CharStorage", "DoubleStorage", "FloatStorage", "HalfStorage", "IntStorage",
     "LongStorage", "ShortStorage", "BFloat16Storage",
     "ExternalStream", "npurt", "set_device_limit", "get_device_limit", "set_stream_limit", "reset_stream_limit",
-    "get_stream_limit", "current_blas_handle",
+    "get_stream_limit", "current_blas_handle", "NPUGraph", "graph", "graph_pool_handle", "make_graphed_callables",
 ]
 
 

@@ -7,7 +7,8 @@ the files under ``_torch_npu/`` (loaded under the ``torch_npu`` name, with a spe
 ``utils``, ``memory``, ``random``, ``streams``, ``amp``: ``torch.npu.utils`` is
 ``torch_npu.npu.utils``; ``torch_npu.npu.amp`` is the package ``torch.npu.amp``, whose
 submodules ``autocast_mode``/``grad_scaler`` live in ``_torch_npu/npu/amp/``).
-``from apex import amp`` resolves to ``_apex/`` (see its ``amp.py``) when no real apex is installed.
+``from apex import amp`` resolves to ``_apex/`` (see its ``amp.py``) when no real apex is installed, and
+``import torchair`` to ``_torchair/`` (``get_npu_backend``: AOT autograd on the emulated npu) when no real one is.
 
 The hook is on ``sys.meta_path`` only while the emulator is installed, plus -- when
 ``TORCHPORT_EMULATE`` is set -- from interpreter start (``torchport-emulate.pth`` calls
@@ -29,6 +30,7 @@ __all__ = ["install_finder", "uninstall_finder", "boot", "PACKAGE_DIR"]
 
 PACKAGE_DIR = Path(__file__).parent / "_torch_npu"
 APEX_DIR = Path(__file__).parent / "_apex"
+TORCHAIR_DIR = Path(__file__).parent / "_torchair"
 _NPU_SUBMODULES = ("utils", "memory", "random", "streams", "mstx", "amp")
 
 
@@ -67,6 +69,14 @@ def _apex_spec(fullname: str) -> Any:
     return None
 
 
+def _torchair_spec(fullname: str) -> Any:
+    """``torchair``: the stand-in under ``_torchair/``, unless a real torchair is installed."""
+    if importlib.machinery.PathFinder.find_spec("torchair") is not None:
+        return None
+    return importlib.util.spec_from_file_location(fullname, TORCHAIR_DIR / "__init__.py",
+                                                  submodule_search_locations=[str(TORCHAIR_DIR)])
+
+
 class StandinFinder(importlib.abc.MetaPathFinder):
     """Finds ``torch_npu`` / ``torch_npu.*`` (and ``torch.npu.<submodule>``) in the stand-in package."""
 
@@ -75,6 +85,8 @@ class StandinFinder(importlib.abc.MetaPathFinder):
     def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
         if fullname == "apex" or fullname.startswith("apex."):
             return _apex_spec(fullname)
+        if fullname == "torchair":
+            return _torchair_spec(fullname)
         if fullname in ("torch_npu.npu.amp", "torch.npu.amp"):
             return _amp_spec(fullname)
         if fullname.startswith("torch.npu."):
@@ -127,8 +139,8 @@ def uninstall_finder() -> None:
                 str(PACKAGE_DIR)) or getattr(mod, "__spec__", None) is not None and isinstance(
                 getattr(mod.__spec__, "loader", None), _ModuleLoader):
             del sys.modules[key]
-    for key in [k for k in sys.modules if k == "apex" or k.startswith("apex.")]:
-        if str(getattr(sys.modules[key], "__file__", "") or "").startswith(str(APEX_DIR)):
+    for key in [k for k in sys.modules if k == "apex" or k.startswith("apex.") or k == "torchair"]:
+        if str(getattr(sys.modules[key], "__file__", "") or "").startswith((str(APEX_DIR), str(TORCHAIR_DIR))):
             del sys.modules[key]
     for sub in _NPU_SUBMODULES:
         sys.modules.pop(f"torch.npu.{sub}", None)

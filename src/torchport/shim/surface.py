@@ -81,7 +81,7 @@ def _x(fix: str, via: str = "") -> Decision:
     return Decision("refused", fix, via)
 
 
-_GRAPHS = Decision("graphs", "redirected to the backend's graph API (shim/_graphs.py)")
+_GRAPHS = Decision("graphs", "redirected to the backend's graph API (BackendSpec.graph_api), else the host capture-and-replay of runtime/graphs.py (shim/_graphs.py)")
 _TYPE = "a type: naming or isinstance-testing it starts no CUDA work"
 _EXC = "an exception type (`except` clauses only): the target's errors keep their own types"
 _BUILD = "a fact about this torch build (no device, no driver): the same answer under `run`"

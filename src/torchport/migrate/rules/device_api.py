@@ -294,12 +294,12 @@ class CudaStreamEvent(_Mapped):
                  "`default_stream` and `ExternalStream` become `torchport.compat.<name>(...)` -- torch's own on CUDA, "
                  "the selected backend's elsewhere (a stream set or entered is current on the target), and on the CPU "
                  "the shim's stand-ins (work is synchronous; events time with the host clock; an external CUDA "
-                 "stream is refused in one line), as `torchport run` gives them. CUDA graphs are reported only "
-                 "until the graph redirects (`shim/_graphs.py`) exist.")
+                 "stream is refused in one line), as `torchport run` gives them. CUDA graphs (`CUDAGraph`, `graph`, `make_graphed_callables`, "
+                 "`graph_pool_handle`, `is_current_stream_capturing`) become `torchport.compat.<name>`: the backend's "
+                 "graph API where it has one, else the host capture-and-replay (`shim/_graphs.py`).")
     after_fix = ("redirected to runtime: `Stream`, `Event`, `stream`, `StreamContext`, `set_stream`, "
-                 "`current_stream`, `default_stream`, `ExternalStream` (`torchport.compat`); reported only -- "
-                 "harmless because `torchport run` leaves them alike: CUDA graphs (`graph`, `CUDAGraph`, "
-                 "`make_graphed_callables`) until `shim/_graphs.py` redirects them")
+                 "`current_stream`, `default_stream`, `ExternalStream` and the CUDA graph calls (`CUDAGraph`, `graph`, "
+                 "`make_graphed_callables`, `graph_pool_handle`, `is_current_stream_capturing`) (`torchport.compat`)")
 
 
 class CudaNvtx(_Mapped):
@@ -429,7 +429,7 @@ class CudaApiOther(Rule):
     after_fix = ("redirected to runtime: every call and function or value reference `torchport.compat` serves -- each "
                  "name docs/shim.md's CUDA-surface table does not call harmless; reported only -- harmless because "
                  "`torchport run` leaves the rest alike (the table's harmless names: build queries, exception "
-                 "classes such as `torch.cuda.OutOfMemoryError`, types; CUDA graphs until `shim/_graphs.py` exists)")
+                 "classes such as `torch.cuda.OutOfMemoryError`, types)")
     fix = "safe"
 
     def on_call(self, ctx, node: cst.Call, qualname: str) -> None:
