@@ -115,6 +115,14 @@ def final_weights_diff(run_a: Path, run_b: Path) -> str:
     return f"{d:.1e} ({a[0]} vs {b[0]})"
 
 
+def logged_step(log: Path) -> int:
+    """The last optimizer step rank 0 printed (``epoch E/T step S/N`` progress lines) in a node's log."""
+    import re
+
+    found = re.findall(r"epoch (\d+)/\d+ step (\d+)/(\d+)", log.read_text(errors="replace"))
+    return max(((int(e) - 1) * int(n) + int(s) for e, s, n in found), default=0)
+
+
 def node_loss(work: Path, data: Path) -> None:
     """2 nodes x 1 rank, ddp on cpu, 2 epochs of 12 steps, checkpoint every 4 steps; node 1 (agent and worker)
     SIGKILLed once rank 0 has logged step KILL_AT; a replacement node 1 is started; the surviving node's torchrun
@@ -131,7 +139,7 @@ def node_loss(work: Path, data: Path) -> None:
         rh.start(program)
         seen = 0
         while time.monotonic() - t0 < 300:
-            seen = max(step_losses(el_dir), default=0) if (el_dir / "metrics.jsonl").is_file() else 0
+            seen = logged_step(rh.nodes[0].log)
             if seen >= kill_at:
                 break
             time.sleep(0.1)
