@@ -108,3 +108,25 @@ def test_losing_a_rehearsal_node_kills_its_workers_in_their_own_sessions(tmp_pat
     else:
         os.kill(worker, 9)
         raise AssertionError(f"worker {worker} of the killed node is still running")
+
+
+def test_doctor_on_a_cluster_node_reports_the_interface_and_whether_the_endpoint_answers():
+    """Loopback only: a listening endpoint is reachable; a closed port is one problem with the fix; a pinned
+    interface that does not exist is named; a single node probes nothing."""
+    import socket as _socket
+
+    from torchport.cluster.doctor import cluster_report
+
+    with _socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        env = {"PET_NNODES": "2", "PET_NODE_RANK": "1", "PET_MASTER_ADDR": "127.0.0.1",
+               "PET_MASTER_PORT": str(server.getsockname()[1])}
+        up = cluster_report(env)
+    assert (up["interface"], up["address"], up["endpoint_reachable"], up["problems"]) == ("lo", "127.0.0.1", True, [])
+    down = cluster_report(env)                       # the server is closed now
+    assert not down["endpoint_reachable"] and [p["id"] for p in down["problems"]] == ["cluster-endpoint"]
+    assert "does not answer" in down["problems"][0]["problem"]
+    pinned = cluster_report({**env, "HCCL_SOCKET_IFNAME": "eth9-missing"})
+    assert any(p["id"] == "cluster-ifname" and "eth9-missing" in p["problem"] for p in pinned["problems"])
+    assert cluster_report({}) is None
