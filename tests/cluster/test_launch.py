@@ -130,3 +130,10 @@ def test_doctor_on_a_cluster_node_reports_the_interface_and_whether_the_endpoint
     pinned = cluster_report({**env, "HCCL_SOCKET_IFNAME": "eth9-missing"})
     assert any(p["id"] == "cluster-ifname" and "eth9-missing" in p["problem"] for p in pinned["problems"])
     assert cluster_report({}) is None
+
+
+def test_check_distributed_needs_two_ranks_in_all():
+    out = subprocess.run([sys.executable, "-m", "torchport", "check", "--only", "distributed", "--nproc", "1",
+                          "--nnodes", "1", "--device", "cpu"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and out.stderr.strip().splitlines()[-1] == (
+        "torchport check: error: --nproc 1 x --nnodes 1: the distributed smoke needs at least 2 ranks"), out.stderr
