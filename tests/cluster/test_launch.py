@@ -59,3 +59,81 @@ def test_program_forms_and_failure_lines():
     assert explain_failure(plan, failures + "ChildFailedError", 1) == (
         "node 1 of 2, rendezvous 'torchport' at n0:29500: worker(s) failed (rank 3 exit 8); their own error lines are above")
     assert explain_failure(plan, "all fine until it was not", 1) is None
+
+
+def test_multi_node_restarts_turn_off_torchruns_shared_worker_store():
+    """With the shared store a replacement node waits for a MASTER_ADDR the survivor never writes again (60 s,
+    then both fail: benchmarks/bench_cluster.py, node loss); a multi-node job that may restart runs without it."""
+    from torchport.cluster.launch import NO_SHARED_STORE, torchrun_env
+
+    two = detect({"PET_NNODES": "2", "PET_NODE_RANK": "1", "PET_MASTER_ADDR": "n0", "PET_MASTER_PORT": "29400"})
+    assert torchrun_env(two, max_restarts=1, environ={})[NO_SHARED_STORE] == "1"
+    assert NO_SHARED_STORE not in torchrun_env(two, max_restarts=0, environ={})
+    assert NO_SHARED_STORE not in torchrun_env(detect({}), max_restarts=3, environ={})         # one node
+    assert torchrun_env(two, max_restarts=1, environ={NO_SHARED_STORE: "0"})[NO_SHARED_STORE] == "0"   # user's
+
+
+def test_losing_a_rehearsal_node_kills_its_workers_in_their_own_sessions(tmp_path):
+    """torchrun starts each worker in a session of its own: killing the node's process group alone left the
+    'dead' node's worker training."""
+    import os
+    import time
+
+    from torchport.cluster.rehearsal import Rehearsal
+
+    pidfile = tmp_path / "worker.pid"
+    (tmp_path / "worker.py").write_text(f"import os, time\nopen({str(pidfile)!r}, 'w').write(str(os.getpid()))\n"
+                                        "time.sleep(60)\n")
+    tree = ("import subprocess, sys, time\n"      # a node: its agent, and a worker in a session of its own
+            f"subprocess.Popen([sys.executable, {str(tmp_path / 'worker.py')!r}], start_new_session=True)\n"
+            "time.sleep(60)\n")
+    rh = Rehearsal(nnodes=1, workdir=tmp_path)
+    rh.command = lambda rank, program: [sys.executable, "-c", tree]
+    node = rh.start_node(0, [])
+    deadline = time.monotonic() + 20
+    while not (pidfile.is_file() and pidfile.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    worker = int(pidfile.read_text())
+    rh.kill(node)
+    node.proc.wait(timeout=10)
+    for _ in range(100):
+        try:
+            os.kill(worker, 0)
+        except ProcessLookupError:
+            break
+        with open(f"/proc/{worker}/stat") as fh:
+            if fh.read().split(")")[1].split()[0] == "Z":     # killed, not yet reaped by its dead parent
+                break
+        time.sleep(0.05)
+    else:
+        os.kill(worker, 9)
+        raise AssertionError(f"worker {worker} of the killed node is still running")
+
+
+def test_doctor_on_a_cluster_node_reports_the_interface_and_whether_the_endpoint_answers():
+    """Loopback only: a listening endpoint is reachable; a closed port is one problem with the fix; a pinned
+    interface that does not exist is named; a single node probes nothing."""
+    import socket as _socket
+
+    from torchport.cluster.doctor import cluster_report
+
+    with _socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        env = {"PET_NNODES": "2", "PET_NODE_RANK": "1", "PET_MASTER_ADDR": "127.0.0.1",
+               "PET_MASTER_PORT": str(server.getsockname()[1])}
+        up = cluster_report(env)
+    assert (up["interface"], up["address"], up["endpoint_reachable"], up["problems"]) == ("lo", "127.0.0.1", True, [])
+    down = cluster_report(env)                       # the server is closed now
+    assert not down["endpoint_reachable"] and [p["id"] for p in down["problems"]] == ["cluster-endpoint"]
+    assert "does not answer" in down["problems"][0]["problem"]
+    pinned = cluster_report({**env, "HCCL_SOCKET_IFNAME": "eth9-missing"})
+    assert any(p["id"] == "cluster-ifname" and "eth9-missing" in p["problem"] for p in pinned["problems"])
+    assert cluster_report({}) is None
+
+
+def test_check_distributed_needs_two_ranks_in_all():
+    out = subprocess.run([sys.executable, "-m", "torchport", "check", "--only", "distributed", "--nproc", "1",
+                          "--nnodes", "1", "--device", "cpu"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and out.stderr.strip().splitlines()[-1] == (
+        "torchport check: error: --nproc 1 x --nnodes 1: the distributed smoke needs at least 2 ranks"), out.stderr

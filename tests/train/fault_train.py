@@ -4,7 +4,9 @@ reads no test variables). Usable under torchrun (``torchrun ... tests/train/faul
 
 * ``TORCHPORT_FAULT_STEP_DELAY_S=0.15`` -- sleep after every optimizer step (so a test can SIGKILL mid-epoch);
 * ``TORCHPORT_FAULT_EXIT=RANK:STEP`` -- that rank exits with status 3 right after that optimizer step, in the
-  first attempt only (``TORCHELASTIC_RESTART_COUNT`` 0 or unset), so an elastic restart runs through.
+  first attempt only (``TORCHELASTIC_RESTART_COUNT`` 0 or unset), so an elastic restart runs through;
+* ``TORCHPORT_FAULT_HANG=RANK:STEP`` -- that rank stops answering right after that optimizer step (sleeps, alive,
+  in no collective), first attempt only: the others wait in their next collective until the collective timeout.
 """
 
 from __future__ import annotations
@@ -22,6 +24,10 @@ def fault(*, step: int, epoch: int, rank: int) -> None:
     first_attempt = int(os.environ.get("TORCHELASTIC_RESTART_COUNT") or 0) == 0
     if exit_at and first_attempt and tuple(int(v) for v in exit_at.split(":")) == (rank, step):
         os._exit(3)
+    hang_at = os.environ.get("TORCHPORT_FAULT_HANG")
+    if hang_at and first_attempt and tuple(int(v) for v in hang_at.split(":")) == (rank, step):
+        while True:
+            time.sleep(3600)
 
 
 if __name__ == "__main__":

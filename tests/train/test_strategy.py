@@ -95,6 +95,10 @@ def test_each_restart_attempt_gets_its_own_store_keys(monkeypatch):
     store.set("rank_0", "addr")
     assert server.get("torchport/attempt-2/rank_0") == b"addr"
     assert not server.check(["rank_0"])
+    # without torchrun's shared store (multi-node restarts, cluster/launch.torchrun_env) every round's workers have
+    # a fresh store, and a replacement node's restart count (0) differs from the survivors': no prefix
+    monkeypatch.setenv("TORCHELASTIC_USE_AGENT_STORE", "False")
+    assert dist._attempt_store(datetime.timedelta(seconds=10)) is None
 
 
 @pytest.mark.slow

@@ -90,6 +90,29 @@ def _launch(args: list[str], env: dict[str, str], timeout: float) -> tuple[int |
     return rc, tail, timed_out
 
 
+def _launch_nodes(worker: list[str], env: dict[str, str], timeout: float, *, nnodes: int, nproc: int,
+                  out: str) -> tuple[int | None, str, bool, str]:
+    """The smoke on ``nnodes`` loopback rehearsal nodes of ``nproc`` ranks: ``(worst exit, output tail of the
+    first failed node, timed_out, what was launched)``; every node is killed at ``timeout``."""
+    from torchport.cluster.rehearsal import Rehearsal
+
+    with Rehearsal(nnodes=nnodes, nproc=nproc, workdir=Path(out) / "nodes", env=env,
+                   join_timeout=max(5.0, timeout / 2), rdzv_id="torchport-check") as rh:
+        rh.start(worker)
+        results = rh.wait(timeout=timeout)
+    codes = [r.returncode for r in results]
+    timed_out = any(c is None for c in codes)
+    failed = [r for r in results if r.returncode != 0]
+    rc = None if timed_out else max(codes, key=abs)
+    tail = "\n".join(failed[0].output.strip().splitlines()[-6:]) if failed else ""
+    exits: dict[int, int] = {}
+    for r in results:   # torchrun names local ranks: this node's global rank = node * nproc + local
+        exits.update({r.rank * nproc + local: c for local, c in launcher_exit_codes(r.output).items()})
+    _launch.last_exits = exits
+    return rc, tail, timed_out, (f"{nnodes} loopback nodes x torchport launch --nproc-per-node {nproc} (exit codes "
+                                 + "/".join(str(c) for c in codes) + ")")
+
+
 def launcher_exit_codes(text: str) -> dict[int, int]:
     """``{local rank: exit code}`` of the ranks torchrun reports as failed (``failed (exitcode: 3)
     local_rank: 1`` and its ``Failures`` table), so a dead rank is named with its code."""
@@ -176,7 +199,7 @@ def _evidence(logs: dict[int, list[dict[str, Any]]], nproc: int, *, timed_out: b
 
 
 def distributed_smoke(target: Any = None, *, nproc: int = 2, timeout: float = 120.0, barrier_timeout: float = 30.0,
-                      device: Any = None, fault: str | None = None) -> CheckResult:
+                      device: Any = None, fault: str | None = None, nnodes: int = 1) -> CheckResult:
     """Run the distributed smoke test (see module docstring).
 
     Args:
@@ -187,6 +210,8 @@ def distributed_smoke(target: Any = None, *, nproc: int = 2, timeout: float = 12
         barrier_timeout: collective / barrier timeout inside the ranks.
         device: torchport ``Target`` whose backend the ranks use (default: the current one).
         fault: fault injection for testing the check (``"hang:1"``, ``"exit:1"``, ``"weights:1"``).
+        nnodes: > 1: ``nproc`` ranks on each of ``nnodes`` loopback rehearsal nodes (127.0.0.x, one
+            ``torchport launch`` each, one c10d rendezvous: :mod:`torchport.cluster.rehearsal`).
 
     Returns:
         A :class:`~torchport.checks.result.CheckResult` named ``distributed``.
@@ -203,12 +228,12 @@ def distributed_smoke(target: Any = None, *, nproc: int = 2, timeout: float = 12
         return CheckResult(name=NAME, status=Status.SKIP, summary="the target has no import spec; ranks cannot build it",
                            platform=str(dev))
     with tempfile.TemporaryDirectory(prefix="torchport-dist-") as out:
-        args = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
-                "-m", "torchport.checks._dist_worker", "--out", out, "--target", target.spec,
-                "--device", dev.backend.name, "--barrier-timeout", str(barrier_timeout)]
-        args += [a for p in sys.path if p and os.path.isdir(p) for a in ("--sys-path", p)]
+        worker = ["-m", "torchport.checks._dist_worker", "--out", out, "--target", target.spec,
+                  "--device", dev.backend.name, "--barrier-timeout", str(barrier_timeout)]
+        worker += [a for p in sys.path if p and os.path.isdir(p) for a in ("--sys-path", p)]
         if dev.backend.emulated:
-            args.append("--emulate")
+            worker.append("--emulate")
+        args = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}", *worker]
         env = dict(os.environ)
         from torchport.emulate import ENV_VAR
 
@@ -218,15 +243,21 @@ def distributed_smoke(target: Any = None, *, nproc: int = 2, timeout: float = 12
             env["TORCHPORT_CHECK_DIST_FAULT"] = fault
         else:
             env.pop("TORCHPORT_CHECK_DIST_FAULT", None)
-        rc, tail, timed_out = _launch(args, env, timeout)
-        logs = read_rank_logs(out, nproc)
-    ev = [Evidence(what="launch", measured=f"torchrun --nproc-per-node {nproc}: exit {rc}"
+        if nnodes > 1:
+            rc, tail, timed_out, launched = _launch_nodes(worker, env, timeout, nnodes=nnodes, nproc=nproc, out=out)
+        else:
+            rc, tail, timed_out = _launch(args, env, timeout)
+            launched = f"torchrun --nproc-per-node {nproc}"
+        logs = read_rank_logs(out, nproc * nnodes)
+    nproc = nproc * nnodes
+    ev = [Evidence(what="launch", measured=f"{launched}: exit {rc}"
                    + (" (killed)" if timed_out else ""), threshold="exit 0 within the timeout",
                    status=Status.PASS if rc == 0 and not timed_out else Status.FAIL,
                    detail=None if rc == 0 else tail[-600:] or None)]
     ev += _evidence(logs, nproc, timed_out=timed_out, timeout=timeout, barrier_timeout=barrier_timeout,
                     exits=getattr(_launch, "last_exits", {}))
-    result = CheckResult.from_evidence(NAME, ev, ok=f"{nproc} ranks on {dev.backend.label}: init, all-reduce, barrier, "
+    where = f" ({nnodes} loopback nodes)" if nnodes > 1 else ""
+    result = CheckResult.from_evidence(NAME, ev, ok=f"{nproc} ranks{where} on {dev.backend.label}: init, all-reduce, barrier, "
                                        "identical initial weights, FSDP step == one process", platform=str(dev), started=started)
     located = [e for e in result.problems if e.where and e.where.startswith("rank")]
     if located:  # name ranks and stages first, the launcher's exit code last

@@ -14,6 +14,7 @@ Examples::
     torchport check --only parity --predict npu --reference card.json   # a card run judged against that band
     TORCHPORT_EMULATE=npu torchport check                  # the NPU path, emulated
     torchrun --nproc-per-node 2 -m torchport check --only distributed
+    torchport check --only distributed --nnodes 2 --nproc 1   # the smoke across 2 loopback rehearsal nodes
 """
 
 from __future__ import annotations
@@ -62,7 +63,10 @@ def register(app: typer.Typer) -> None:
         junit: Optional[Path] = alias("--junit"),
         html: Optional[Path] = alias("--html"),
         markdown: Optional[Path] = alias("--markdown"),
-        nproc: int = typer.Option(2, "--nproc", min=2, help="Distributed: processes to launch."),
+        nproc: int = typer.Option(2, "--nproc", min=1, help="Distributed: processes to launch (per node; at least 2 "
+                                  "in all)."),
+        nnodes: int = typer.Option(1, "--nnodes", min=1, help="Distributed: run the smoke across this many "
+                                   "loopback rehearsal nodes on this machine (127.0.0.x, one torchport launch each)."),
         dist_timeout: float = typer.Option(120.0, "--dist-timeout", help="Distributed: hard limit in seconds."),
         require_accelerator: Optional[bool] = typer.Option(None, "--require-accelerator/--allow-cpu",
                                                            help="Device audit: fail when the job runs on CPU "
@@ -109,6 +113,9 @@ def register(app: typer.Typer) -> None:
             if record is not None:
                 fail("check", "--predict and --record exclude each other (record the card run plainly, then "
                      "judge it with --predict CARD --reference FILE)", EXIT_USAGE)
+        if nproc * nnodes < 2:
+            fail("check", f"--nproc {nproc} x --nnodes {nnodes}: the distributed smoke needs at least 2 ranks",
+                 EXIT_USAGE)
         if reference is not None and not reference.is_file():
             fail("check", f"--reference {reference}: no such file", EXIT_USAGE)
         try:
@@ -118,7 +125,7 @@ def register(app: typer.Typer) -> None:
         dev = _select(device_arg(device), err)
         tgt = _target(target, err)
         options = CheckOptions(steps=steps, record=str(record) if record else None,
-                               reference=str(reference) if reference else None, predict=predict, nproc=nproc,
+                               reference=str(reference) if reference else None, predict=predict, nproc=nproc, nnodes=nnodes,
                                dist_timeout=dist_timeout, expect_accelerator=require_accelerator)
         rank0 = int(os.environ.get("RANK", "0")) == 0
         status = con.status("starting", spinner="dots") if rank0 and con.is_terminal else None

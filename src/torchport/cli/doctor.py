@@ -21,7 +21,8 @@ def register(app: typer.Typer) -> None:
                                                 "reachable, bucket exists and is listable; exit 1 when not "
                                                 "(automatic, without the exit, when an endpoint is configured)."),
     ) -> None:
-        """Backends found and chosen, versions, visible devices, shim state, Ascend environment problems."""
+        """Backends found and chosen, versions, visible devices, shim state, Ascend environment problems; on a
+        cluster node, the interface the collectives would use and whether the rendezvous endpoint answers."""
         from rich.markup import escape
         from rich.panel import Panel
         from rich.table import Table
@@ -45,6 +46,11 @@ def register(app: typer.Typer) -> None:
             fail("doctor", str(exc))
         if report["store"]:
             report["problems"].extend({"backend": "store", **p} for p in report["store"]["problems"])
+        from torchport.cluster.doctor import cluster_report
+
+        report["cluster"] = cluster_report()      # None unless a scheduler environment names several nodes
+        if report["cluster"]:
+            report["problems"].extend({"backend": "cluster", **p} for p in report["cluster"]["problems"])
         from torchport.redact import redact_obj
 
         report = redact_obj(report)         # an endpoint's user:password, a presigned query: never printed
@@ -77,6 +83,13 @@ def register(app: typer.Typer) -> None:
                 con.print(f"object store: {state} endpoint {st['endpoint']}, credentials from {st['credentials']}"
                           + (f", {st['url']}" if st["url"] else "") + "".join(f"; {d}" for d in st["detail"]),
                           highlight=False, markup=True)
+            cl = report.get("cluster")
+            if cl and cl.get("environment"):
+                con.print(f"cluster: {cl['environment']}, node {cl['node_rank']} of {cl['nnodes']}; interface "
+                          f"{cl['interface'] or '?'} ({cl['address'] or 'no address'}, from {cl['interface_from']}); "
+                          f"rendezvous endpoint {cl['endpoint']}: "
+                          + ("[green]reachable[/]" if cl["endpoint_reachable"] else "[red]not reachable[/]"),
+                          highlight=False)
             for p in report["problems"]:
                 con.print(f"[red]problem[/] {escape('[' + p['id'] + ']')} {escape(p['problem'])}\n"
                           f"    [green]fix:[/] {escape(p['fix'])}")

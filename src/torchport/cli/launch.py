@@ -64,7 +64,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Run torchrun for this node from the scheduler's environment (Slurm, Kubernetes, ModelArts, rank table)."""
         from torchport.cluster.environments import detect, read
-        from torchport.cluster.launch import run_torchrun, torchrun_command
+        from torchport.cluster.launch import run_torchrun, torchrun_command, torchrun_env
 
         program = list(ctx.args)
         plan = detect() if env_name == "auto" else read(env_name)
@@ -87,7 +87,8 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"# environment: {plan.source}; " + "; ".join(f"{k} <- {v}" for k, v in origin.items() if v),
                        err=True)
             return
-        raise typer.Exit(run_torchrun(cmd, plan, join_timeout=join_timeout))
+        raise typer.Exit(run_torchrun(cmd, plan, join_timeout=join_timeout,
+                                      env=torchrun_env(plan, max_restarts=max_restarts)))
 
 
 def _device_count(device: Optional[str]) -> tuple[int, str]:

@@ -30,7 +30,7 @@ from typing import Sequence
 from torchport.cluster.environments import NodePlan
 from torchport.errors import ConfigError
 
-__all__ = ["torchrun_command", "program_args", "run_torchrun", "explain_failure", "TORCHPORT_VERBS"]
+__all__ = ["torchrun_command", "torchrun_env", "program_args", "run_torchrun", "explain_failure", "TORCHPORT_VERBS"]
 
 #: Words after ``--`` that are torchport verbs: ``launch -- train ARGS`` runs ``-m torchport train ARGS``.
 TORCHPORT_VERBS = ("train", "check", "run", "bench", "profile")
@@ -80,6 +80,26 @@ def explain_failure(plan: NodePlan, text: str, rc: int, *, join_timeout: float |
         parts = ", ".join(f"rank {r} " + (f"exit {c}" if int(c) >= 0 else f"signal {-int(c)}") for r, _, c in failed[:4])
         return f"{where}: worker(s) failed ({parts}); their own error lines are above"
     return None
+
+
+#: torchrun's switch off its TCP-store sharing between the rendezvous and the workers (torch >= 2.4 shares it).
+NO_SHARED_STORE = "TORCH_DISABLE_SHARE_RDZV_TCP_STORE"
+
+
+def torchrun_env(plan: NodePlan, *, max_restarts: int = 0, environ: dict | None = None) -> dict[str, str]:
+    """torchrun's environment for this node: ``environ`` (default ``os.environ``) plus, for a job of several nodes
+    that may restart, ``TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1`` (unless set already).
+
+    Why: with the shared store, a *replacement* node (a new agent after a node was lost) waits for the workers'
+    ``MASTER_ADDR`` of the new rendezvous round, which the surviving node 0 never writes again (it keeps its
+    store from the first round): both sides time out after 60 s (``DistStoreError: wait timeout``, measured
+    with torch 2.14 in benchmarks/bench_cluster.py). Without sharing, every round publishes a fresh worker store."""
+    import os
+
+    env = dict(os.environ if environ is None else environ)
+    if plan.nnodes > 1 and max_restarts > 0:
+        env.setdefault(NO_SHARED_STORE, "1")
+    return env
 
 
 def run_torchrun(cmd: list[str], plan: NodePlan, *, join_timeout: float | None = None, env: dict | None = None) -> int:

@@ -128,8 +128,16 @@ class Rehearsal:
             self.start_node(rank, program)
 
     def kill(self, node: _Node, sig: int = signal.SIGKILL) -> None:
-        """Lose ``node``: its agent and every worker at once (the process group), as a machine that dies."""
+        """Lose ``node``: its launcher, its torchrun agent and every worker at once, as a machine that dies.
+
+        torchrun starts each worker in a session of its own, so the node's process group alone would leave the
+        workers running: every descendant of the node's launcher is signalled (found from ``/proc``)."""
         node.killed = True
+        for pid in [*_descendants(node.proc.pid), node.proc.pid]:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
         try:
             os.killpg(node.proc.pid, sig)
         except ProcessLookupError:
@@ -158,6 +166,21 @@ class Rehearsal:
             if node.proc.poll() is None:
                 self.kill(node)
                 node.proc.wait()
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every live descendant of ``pid`` (children first found in ``/proc/<pid>/task/*/children``)."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        for task in Path(f"/proc/{p}/task").glob("*/children"):
+            try:
+                kids = [int(c) for c in task.read_text().split()]
+            except OSError:
+                continue
+            out += kids
+            todo += kids
+    return out
 
 
 def step_losses(run_dir: str | os.PathLike) -> dict[int, float]:

@@ -208,6 +208,10 @@ def _attempt_store(timeout: _dt.timedelta):
     restart = os.environ.get("TORCHELASTIC_RESTART_COUNT")
     if restart is None or "MASTER_ADDR" not in os.environ:
         return None
+    if os.environ.get("TORCHELASTIC_USE_AGENT_STORE", "True") != "True":
+        # no shared store: every rendezvous round's workers get a store of their own, nothing stale to avoid, and
+        # a replacement node's restart count (0) differs from the survivors' -- a prefix would split the job
+        return None
     dist = _dist()
     store, _rank, _world = next(dist.rendezvous("env://", rank=rank(), world_size=world_size(), timeout=timeout))
     return dist.PrefixStore(f"{_ATTEMPT_PREFIX}{restart}", store)

@@ -1,0 +1,256 @@
+"""Cluster rehearsal on one machine (issue 33): the matrix, the fault table and the scheduler-environment table.
+
+N "nodes" = N ``torchport launch`` processes on 127.0.0.x loopback (:mod:`torchport.cluster.rehearsal`; no network
+namespaces). Each section prints a markdown table; the baseline of every row is measured in the same run.
+
+    .venv/bin/python benchmarks/bench_cluster.py [--only matrix,faults,envs] [--quick]
+
+* ``matrix``: nodes x ranks x device (cpu/gloo, emulated npu/hccl) x strategy (ddp, fsdp): per-step losses vs ONE
+  node with the same number of ranks (the same global batch), wall time of both;
+* ``faults``: a whole node killed mid-epoch and replaced (``--max-restarts 1``, ``--resume auto``) vs an
+  uninterrupted run (per-step losses, final weights, steps lost); one rank hung (collective timeout) -- what
+  every node printed last and its exit code;
+* ``envs``: ``torchport launch --dry-run`` for each scheduler environment's documented variables.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+FAULT_TRAIN = str(ROOT / "tests" / "train" / "fault_train.py")
+PY = sys.executable
+
+from torchport.cluster.rehearsal import Rehearsal, max_abs_diff, step_losses  # noqa: E402
+
+
+def base_env(work: Path) -> dict[str, str]:
+    e = {k: v for k, v in os.environ.items() if not k.startswith("TORCHPORT_") or k.startswith("TORCHPORT_CPU_")}
+    e.update({"OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore", "TORCHPORT_CACHE": str(work / "cache")})
+    return e
+
+
+def train_args(data: Path, run_dir: Path, *, device: str, strategy: str, epochs: int = 1, extra: tuple = ()) -> list[str]:
+    return ["--data", str(data), "--model", "tinycnn", "--image-size", "16", "--batch-size", "4", "--lr", "0.02",
+            "--warmup-epochs", "0", "--epochs", str(epochs), "--workers", "0", "--log-every", "1", "--device", device,
+            "--strategy", strategy, "--precision", "fp32", "--progress", "plain", "--run-dir", str(run_dir), *extra]
+
+
+def one_node(program: list[str], nproc: int, env: dict, emulate: str | None, *, max_restarts: int = 0,
+             timeout: float = 600) -> tuple[subprocess.CompletedProcess, float]:
+    e = dict(env)
+    if emulate:
+        e["TORCHPORT_EMULATE"] = emulate
+    cmd = [PY, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc)]
+    if max_restarts:
+        cmd += ["--max-restarts", str(max_restarts)]
+    t0 = time.monotonic()
+    out = subprocess.run([*cmd, *program], env=e, capture_output=True, text=True, timeout=timeout)
+    return out, time.monotonic() - t0
+
+
+def last_line(text: str) -> str:
+    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    return lines[-1][:220] if lines else ""
+
+
+# ----------------------------------------------------------------------------------------------------- matrix
+MATRIX = [(2, 1, "cpu", "ddp"), (2, 1, "cpu", "fsdp"), (2, 2, "cpu", "ddp"), (2, 2, "npu", "ddp"),
+          (2, 2, "cpu", "fsdp"), (2, 2, "npu", "fsdp"), (3, 2, "cpu", "ddp"), (3, 2, "npu", "fsdp")]
+
+
+def matrix(work: Path, data: Path, quick: bool) -> None:
+    env = base_env(work)
+    rows = MATRIX[:3] if quick else MATRIX
+    print("\n| nodes x ranks | device / backend | strategy | steps | max per-step loss diff vs 1 node | "
+          "wall: nodes / 1 node (s) | ratio | exit codes: nodes (1 node) |")
+    print("|---|---|---|---|---|---|---|---|")
+    for nnodes, nproc, device, strategy in rows:
+        tag = f"{nnodes}x{nproc}-{device}-{strategy}"
+        emulate = f"npu:{nproc}" if device == "npu" else None
+        t0 = time.monotonic()
+        with Rehearsal(nnodes=nnodes, nproc=nproc, emulate=emulate, workdir=work / tag / "nodes", env=env,
+                       join_timeout=120) as rh:
+            rh.start(["train", *train_args(data, work / tag / "nodes-run", device=device, strategy=strategy)])
+            results = rh.wait(timeout=900)
+        t_nodes = time.monotonic() - t0
+        ref, t_one = one_node(["-m", "torchport", "train", *train_args(data, work / tag / "one-run", device=device,
+                                                                       strategy=strategy)],
+                              nnodes * nproc, env, f"npu:{nnodes * nproc}" if device == "npu" else None)
+        codes = "/".join(str(r.returncode) for r in results)
+        a, b = step_losses(work / tag / "nodes-run"), step_losses(work / tag / "one-run")
+        print(f"| {nnodes}x{nproc} | {device} / {'hccl (emulated)' if device == 'npu' else 'gloo'} | {strategy} | "
+              f"{len(a)} | {max_abs_diff(a, b):.2e} | {t_nodes:.1f} / {t_one:.1f} | {t_nodes / t_one:.2f} | "
+              f"{codes} ({ref.returncode}) |", flush=True)
+        for r in results:
+            if r.returncode != 0:
+                print(f"<!-- node {r.rank}: {last_line(r.output)} -->")
+        if ref.returncode != 0:
+            print(f"<!-- 1 node: {last_line(ref.stderr)} -->")
+
+
+# ----------------------------------------------------------------------------------------------------- faults
+def final_weights_diff(run_a: Path, run_b: Path) -> str:
+    """Largest difference between the model weights of the two runs' last checkpoints (ddp: ckpt-*.pt)."""
+    import torch
+
+    def last(run: Path):
+        files = sorted((run / "checkpoints").glob("ckpt-*.pt"))
+        if not files:
+            return None
+        ck = torch.load(files[-1], map_location="cpu", weights_only=False)
+        return files[-1].name, ck.get("model", ck)
+    a, b = last(run_a), last(run_b)
+    if a is None or b is None:
+        return "no checkpoint"
+    keys = [k for k in a[1] if torch.is_tensor(a[1][k]) and a[1][k].is_floating_point()]
+    d = max(float((a[1][k] - b[1][k]).abs().max()) for k in keys)
+    return f"{d:.1e} ({a[0]} vs {b[0]})"
+
+
+def logged_step(log: Path) -> int:
+    """The last optimizer step rank 0 printed (``epoch E/T step S/N`` progress lines) in a node's log."""
+    import re
+
+    found = re.findall(r"epoch (\d+)/\d+ step (\d+)/(\d+)", log.read_text(errors="replace"))
+    return max(((int(e) - 1) * int(n) + int(s) for e, s, n in found), default=0)
+
+
+def node_loss(work: Path, data: Path) -> None:
+    """2 nodes x 1 rank, ddp on cpu, 2 epochs of 12 steps, checkpoint every 4 steps; node 1 (agent and worker)
+    SIGKILLed once rank 0 has logged step KILL_AT; a replacement node 1 is started; the surviving node's torchrun
+    restarts the job (--max-restarts 1) and every rank resumes from the last checkpoint (--resume auto)."""
+    env = {**base_env(work), "TORCHPORT_FAULT_STEP_DELAY_S": "0.4"}
+    kill_at = 10
+    extra = ("--checkpoint-every", "4", "--resume", "auto")
+    ref_dir, el_dir = work / "loss-ref", work / "loss-elastic"
+    ref, t_ref = one_node([FAULT_TRAIN, *train_args(data, ref_dir, device="cpu", strategy="ddp", epochs=2, extra=extra)],
+                          2, env, None)
+    t0 = time.monotonic()
+    with Rehearsal(nnodes=2, nproc=1, workdir=work / "loss-nodes", env=env, join_timeout=120, max_restarts=1) as rh:
+        program = [FAULT_TRAIN, *train_args(data, el_dir, device="cpu", strategy="ddp", epochs=2, extra=extra)]
+        rh.start(program)
+        seen = 0
+        while time.monotonic() - t0 < 300:
+            seen = logged_step(rh.nodes[0].log)
+            if seen >= kill_at:
+                break
+            time.sleep(0.1)
+        rh.kill(rh.nodes[1])
+        t_kill = time.monotonic() - t0
+        rh.start_node(1, program, tag="-replacement")
+        results = rh.wait(timeout=600)
+    t_el = time.monotonic() - t0
+    a, b = step_losses(el_dir), step_losses(ref_dir)
+    out0 = results[0].output
+    resumed = [ln for ln in out0.splitlines() if "resumed from" in ln]
+    resumed_at = int(resumed[-1].rsplit("step", 1)[1]) if resumed else None
+    lost = f"{seen - resumed_at} (logged {seen}, resumed at {resumed_at})" if resumed_at is not None else "?"
+    print("\n| fault | node 0 (survivor) | node 1 (killed) | node 1 (replacement) | steps lost | result vs uninterrupted | wall (s) |")
+    print("|---|---|---|---|---|---|---|")
+    print(f"| node 1 SIGKILLed (agent + worker) after step {seen} of 24, replacement started; "
+          f"`--max-restarts 1`, `--resume auto`, checkpoint every 4 | exit {results[0].returncode}: "
+          f"{'; '.join(resumed) or last_line(out0)} | killed at {t_kill:.1f} s (exit {results[1].returncode}) | "
+          f"exit {results[2].returncode}: {last_line(results[2].output)} | {lost} | per-step losses: max diff "
+          f"{max_abs_diff(a, b):.1e} over {len(a)} steps; final weights: {final_weights_diff(el_dir, ref_dir)} | "
+          f"{t_el:.1f} (uninterrupted 1 node: {t_ref:.1f}) |", flush=True)
+    for r in results:
+        if r.returncode not in (0, None):
+            print(f"<!-- node {r.rank}: {r.output[-2500:]} -->")
+
+
+def hung_rank(work: Path, data: Path, timeout_s: float = 10) -> None:
+    """2 nodes x 2 ranks, cpu ddp: rank 1 (node 0) stops answering after step 3; every other rank waits in its
+    next all-reduce until TORCHPORT_COLLECTIVE_TIMEOUT_S."""
+    env = {**base_env(work), "TORCHPORT_FAULT_HANG": "1:3", "TORCHPORT_COLLECTIVE_TIMEOUT_S": f"{timeout_s:g}"}
+    t0 = time.monotonic()
+    with Rehearsal(nnodes=2, nproc=2, workdir=work / "hang-nodes", env=env, join_timeout=120) as rh:
+        rh.start([FAULT_TRAIN, *train_args(data, work / "hang-run", device="cpu", strategy="ddp")])
+        results = rh.wait(timeout=300)
+    t = time.monotonic() - t0
+    print(f"\n| one rank hung (rank 1 on node 0 after step 3), TORCHPORT_COLLECTIVE_TIMEOUT_S={timeout_s:g} | "
+          + " | ".join(f"node {r.rank}: exit {r.returncode} after {r.seconds:.1f} s; "
+                       + "; ".join(sorted({ln.strip()[:200] for ln in r.output.splitlines()
+                                           if ln.startswith("torchport ") and "error" in ln}))
+                       for r in results) + f" | wall {t:.1f} s |", flush=True)
+    for r in results:
+        if r.returncode is None:
+            print(f"<!-- node {r.rank} still running at the timeout: {r.output[-2500:]} -->")
+
+
+# ------------------------------------------------------------------------------------------------------- envs
+ENVS = {
+    "Slurm (srun --ntasks-per-node 1)": {"SLURM_JOB_ID": "184242", "SLURM_NNODES": "3", "SLURM_NODEID": "1",
+                                         "SLURM_GPUS_ON_NODE": "8", "SLURM_JOB_NODELIST": "gpu[07-09]",
+                                         "SLURM_NTASKS_PER_NODE": "1"},
+    "Kubeflow PyTorchJob (elastic, PET_*)": {"PET_NNODES": "4", "PET_NODE_RANK": "3", "PET_NPROC_PER_NODE": "8",
+                                             "PET_MASTER_ADDR": "job-master-0", "PET_MASTER_PORT": "23456"},
+    "Kubeflow PyTorchJob (per pod)": {"MASTER_ADDR": "job-master-0", "MASTER_PORT": "23456", "WORLD_SIZE": "2",
+                                      "RANK": "1"},
+    "Volcano (VC_*)": {"VC_TASK_INDEX": "1", "VC_WORKER_HOSTS": "job-worker-0.job,job-worker-1.job",
+                       "VC_WORKER_NUM": "2"},
+    "ModelArts (MA_*)": {"MA_NUM_HOSTS": "2", "VC_TASK_INDEX": "1", "MA_NUM_GPUS": "8",
+                         "VC_WORKER_HOSTS": "modelarts-job-worker-0.modelarts-job,modelarts-job-worker-1.modelarts-job"},
+}
+
+
+def envs(work: Path) -> None:
+    import json
+
+    table = {"version": "1.0", "server_count": "2", "status": "completed", "server_list": [
+        {"server_id": f"192.168.1.{i + 10}", "device": [{"device_id": str(d), "device_ip": f"10.0.{i}.{d}",
+                                                      "rank_id": str(i * 8 + d)} for d in range(8)]}
+        for i in range(2)]}
+    rt = work / "rank_table.json"
+    rt.write_text(json.dumps(table))
+    cases = dict(ENVS)
+    cases["HCCL rank table (RANK_TABLE_FILE)"] = {"RANK_TABLE_FILE": str(rt), "HCCL_IF_IP": "192.168.1.11"}
+    cases["none (one standalone node)"] = {}
+    print("\n| environment | variables | `torchport launch --dry-run -- train` | exit |")
+    print("|---|---|---|---|")
+    clean = {k: v for k, v in base_env(work).items()
+             if not k.startswith(("PET_", "SLURM_", "MA_", "VC_")) and k not in
+             ("RANK_TABLE_FILE", "MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "LOCAL_RANK")}
+    for name, variables in cases.items():
+        out = subprocess.run([PY, "-m", "torchport", "launch", "--device", "cpu", "--dry-run", "--", "train"],
+                             env={**clean, **variables}, capture_output=True, text=True, timeout=120)
+        cmd = out.stdout.strip().replace(PY, "python")
+        shown = " ".join(f"{k}={v}" for k, v in variables.items() if k != "RANK_TABLE_FILE") or "(none)"
+        if "RANK_TABLE_FILE" in variables:
+            shown = "RANK_TABLE_FILE=rank_table.json (2 servers x 8) " + shown
+        print(f"| {name} | `{shown}` | `{cmd or last_line(out.stderr)}` | {out.returncode} |", flush=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--only", default="envs,faults,matrix")
+    ap.add_argument("--quick", action="store_true", help="matrix: the first 3 rows only")
+    ap.add_argument("--work", default=None)
+    ns = ap.parse_args()
+    work = Path(ns.work or tempfile.mkdtemp(prefix="bench_cluster-"))
+    from torchport.data.synth import make_dataset
+
+    data = work / "shapes"
+    if not data.exists():
+        make_dataset(data, classes=4, train_per_class=24, val_per_class=4, size=16)
+    print(f"# bench_cluster: {os.cpu_count()} cores, work dir {work}")
+    only = ns.only.split(",")
+    if "envs" in only:
+        envs(work)
+    if "faults" in only or "loss" in only:
+        node_loss(work, data)
+    if "faults" in only or "hang" in only:
+        hung_rank(work, data)
+    if "matrix" in only:
+        matrix(work, data, ns.quick)
+
+
+if __name__ == "__main__":
+    main()
