@@ -337,6 +337,22 @@ def test_autocast_follows_the_cpu_policy(monkeypatch):
     x = torch.randn(2, 4)
     with torchport.autocast(device_type="cpu"):
         assert lin(x).dtype == torch.float32 and not torch.is_autocast_enabled("cpu")
+
+    class Square(torch.autograd.Function):   # a fixed file's custom_fwd: cast_inputs still casts in that region
+        @staticmethod
+        @torchport.compat.amp.custom_fwd(cast_inputs=torch.float32)
+        def forward(ctx, a):
+            return a @ a
+
+        @staticmethod
+        @torchport.compat.amp.custom_bwd
+        def backward(ctx, g):
+            return g
+
+    half = torch.ones(2, 2, dtype=torch.half)
+    with torchport.autocast(device_type="cpu"):
+        assert Square.apply(half).dtype == torch.float32   # as under `torchport run` (and inside CUDA autocast)
+    assert Square.apply(half).dtype == torch.float16       # outside any autocast: left alone
     model = autocast_forward(torch.nn.Sequential(torch.nn.Linear(4, 3)), device_type="cpu")
     seen = []
     model[0].register_forward_hook(lambda m, i, o: seen.append(o.dtype))

@@ -34,6 +34,44 @@ __all__ = ["Amp", "ScaleEvent", "PRECISIONS", "SlowPrecisionWarning", "load_scal
 
 from torchport.backends.spec import PRECISIONS, SlowPrecisionWarning  # noqa: E402  (one list: fp32 fp16 bf16 auto amp)
 _log = logging.getLogger("torchport.amp")
+
+#: how deep this thread is in autocast regions the backend's AMP policy runs in fp32 (autocast off), opened by
+#: :func:`autocast` or by a script's CUDA autocast under ``torchport run``: ``custom_fwd(cast_inputs=...)``
+#: (the shim's, and ``torchport.compat.amp``'s) still casts there, as it would inside autocast on the GPU
+_POLICY_FP32 = threading.local()
+
+
+def in_policy_fp32_autocast() -> bool:
+    """True inside an autocast region that runs in fp32 by the backend's AMP policy."""
+    return getattr(_POLICY_FP32, "depth", 0) > 0
+
+
+def policy_fp32_region(delta: int) -> None:
+    """Enter (+1) or leave (-1) an autocast region the AMP policy runs in fp32 (see :func:`in_policy_fp32_autocast`)."""
+    _POLICY_FP32.depth = getattr(_POLICY_FP32, "depth", 0) + delta
+
+
+_FP32_AUTOCAST: list[type] = []
+
+
+def _policy_fp32_autocast(device_type: str, cache_enabled: bool | None) -> Any:
+    """A disabled ``torch.autocast`` (so also a decorator) that marks its region as run in fp32 by the policy."""
+    if not _FP32_AUTOCAST:
+        import torch
+
+        class PolicyFP32Autocast(torch.autocast):
+            """``torch.autocast(enabled=False)`` that counts its region (:func:`policy_fp32_region`)."""
+
+            def __enter__(self) -> Any:
+                policy_fp32_region(+1)
+                return super().__enter__()
+
+            def __exit__(self, *exc: Any) -> Any:
+                policy_fp32_region(-1)
+                return super().__exit__(*exc)
+
+        _FP32_AUTOCAST.append(PolicyFP32Autocast)
+    return _FP32_AUTOCAST[0](device_type, enabled=False, cache_enabled=cache_enabled)
 _warned: set[str] = set()
 _warned_lock = threading.Lock()
 
@@ -336,8 +374,8 @@ def autocast(dtype: Any = None, enabled: bool = True, cache_enabled: bool | None
         dtype, note = policy_dtype(device_type, dtype)
         if note is not None:
             warn_once(note, stacklevel=2)
-        if dtype is None:
-            enabled = False
+        if dtype is None:   # no fast low precision here: fp32, and custom_fwd(cast_inputs=...) still casts
+            return _policy_fp32_autocast(device_type, cache_enabled)
     return torch.autocast(device_type, dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
 
 

@@ -180,7 +180,7 @@ def _amp(api: _Api) -> dict[str, Any]:
             return decorated
         from torch.amp.autocast_mode import _cast
 
-        from torchport.shim._redirects import in_policy_fp32_autocast
+        from torchport.runtime.amp import in_policy_fp32_autocast
 
         @functools.wraps(fwd)
         def forward(*args: Any, **kwargs: Any) -> Any:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import functools
 import sys
-import threading
 from typing import Any, Callable
 
 __all__ = ["FACTORIES", "TENSOR_NEW", "factory_patches", "tensor_patches", "module_patches", "amp_patches",
@@ -29,15 +28,6 @@ FACTORIES = (
 TENSOR_NEW = ("new_empty", "new_zeros", "new_ones", "new_full", "new_tensor", "new_empty_strided")
 
 Patches = list  # of (owner, name, replacement, api)
-
-#: how deep this thread is in script autocast regions the backend's AMP policy runs in fp32 (autocast off):
-#: ``custom_fwd(cast_inputs=...)`` still casts there, as it would inside the script's autocast on its GPU
-_POLICY_FP32 = threading.local()
-
-
-def in_policy_fp32_autocast() -> bool:
-    """True inside a script's CUDA autocast region that runs in fp32 by the backend's AMP policy."""
-    return getattr(_POLICY_FP32, "depth", 0) > 0
 
 
 def _named(wrapper: Callable, original: Callable, doc_note: str) -> Callable:
@@ -304,7 +294,7 @@ def amp_patches(shim: Any) -> Patches:
     """
     import torch
 
-    from torchport.runtime.amp import policy_dtype, precision_of as _dtype_name
+    from torchport.runtime.amp import policy_dtype, policy_fp32_region, precision_of as _dtype_name
 
     dm, hit, report = shim.map, shim.hit, shim.report
     policy = shim.target.backend.amp
@@ -356,12 +346,12 @@ def amp_patches(shim: Any) -> Patches:
 
     def autocast_enter(self: Any) -> Any:
         if getattr(self, "_torchport_policy_fp32", False):
-            _POLICY_FP32.depth = getattr(_POLICY_FP32, "depth", 0) + 1
+            policy_fp32_region(+1)
         return orig_ac_enter(self)
 
     def autocast_exit(self: Any, *exc: Any) -> Any:
         if getattr(self, "_torchport_policy_fp32", False):
-            _POLICY_FP32.depth -= 1
+            policy_fp32_region(-1)
         return orig_ac_exit(self, *exc)
 
     return [
