@@ -650,6 +650,8 @@ PINNED += [
                                          ("n_layer = 6", "n_layer = 1")]),
     ("nanogpt-train", *_NANOGPT, "train.py", _NANOGPT_TINY, _NANOGPT_PATCHES),
     ("nanogpt-train-fp16", *_NANOGPT, "train.py", [*_NANOGPT_TINY, "--dtype=float16"], _NANOGPT_PATCHES),
+    # the script's own torch.compile switch: `run` passes it through; on the emulated npu Inductor compiles it
+    ("nanogpt-train-compile", *_NANOGPT, "train.py", [*_NANOGPT_TINY, "--compile=True"], _NANOGPT_PATCHES),
     ("mingpt-adder", *_MINGPT, "projects/adder/adder.py", _MINGPT_ADDER, []),
     ("mingpt-chargpt", *_MINGPT, "projects/chargpt/chargpt.py",
      [*_MINGPT_TINY, "--data.block_size=16", "--model.model_type=gpt-nano"],
@@ -666,6 +668,7 @@ PINNED += [
      ["-a", "resnet18", "-b", "8", "--epochs", "1", "--workers", "0", "--opt-level", "O1", "data"], []),
     ("timm-train", *_TIMM, "train.py", _TIMM_TINY, []),
     ("timm-train-amp", *_TIMM, "train.py", [*_TIMM_TINY, "--amp"], []),
+    ("timm-train-compile", *_TIMM, "train.py", [*_TIMM_TINY, "--torchcompile"], []),
 ]
 #: sgrvinod's SSD300 tutorial (VGG-16 base; device chosen in train.py, model.py and utils.py alike): the VOC json
 #: lists are generated (8 small images, 1-2 boxes each), the ImageNet VGG-16 download is skipped (random base,
@@ -805,8 +808,10 @@ EXTRACT: dict[str, list[str]] = {
     "mingpt-chargpt": ["projects/chargpt", "mingpt"],
     "nanogpt-train": ["train.py", "model.py", "configurator.py"],
     "nanogpt-train-fp16": ["train.py", "model.py", "configurator.py"],
+    "nanogpt-train-compile": ["train.py", "model.py", "configurator.py"],
     "timm-train": ["train.py"],
     "timm-train-amp": ["train.py"],
+    "timm-train-compile": ["train.py"],
     "detr-train": ["main.py", "engine.py", "datasets", "models", "util"],
     "akamaster-resume": ["trainer.py", "resnet.py", "pretrained_models/resnet20-12fca82f.th"],
     "akamaster-half": ["trainer.py", "resnet.py"],
