@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from torchport.train.metrics import read_jsonl
+from torchport.train.metrics import read_jsonl, step_losses  # noqa: F401  (step_losses: re-exported to the tests)
 
 PY = sys.executable
 
@@ -71,11 +71,6 @@ def train_cmd(*args: str, module: str = "torchport.train") -> list[str]:
 
 def run(cmd: list[str], env: dict[str, str], timeout: float = 180, cwd: str | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout, cwd=cwd)
-
-
-def step_losses(run_dir: Path) -> dict[int, float]:
-    """``{step: loss}`` from metrics.jsonl (a re-run step keeps its last value)."""
-    return {r["step"]: r["loss"] for r in records(run_dir, "step")}
 
 
 def records(run_dir: Path, kind: str) -> list[dict]:

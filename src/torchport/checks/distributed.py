@@ -63,8 +63,9 @@ def read_rank_logs(folder: str | Path, nproc: int) -> dict[int, list[dict[str, A
     return out
 
 
-def _launch(args: list[str], env: dict[str, str], timeout: float) -> tuple[int | None, str, bool]:
-    """Run the launcher in a new session; kill the whole group at ``timeout``. ``(rc, output tail, timed_out)``."""
+def _launch(args: list[str], env: dict[str, str], timeout: float) -> tuple[int | None, str, bool, dict[int, int]]:
+    """Run the launcher in a new session; kill the whole group at ``timeout``. ``(rc, output tail, timed_out,
+    {rank: exit code} of the ranks torchrun reports as failed)``."""
     with tempfile.TemporaryFile("w+") as log:
         proc = subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         timed_out = False
@@ -86,14 +87,14 @@ def _launch(args: list[str], env: dict[str, str], timeout: float) -> tuple[int |
         log.seek(0)
         text = log.read()
         tail = "\n".join(text.strip().splitlines()[-6:])
-    _launch.last_exits = launcher_exit_codes(text)
-    return rc, tail, timed_out
+    return rc, tail, timed_out, launcher_exit_codes(text)
 
 
 def _launch_nodes(worker: list[str], env: dict[str, str], timeout: float, *, nnodes: int, nproc: int,
-                  out: str) -> tuple[int | None, str, bool, str]:
+                  out: str) -> tuple[int | None, str, bool, dict[int, int], str]:
     """The smoke on ``nnodes`` loopback rehearsal nodes of ``nproc`` ranks: ``(worst exit, output tail of the
-    first failed node, timed_out, what was launched)``; every node is killed at ``timeout``."""
+    first failed node, timed_out, {global rank: exit code} of failed ranks, what was launched)``; every node is
+    killed at ``timeout``."""
     from torchport.cluster.rehearsal import Rehearsal
 
     with Rehearsal(nnodes=nnodes, nproc=nproc, workdir=Path(out) / "nodes", env=env,
@@ -108,8 +109,7 @@ def _launch_nodes(worker: list[str], env: dict[str, str], timeout: float, *, nno
     exits: dict[int, int] = {}
     for r in results:   # torchrun names local ranks: this node's global rank = node * nproc + local
         exits.update({r.rank * nproc + local: c for local, c in launcher_exit_codes(r.output).items()})
-    _launch.last_exits = exits
-    return rc, tail, timed_out, (f"{nnodes} loopback nodes x torchport launch --nproc-per-node {nproc} (exit codes "
+    return rc, tail, timed_out, exits, (f"{nnodes} loopback nodes x torchport launch --nproc-per-node {nproc} (exit codes "
                                  + "/".join(str(c) for c in codes) + ")")
 
 
@@ -244,9 +244,10 @@ def distributed_smoke(target: Any = None, *, nproc: int = 2, timeout: float = 12
         else:
             env.pop("TORCHPORT_CHECK_DIST_FAULT", None)
         if nnodes > 1:
-            rc, tail, timed_out, launched = _launch_nodes(worker, env, timeout, nnodes=nnodes, nproc=nproc, out=out)
+            rc, tail, timed_out, exits, launched = _launch_nodes(worker, env, timeout, nnodes=nnodes, nproc=nproc,
+                                                                 out=out)
         else:
-            rc, tail, timed_out = _launch(args, env, timeout)
+            rc, tail, timed_out, exits = _launch(args, env, timeout)
             launched = f"torchrun --nproc-per-node {nproc}"
         logs = read_rank_logs(out, nproc * nnodes)
     nproc = nproc * nnodes
@@ -255,7 +256,7 @@ def distributed_smoke(target: Any = None, *, nproc: int = 2, timeout: float = 12
                    status=Status.PASS if rc == 0 and not timed_out else Status.FAIL,
                    detail=None if rc == 0 else tail[-600:] or None)]
     ev += _evidence(logs, nproc, timed_out=timed_out, timeout=timeout, barrier_timeout=barrier_timeout,
-                    exits=getattr(_launch, "last_exits", {}))
+                    exits=exits)
     where = f" ({nnodes} loopback nodes)" if nnodes > 1 else ""
     result = CheckResult.from_evidence(NAME, ev, ok=f"{nproc} ranks{where} on {dev.backend.label}: init, all-reduce, barrier, "
                                        "identical initial weights, FSDP step == one process", platform=str(dev), started=started)

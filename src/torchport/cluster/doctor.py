@@ -79,11 +79,11 @@ def cluster_report(environ: Mapping[str, str] | None = None, *, timeout: float =
         if env.get("HCCL_IF_IP") and iface is None:
             problems.append({"id": "cluster-if-ip", "problem": f"HCCL_IF_IP={addr} is not an address of this node",
                              "fix": "set HCCL_IF_IP to this node's host IP (ip -4 addr)"})
-    endpoint_ok, detail = False, ""
-    try:
-        with socket.create_connection((plan.master_addr, plan.master_port), timeout=timeout):
-            endpoint_ok = True
-    except OSError as exc:
+    from torchport.runtime.doctor import connect_error
+
+    exc = connect_error(plan.master_addr, plan.master_port, timeout)
+    endpoint_ok = exc is None
+    if exc is not None:
         detail = f"{type(exc).__name__}: {exc}"
         problems.append({"id": "cluster-endpoint", "problem": f"rendezvous endpoint {plan.endpoint} does not answer "
                          f"({detail})", "fix": "start node 0 first, or check MASTER_ADDR / MASTER_PORT and the "

@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
+from torchport.train.metrics import step_losses  # noqa: F401  (re-exported: the rehearsal compares runs by it)
+
 __all__ = ["Rehearsal", "NodeResult", "free_port", "node_address", "step_losses", "max_abs_diff"]
 
 
@@ -181,13 +183,6 @@ def _descendants(pid: int) -> list[int]:
             out += kids
             todo += kids
     return out
-
-
-def step_losses(run_dir: str | os.PathLike) -> dict[int, float]:
-    """``{step: loss}`` of a run directory's ``metrics.jsonl`` (a step run twice keeps its last value)."""
-    from torchport.train.metrics import read_jsonl
-
-    return {r["step"]: r["loss"] for r in read_jsonl(Path(run_dir) / "metrics.jsonl", "step")}
 
 
 def max_abs_diff(a: dict[int, float], b: dict[int, float]) -> float:

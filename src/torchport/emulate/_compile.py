@@ -139,7 +139,7 @@ def _host_examples(example_inputs: Any) -> list[Any]:
             out.append(x)
             continue
         fake = fake_mode.from_tensor(x) if fake_mode is not None and not _is_fake(x) else x
-        mode = fake_mode or _fake_mode_of(fake)
+        mode = fake_mode or fake.fake_mode
         with mode:
             cpu = torch.empty_strided(fake.size(), fake.stride(), dtype=fake.dtype, device=_CPU)
         if x.requires_grad:
@@ -152,10 +152,6 @@ def _is_fake(x: Any) -> bool:
     from torch._subclasses.fake_tensor import FakeTensor
 
     return isinstance(x, FakeTensor)
-
-
-def _fake_mode_of(x: Any) -> Any:
-    return x.fake_mode
 
 
 def host_backend(compiler: Callable[..., Any]) -> Callable[..., Any]:

@@ -16,7 +16,19 @@ import platform
 import sys
 from typing import Any
 
-__all__ = ["collect", "bug_report_block"]
+__all__ = ["collect", "bug_report_block", "connect_error"]
+
+
+def connect_error(host: str, port: int, timeout: float) -> OSError | None:
+    """None when ``host:port`` accepts a TCP connection within ``timeout``, else why not -- the one endpoint probe
+    of doctor's sections (the object store's endpoint, a cluster's rendezvous endpoint)."""
+    import socket
+
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return None
+    except OSError as exc:
+        return exc
 
 
 def _version(dist: str) -> str | None:

@@ -23,6 +23,7 @@ graph class.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import threading
 from typing import Any, Iterator
 
@@ -33,6 +34,7 @@ from torch.utils._pytree import tree_leaves
 __all__ = ["HostGraph", "graph", "make_graphed_callables", "graph_pool_handle", "is_current_stream_capturing"]
 
 _capturing = threading.local()
+_pool_ids = itertools.count(1)
 
 
 def is_current_stream_capturing() -> bool:
@@ -42,11 +44,7 @@ def is_current_stream_capturing() -> bool:
 
 def graph_pool_handle() -> tuple[str, int]:
     """An opaque memory-pool token (host graphs share the host allocator; the token is accepted by ``pool=``)."""
-    graph_pool_handle.count += 1  # type: ignore[attr-defined]
-    return ("host-graph-pool", graph_pool_handle.count)  # type: ignore[attr-defined]
-
-
-graph_pool_handle.count = 0  # type: ignore[attr-defined]
+    return ("host-graph-pool", next(_pool_ids))
 
 
 class _Tape(TorchDispatchMode):
@@ -65,9 +63,6 @@ class _Tape(TorchDispatchMode):
 
 class HostGraph:
     """The CUDA graph class's interface over a recorded operator tape (see the module docstring)."""
-
-    def __new__(cls, keep_graph: bool = False) -> "HostGraph":
-        return super().__new__(cls)
 
     def __init__(self, keep_graph: bool = False) -> None:
         self._tape: _Tape | None = None

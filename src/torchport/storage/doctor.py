@@ -12,7 +12,6 @@ configured (``TORCHPORT_STORAGE_ENDPOINT``, ``TORCHPORT_OBS_ENDPOINT``/``OBS_END
 from __future__ import annotations
 
 import os
-import socket
 import urllib.parse
 from typing import Any
 
@@ -41,13 +40,14 @@ def _credential_source(scheme: str) -> str:
 
 
 def _reachable(endpoint: str, timeout: float = 3.0) -> tuple[bool, str]:
+    from torchport.runtime.doctor import connect_error
+
     u = urllib.parse.urlsplit(endpoint)
     host, port = u.hostname, u.port or (443 if u.scheme == "https" else 80)
-    try:
-        with socket.create_connection((host, port), timeout=timeout):
-            return True, f"{host}:{port} accepts connections"
-    except OSError as e:
-        return False, f"{host}:{port}: {e.strerror or e}"
+    e = connect_error(host, port, timeout)
+    if e is None:
+        return True, f"{host}:{port} accepts connections"
+    return False, f"{host}:{port}: {e.strerror or e}"
 
 
 def store_report(url: str | None = None) -> dict[str, Any] | None:

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["MetricsLogger", "ProgressDisplay", "topk_correct", "read_jsonl", "epoch_records", "write_curves",
+__all__ = ["MetricsLogger", "ProgressDisplay", "topk_correct", "read_jsonl", "step_losses", "epoch_records", "write_curves",
            "summary_line"]
 
 #: CSV columns per record kind (other kinds go to the JSONL only).
@@ -67,6 +67,11 @@ def read_jsonl(path: str | Path, kind: str | None = None) -> list[dict[str, Any]
             "%s: skipped %d unreadable line(s) (line %s; a run killed mid-write leaves one)", path, len(torn),
             ", ".join(map(str, torn[:5])))
     return out
+
+
+def step_losses(run_dir: str | Path) -> dict[int, float]:
+    """``{step: loss}`` of a run directory's ``metrics.jsonl`` (a step run twice keeps its last value)."""
+    return {r["step"]: r["loss"] for r in read_jsonl(Path(run_dir) / "metrics.jsonl", "step")}
 
 
 def epoch_records(run_dir: str | Path) -> list[dict[str, Any]]:

@@ -43,8 +43,10 @@ def folder_for(dir_name: Optional[str], worker_name: Optional[str]) -> str:
 def _confined(path: str, folder: str) -> None:
     """Refuse (one line) a ``path`` that is a symlink, or resolves outside ``folder``: a result folder from
     elsewhere is data, and writing through its links would write wherever they point."""
-    real, root = os.path.realpath(path), os.path.realpath(folder)
-    if os.path.islink(path) or not (real == root or real.startswith(root.rstrip(os.sep) + os.sep)):
+    from torchport.paths import inside
+
+    if os.path.islink(path) or not inside(path, folder):
+        real = os.path.realpath(path)
         raise RuntimeError(f"torch_npu.profiler: {path} is a symlink to {real}, outside the result folder {folder}; "
                            "refusing to read or write through it -- remove the link and analyse again")
 
