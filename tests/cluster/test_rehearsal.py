@@ -1,7 +1,8 @@
-"""The multi-node rehearsal on one machine (issue 33 #1, #2): two loopback "nodes" of one rank each, run
-through ``torchport launch`` (the kubeflow environment), train like one node of two ranks; a node that never
-arrives and an unreachable rendezvous endpoint are one line (exit 8), not a hang.
-The full matrix (2x2, 3x2, emulated npu, fsdp, node loss) is benchmarks/cluster_rehearsal.py."""
+"""The multi-node rehearsal on one machine (issue 33 #1, #2): two "nodes" of one rank each, on loopback and in
+network namespaces of their own, run through ``torchport launch`` (the kubeflow environment), train like one node
+of two ranks; the namespaces leave nothing behind; a node that never arrives and an unreachable rendezvous
+endpoint are one line (exit 8), not a hang.
+The full matrix (2x2, 3x2, emulated npu, fsdp, node loss) is benchmarks/bench_cluster.py."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import sys
 
 import pytest
 
+from torchport.cluster import netns
 from torchport.cluster.rehearsal import Rehearsal, max_abs_diff, step_losses
 
 #: Per-step loss tolerance, 2 nodes x 1 rank vs 1 node x 2 ranks: the same ranks, the same gloo sums (exact).
@@ -38,9 +40,21 @@ def _train(data, run_dir):
             "--device", "cpu", "--precision", "fp32", "--progress", "plain", "--run-dir", str(run_dir)]
 
 
-def test_two_nodes_of_one_rank_train_like_one_node_of_two(data, tmp_path):
-    env = _env(tmp_path)
-    with Rehearsal(nnodes=2, nproc=1, workdir=tmp_path / "nodes", join_timeout=60, env=env) as rh:
+@pytest.fixture(scope="module")
+def one_node(data, tmp_path_factory):
+    """Per-step losses of the reference: one node of two ranks (torchrun --standalone)."""
+    tmp = tmp_path_factory.mktemp("one-node")
+    ref = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+                          "-m", "torchport", *_train(data, tmp / "run")], env=_env(tmp), capture_output=True,
+                         text=True, timeout=150)
+    assert ref.returncode == 0, ref.stderr[-3000:]
+    losses = step_losses(tmp / "run")
+    assert sorted(losses) == [1, 2, 3]
+    return losses
+
+
+def _two_nodes(data, tmp_path, net):
+    with Rehearsal(nnodes=2, nproc=1, workdir=tmp_path / "nodes", join_timeout=60, env=_env(tmp_path), net=net) as rh:
         rh.start(_train(data, tmp_path / "two-nodes"))
         results = rh.wait(timeout=150)
     for r in results:
@@ -48,13 +62,68 @@ def test_two_nodes_of_one_rank_train_like_one_node_of_two(data, tmp_path):
     assert "world size 2" in results[0].output and "3 steps/epoch" in results[0].output
     # each node had a cache of its own, and node 1's ranks wrote no run directory of their own
     assert {p.name for p in (tmp_path / "nodes").iterdir() if p.is_dir()} == {"node0", "node1"}
-    ref = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-                          "-m", "torchport", *_train(data, tmp_path / "one-node")], env=env, capture_output=True,
-                         text=True, timeout=150)
-    assert ref.returncode == 0, ref.stderr[-3000:]
-    two, one = step_losses(tmp_path / "two-nodes"), step_losses(tmp_path / "one-node")
-    assert sorted(two) == [1, 2, 3]
-    assert max_abs_diff(two, one) <= TOLERANCE, (two, one)
+    return rh, step_losses(tmp_path / "two-nodes")
+
+
+def test_two_nodes_of_one_rank_train_like_one_node_of_two(data, one_node, tmp_path):
+    rh, two = _two_nodes(data, tmp_path, "loopback")
+    assert rh.net == "loopback" and rh.node_env(1)["TORCHPORT_NODE_ADDR"] == "127.0.0.2"
+    assert max_abs_diff(two, one_node) <= TOLERANCE, (two, one_node)
+
+
+def _root_net() -> dict[str, str]:
+    """The root namespace's links, addresses and routes, and this process's rehearsal namespaces."""
+    def ip(*a):
+        return subprocess.run(["ip", *a], capture_output=True, text=True, timeout=30).stdout
+    mine = [n for n in netns.list_namespaces() if n.startswith(f"{netns.PREFIX}{os.getpid()}x")]
+    return {"link": ip("-o", "link"), "addr": ip("-o", "addr"), "route": ip("route"), "netns": " ".join(mine)}
+
+
+def test_two_nodes_in_network_namespaces_train_like_one_node_and_leave_nothing_behind(data, one_node, tmp_path):
+    why = netns.unavailable()
+    before = _root_net() if why is None else None
+    rh, two = _two_nodes(data, tmp_path, "netns")
+    if why is not None:        # not root / no ip here: the rehearsal said so and ran on loopback
+        assert rh.net == "loopback" and why in rh.net_note and "127.0.0.x" in rh.net_note
+    else:
+        assert rh.net == "netns" and rh.netns.names == []      # closed
+        env1 = rh.node_env(1)
+        # node 1 reached node 0 at its namespace address, over the namespace's own interface (gloo binds tpnet0,
+        # which the root namespace does not have: a node run outside its namespace would fail)
+        assert env1["PET_MASTER_ADDR"] == env1["MASTER_ADDR"] == rh.address(0) and rh.address(0).startswith("10.213.")
+        assert env1["HCCL_IF_IP"] == env1["TORCHPORT_NODE_ADDR"] == rh.address(1) != rh.address(0)
+        assert env1["GLOO_SOCKET_IFNAME"] == netns.IFNAME
+        assert rh.command(1, ["train"])[:4] == ["ip", "netns", "exec", f"{netns.PREFIX}{rh.netns.tag}-n1"]
+        assert _root_net() == before
+    assert max_abs_diff(two, one_node) <= TOLERANCE, (two, one_node)
+
+
+def test_namespaces_unavailable_fall_back_to_loopback_in_one_line(monkeypatch, tmp_path, capsys):
+    monkeypatch.setattr(netns, "unavailable", lambda: "not root (ip netns needs CAP_SYS_ADMIN)")
+    with Rehearsal(nnodes=2, workdir=tmp_path, net="netns") as rh:
+        assert rh.net == "loopback" and rh.netns is None and rh.address(1) == "127.0.0.2"
+        assert rh.command(0, ["train"])[0] == sys.executable
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["torchport rehearsal: network namespaces unavailable (not root (ip netns needs CAP_SYS_ADMIN)); "
+                   "the 2 nodes use loopback addresses 127.0.0.x instead"]
+
+
+def test_stale_rehearsal_namespaces_are_removed_by_prefix():
+    if netns.unavailable() is not None:       # nothing can be made here: nothing to clean
+        assert netns.cleanup_stale() == []
+        return
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    stale, live = f"{netns.PREFIX}{dead.pid}x0-br", f"{netns.PREFIX}{os.getpid()}x999-br"
+    for name in (stale, live):
+        subprocess.run(["ip", "netns", "add", name], check=True, timeout=30)
+    try:
+        assert stale in netns.cleanup_stale()
+        left = netns.list_namespaces()
+        assert stale not in left and live in left          # a running rehearsal's namespaces are kept
+    finally:
+        for name in (stale, live):
+            subprocess.run(["ip", "netns", "del", name], capture_output=True, timeout=30)
 
 
 def test_a_node_that_never_arrives_is_one_line_after_the_join_timeout(data, tmp_path):

@@ -7,8 +7,14 @@ its ``kubeflow`` environment): ``PET_NNODES``, ``PET_NODE_RANK``, ``PET_NPROC_PE
 ``GLOO_SOCKET_IFNAME=lo`` (gloo, and the emulated hccl over it, binds loopback), ``TORCHPORT_CACHE`` = a folder
 of its own, and ``TORCHPORT_EMULATE=<emulate>`` when given (emulated accelerators per node, e.g. 2 per node).
 
-Every address is loopback: nothing is sent outside this host. Linux network namespaces on a veth bridge (one
-address per namespace) would separate the nodes' sockets further; they are not used here (see docs/cluster.md).
+``net="loopback"`` (the default): every address is loopback, nothing is sent outside this host.
+``net="netns"``: each node runs in a Linux network namespace of its own (:mod:`torchport.cluster.netns`: a bridge
+namespace, one namespace per node, a veth pair each, ``10.213.<x>.<rank + 1>/24`` inside the node's namespace
+only, ``lo`` up), its launcher started through ``ip netns exec``; the rendezvous endpoint is node 0's namespace
+address, and the node gets what a cluster node would: ``MASTER_ADDR`` / ``PET_MASTER_ADDR`` = node 0's address,
+``HCCL_IF_IP`` = ``TORCHPORT_NODE_ADDR`` = its own, ``GLOO_SOCKET_IFNAME=tpnet0``. The namespaces are removed
+when the rehearsal ends. Where namespaces cannot be made (not root, no ``ip``), the rehearsal says so in one line
+on stderr (also in :attr:`Rehearsal.net_note`) and uses loopback; :attr:`Rehearsal.net` is what was used.
 
 Example::
 
@@ -68,8 +74,8 @@ class _Node:
 
 @dataclass
 class Rehearsal:
-    """N loopback nodes of ``nproc`` ranks each (see the module docstring). A context manager: on exit every node
-    still running is killed (its whole process group: agent and workers)."""
+    """N nodes of ``nproc`` ranks each, on loopback or in network namespaces (see the module docstring). A context
+    manager: on exit every node still running is killed (agent and workers) and the namespaces are removed."""
 
     nnodes: int
     nproc: int = 1
@@ -81,11 +87,34 @@ class Rehearsal:
     max_restarts: int = 0
     env: dict = field(default_factory=dict)
     rdzv_id: str = "rehearsal"
+    net: str = "loopback"
     nodes: list = field(default_factory=list)
+    netns: object = None            # the NetNamespaces when net == "netns"
+    net_note: str = ""
 
     def __post_init__(self) -> None:
         self.workdir = Path(self.workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
+        if self.net not in ("loopback", "netns"):
+            raise ValueError(f"net={self.net!r}: netns or loopback")
+        if self.net == "netns":
+            from torchport.cluster import netns
+
+            why = netns.unavailable()
+            if why is None:
+                try:
+                    self.netns = netns.create(self.nnodes)
+                except RuntimeError as exc:
+                    why = str(exc)
+            if why is not None:
+                self.net = "loopback"
+                self.net_note = (f"torchport rehearsal: network namespaces unavailable ({why}); the {self.nnodes} "
+                                 "nodes use loopback addresses 127.0.0.x instead")
+                print(self.net_note, file=sys.stderr, flush=True)
+
+    def address(self, rank: int) -> str:
+        """Node ``rank``'s address: in its namespace (net="netns") or on loopback."""
+        return self.netns.address(rank) if self.netns is not None else node_address(rank)
 
     def node_env(self, rank: int) -> dict[str, str]:
         """The environment of node ``rank`` (what its scheduler would set, and its own cache)."""
@@ -94,9 +123,14 @@ class Rehearsal:
                               "TORCHELASTIC_RUN_ID", "TORCHPORT_EMULATE")}
         base.update(self.env)
         base.update({"PET_NNODES": str(self.nnodes), "PET_NODE_RANK": str(rank), "PET_NPROC_PER_NODE": str(self.nproc),
-                     "PET_MASTER_ADDR": node_address(0), "PET_MASTER_PORT": str(self.port), "PET_RDZV_ID": self.rdzv_id,
-                     "TORCHPORT_NODE_ADDR": node_address(rank), "GLOO_SOCKET_IFNAME": "lo",
+                     "PET_MASTER_ADDR": self.address(0), "PET_MASTER_PORT": str(self.port), "PET_RDZV_ID": self.rdzv_id,
+                     "TORCHPORT_NODE_ADDR": self.address(rank), "GLOO_SOCKET_IFNAME": "lo",
                      "TORCHPORT_CACHE": str(self.workdir / f"node{rank}" / "cache")})
+        if self.netns is not None:       # what a cluster node has: node 0's address, its own interface and address
+            from torchport.cluster.netns import IFNAME
+
+            base.update({"MASTER_ADDR": self.address(0), "MASTER_PORT": str(self.port), "HCCL_IF_IP": self.address(rank),
+                         "GLOO_SOCKET_IFNAME": IFNAME})
         base.setdefault("OMP_NUM_THREADS", "1")
         base.setdefault("PYTHONUNBUFFERED", "1")      # node logs line by line (a test watches them)
         if self.emulate:
@@ -104,8 +138,10 @@ class Rehearsal:
         return base
 
     def command(self, rank: int, program: Sequence[str]) -> list[str]:
-        """``python -m torchport launch`` for node ``rank`` (node 0 hosts the rendezvous store)."""
-        cmd = [sys.executable, "-m", "torchport", "launch", "--env", "kubeflow", "--join-timeout",
+        """``python -m torchport launch`` for node ``rank`` (node 0 hosts the rendezvous store), through
+        ``ip netns exec`` in its namespace when there is one."""
+        prefix = self.netns.exec_prefix(rank) if self.netns is not None else []
+        cmd = [*prefix, sys.executable, "-m", "torchport", "launch", "--env", "kubeflow", "--join-timeout",
                f"{self.join_timeout:g}", "--host-store" if rank == 0 else "--no-host-store"]
         if self.max_restarts:
             cmd += ["--max-restarts", str(self.max_restarts)]
@@ -164,10 +200,18 @@ class Rehearsal:
         return self
 
     def __exit__(self, *exc) -> None:
-        for node in self.nodes:
-            if node.proc.poll() is None:
-                self.kill(node)
-                node.proc.wait()
+        self.close()
+
+    def close(self) -> None:
+        """Kill every node still running, then remove the network namespaces (if any)."""
+        try:
+            for node in self.nodes:
+                if node.proc.poll() is None:
+                    self.kill(node)
+                    node.proc.wait()
+        finally:
+            if self.netns is not None:
+                self.netns.close()
 
 
 def _descendants(pid: int) -> list[int]:
