@@ -1,9 +1,11 @@
 """Cluster rehearsal on one machine (issue 33): the matrix, the fault table and the scheduler-environment table.
 
-N "nodes" = N ``torchport launch`` processes on 127.0.0.x loopback (:mod:`torchport.cluster.rehearsal`; no network
-namespaces). Each section prints a markdown table; the baseline of every row is measured in the same run.
+N "nodes" = N ``torchport launch`` processes (:mod:`torchport.cluster.rehearsal`), each in a Linux network
+namespace of its own (``--net netns``, the default; needs root and ``ip``, else loopback, said in one line) or on
+127.0.0.x loopback (``--net loopback``). Each section prints a markdown table; the baseline of every row is
+measured in the same run.
 
-    .venv/bin/python benchmarks/bench_cluster.py [--only matrix,faults,envs] [--quick]
+    .venv/bin/python benchmarks/bench_cluster.py [--only matrix,faults,envs] [--quick] [--net netns|loopback]
 
 * ``matrix``: nodes x ranks x device (cpu/gloo, emulated npu/hccl) x strategy (ddp, fsdp): per-step losses vs ONE
   node with the same number of ranks (the same global batch), wall time of both;
@@ -29,6 +31,9 @@ FAULT_TRAIN = str(ROOT / "tests" / "train" / "fault_train.py")
 PY = sys.executable
 
 from torchport.cluster.rehearsal import Rehearsal, max_abs_diff, step_losses  # noqa: E402
+
+#: The rehearsal nodes' network (--net): netns or loopback.
+NET = "netns"
 
 
 def base_env(work: Path) -> dict[str, str]:
@@ -76,7 +81,7 @@ def matrix(work: Path, data: Path, quick: bool) -> None:
         tag = f"{nnodes}x{nproc}-{device}-{strategy}"
         emulate = f"npu:{nproc}" if device == "npu" else None
         t0 = time.monotonic()
-        with Rehearsal(nnodes=nnodes, nproc=nproc, emulate=emulate, workdir=work / tag / "nodes", env=env,
+        with Rehearsal(net=NET, nnodes=nnodes, nproc=nproc, emulate=emulate, workdir=work / tag / "nodes", env=env,
                        join_timeout=120) as rh:
             rh.start(["train", *train_args(data, work / tag / "nodes-run", device=device, strategy=strategy)])
             results = rh.wait(timeout=900)
@@ -97,21 +102,43 @@ def matrix(work: Path, data: Path, quick: bool) -> None:
 
 
 # ----------------------------------------------------------------------------------------------------- faults
-def final_weights_diff(run_a: Path, run_b: Path) -> str:
-    """Largest difference between the model weights of the two runs' last checkpoints (ddp: ckpt-*.pt)."""
+def _last_model(run: Path):
+    """``(name, {key: tensor})`` of the model in a run's last checkpoint: a ddp ``ckpt-*.pt`` file, or an fsdp DCP
+    directory ``step-*`` (read in this one process with torch's dcp_to_torch_save)."""
     import torch
 
-    def last(run: Path):
-        files = sorted((run / "checkpoints").glob("ckpt-*.pt"))
-        if not files:
-            return None
-        ck = torch.load(files[-1], map_location="cpu", weights_only=False)
-        return files[-1].name, ck.get("model", ck)
-    a, b = last(run_a), last(run_b)
+    ck = run / "checkpoints"
+    files = sorted(ck.glob("ckpt-*.pt"))
+    dirs = sorted(d for d in ck.glob("step-*") if d.is_dir())
+    if files:
+        state = torch.load(files[-1], map_location="cpu", weights_only=False)
+        return files[-1].name, state.get("model", state)
+    if dirs:
+        from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
+
+        out = run / f"{dirs[-1].name}.flat.pt"
+        dcp_to_torch_save(str(dirs[-1]), str(out))
+        state = torch.load(out, map_location="cpu", weights_only=False)
+        model = state.get("model") if isinstance(state.get("model"), dict) else \
+            {k[len("model."):]: v for k, v in state.items() if k.startswith("model.")}
+        return dirs[-1].name, model
+    return None
+
+
+def final_weights_diff(run_a: Path, run_b: Path) -> str:
+    """Largest difference between the model weights of the two runs' last checkpoints."""
+    import torch
+
+    try:
+        a, b = _last_model(run_a), _last_model(run_b)
+    except Exception as exc:        # a damaged / unreadable checkpoint is a finding, not a crash of the bench
+        return f"unreadable ({type(exc).__name__}: {str(exc)[:80]})"
     if a is None or b is None:
         return "no checkpoint"
-    keys = [k for k in a[1] if torch.is_tensor(a[1][k]) and a[1][k].is_floating_point()]
-    d = max(float((a[1][k] - b[1][k]).abs().max()) for k in keys)
+    keys = [k for k in a[1] if torch.is_tensor(a[1][k]) and a[1][k].is_floating_point() and k in b[1]]
+    if not keys:
+        return f"no common weights ({a[0]} vs {b[0]})"
+    d = max(float((a[1][k].float() - b[1][k].float()).abs().max()) for k in keys)
     return f"{d:.1e} ({a[0]} vs {b[0]})"
 
 
@@ -123,19 +150,93 @@ def logged_step(log: Path) -> int:
     return max(((int(e) - 1) * int(n) + int(s) for e, s, n in found), default=0)
 
 
-def node_loss(work: Path, data: Path) -> None:
-    """2 nodes x 1 rank, ddp on cpu, 2 epochs of 12 steps, checkpoint every 4 steps; node 1 (agent and worker)
-    SIGKILLed once rank 0 has logged step KILL_AT; a replacement node 1 is started; the surviving node's torchrun
-    restarts the job (--max-restarts 1) and every rank resumes from the last checkpoint (--resume auto)."""
+def _resumed_at(text: str) -> tuple[list[str], int | None]:
+    lines = [ln.strip() for ln in text.splitlines() if "resumed from" in ln]
+    try:
+        return lines, int(lines[-1].rsplit("step", 1)[1]) if lines else None
+    except ValueError:
+        return lines, None
+
+
+def _said(r) -> str:
+    """What a node printed that matters: its torchport error lines (deduplicated) or its last line; its exit."""
+    errs = sorted({ln.strip()[:230] for ln in r.output.splitlines() if ln.startswith("torchport ") and "error" in ln})
+    said = "; ".join(errs) if errs else last_line(r.output)
+    return f"exit {r.returncode} after {r.seconds:.1f} s: {said}"
+
+
+#: node-loss rows: (label, nodes, ranks per node, device, strategy, node killed)
+NODE_LOSS = [("ddp cpu/gloo", 2, 1, "cpu", "ddp", 1), ("fsdp + DCP cpu/gloo", 2, 1, "cpu", "fsdp", 1),
+             ("fsdp + DCP, emulated npu:2 / hccl", 2, 2, "npu", "fsdp", 1)]
+
+
+def node_loss(work: Path, data: Path, rows=NODE_LOSS) -> None:
+    """N nodes, 2 epochs, checkpoint every 4 steps; node K (agent and workers) SIGKILLed once rank 0 has logged
+    step KILL_AT; a replacement node K is started (in the same namespace: the same address); the surviving node's
+    torchrun restarts the job (--max-restarts 1) and every rank resumes from the last checkpoint (--resume auto).
+    Reference: one node of N x ranks, uninterrupted, same flags (the same global batch)."""
     env = {**base_env(work), "TORCHPORT_FAULT_STEP_DELAY_S": "0.4"}
-    kill_at = 10
     extra = ("--checkpoint-every", "4", "--resume", "auto")
-    ref_dir, el_dir = work / "loss-ref", work / "loss-elastic"
-    ref, t_ref = one_node([FAULT_TRAIN, *train_args(data, ref_dir, device="cpu", strategy="ddp", epochs=2, extra=extra)],
-                          2, env, None)
+    print("\n| fault | job | surviving node | killed node | replacement node | steps lost | result vs uninterrupted | "
+          "wall (s) |")
+    print("|---|---|---|---|---|---|---|---|")
+    for label, nnodes, nproc, device, strategy, victim in rows:
+        tag = f"loss-{strategy}-{device}-{nnodes}x{nproc}"
+        emulate = f"npu:{nproc}" if device == "npu" else None
+        ref_dir, el_dir = work / f"{tag}-ref", work / f"{tag}-elastic"
+        steps_total = 2 * (96 // (4 * nnodes * nproc))
+        kill_at = steps_total // 2 - 2
+        ref, t_ref = one_node([FAULT_TRAIN, *train_args(data, ref_dir, device=device, strategy=strategy, epochs=2,
+                                                        extra=extra)],
+                              nnodes * nproc, env, f"npu:{nnodes * nproc}" if emulate else None)
+        t0 = time.monotonic()
+        with Rehearsal(net=NET, nnodes=nnodes, nproc=nproc, emulate=emulate, workdir=work / f"{tag}-nodes", env=env,
+                       join_timeout=120, max_restarts=1) as rh:
+            program = [FAULT_TRAIN, *train_args(data, el_dir, device=device, strategy=strategy, epochs=2, extra=extra)]
+            rh.start(program)
+            seen = 0
+            while time.monotonic() - t0 < 400:
+                seen = logged_step(rh.nodes[0].log)
+                if seen >= kill_at:
+                    break
+                time.sleep(0.1)
+            rh.kill(rh.nodes[victim])
+            t_kill = time.monotonic() - t0
+            rh.start_node(victim, program, tag="-replacement")
+            results = rh.wait(timeout=600)
+        t_el = time.monotonic() - t0
+        a, b = step_losses(el_dir), step_losses(ref_dir)
+        lines, at = _resumed_at(results[0].output if victim else results[1].output)
+        lost = f"{seen - at} (logged {seen}, resumed at {at})" if at is not None else f"? (logged {seen}, no resume line)"
+        survivors = [r for r in results[:nnodes] if r.rank != victim]
+        print(f"| node {victim} of {nnodes} SIGKILLed (agent + workers) after step {seen} of {steps_total}; "
+              f"replacement started | {label}, {nnodes}x{nproc}, `--max-restarts 1 --resume auto`, checkpoint every 4 | "
+              + "; ".join(f"node {r.rank}: {_said(r)}; {lines[-1] if lines else ''}" for r in survivors)
+              + f" | killed at {t_kill:.1f} s (exit {results[victim].returncode}) | {_said(results[-1])} | {lost} | "
+              f"per-step losses: max diff {max_abs_diff(a, b):.1e} over {len(a)} steps (reference {len(b)}, exit "
+              f"{ref.returncode}); final weights: {final_weights_diff(el_dir, ref_dir)} | "
+              f"{t_el:.1f} (uninterrupted 1 node: {t_ref:.1f}) |", flush=True)
+        for r in results:
+            if r.returncode not in (0, None):
+                print(f"<!-- node {r.rank}: {r.output[-2500:]} -->")
+
+
+def node0_loss(work: Path, data: Path) -> None:
+    """2 nodes x 1 rank, ddp on cpu, checkpoint every 4 steps, --max-restarts 1: node 0 -- the rendezvous host --
+    SIGKILLed mid-epoch. torchrun's c10d store lives in node 0's agent, so node 1 cannot re-rendezvous: what does
+    node 1 print, with what exit code, how long after the kill? Then the whole job is started again (what a
+    scheduler does) with --resume auto: it resumes from the last committed checkpoint; compared with an
+    uninterrupted run."""
+    env = {**base_env(work), "TORCHPORT_FAULT_STEP_DELAY_S": "0.4"}
+    extra = ("--checkpoint-every", "4", "--resume", "auto")
+    ref_dir, el_dir = work / "loss0-ref", work / "loss0-run"
+    ref, t_ref = one_node([FAULT_TRAIN, *train_args(data, ref_dir, device="cpu", strategy="ddp", epochs=2,
+                                                    extra=extra)], 2, env, None)
+    program = [FAULT_TRAIN, *train_args(data, el_dir, device="cpu", strategy="ddp", epochs=2, extra=extra)]
+    kill_at = 10
     t0 = time.monotonic()
-    with Rehearsal(nnodes=2, nproc=1, workdir=work / "loss-nodes", env=env, join_timeout=120, max_restarts=1) as rh:
-        program = [FAULT_TRAIN, *train_args(data, el_dir, device="cpu", strategy="ddp", epochs=2, extra=extra)]
+    with Rehearsal(net=NET, nnodes=2, nproc=1, workdir=work / "loss0-nodes", env=env, join_timeout=120,
+                   max_restarts=1, connect_timeout=20) as rh:
         rh.start(program)
         seen = 0
         while time.monotonic() - t0 < 300:
@@ -143,27 +244,29 @@ def node_loss(work: Path, data: Path) -> None:
             if seen >= kill_at:
                 break
             time.sleep(0.1)
-        rh.kill(rh.nodes[1])
-        t_kill = time.monotonic() - t0
-        rh.start_node(1, program, tag="-replacement")
-        results = rh.wait(timeout=600)
-    t_el = time.monotonic() - t0
+        rh.kill(rh.nodes[0])
+        t_kill = time.monotonic()
+        results = rh.wait(timeout=300)
+    node1 = results[1]
+    t_node1 = node1.seconds - (t_kill - t0)
+    t1 = time.monotonic()
+    with Rehearsal(net=NET, nnodes=2, nproc=1, workdir=work / "loss0-rerun", env=env, join_timeout=120) as rh:
+        rh.start(program)
+        rerun = rh.wait(timeout=600)
+    t_rerun = time.monotonic() - t1
     a, b = step_losses(el_dir), step_losses(ref_dir)
-    out0 = results[0].output
-    resumed = [ln for ln in out0.splitlines() if "resumed from" in ln]
-    resumed_at = int(resumed[-1].rsplit("step", 1)[1]) if resumed else None
-    lost = f"{seen - resumed_at} (logged {seen}, resumed at {resumed_at})" if resumed_at is not None else "?"
-    print("\n| fault | node 0 (survivor) | node 1 (killed) | node 1 (replacement) | steps lost | result vs uninterrupted | wall (s) |")
-    print("|---|---|---|---|---|---|---|")
-    print(f"| node 1 SIGKILLed (agent + worker) after step {seen} of 24, replacement started; "
-          f"`--max-restarts 1`, `--resume auto`, checkpoint every 4 | exit {results[0].returncode}: "
-          f"{'; '.join(resumed) or last_line(out0)} | killed at {t_kill:.1f} s (exit {results[1].returncode}) | "
-          f"exit {results[2].returncode}: {last_line(results[2].output)} | {lost} | per-step losses: max diff "
-          f"{max_abs_diff(a, b):.1e} over {len(a)} steps; final weights: {final_weights_diff(el_dir, ref_dir)} | "
-          f"{t_el:.1f} (uninterrupted 1 node: {t_ref:.1f}) |", flush=True)
-    for r in results:
-        if r.returncode not in (0, None):
-            print(f"<!-- node {r.rank}: {r.output[-2500:]} -->")
+    lines, at = _resumed_at(rerun[0].output)
+    print("\n| fault | node 0 (killed) | node 1 | the job started again (`--resume auto`) | steps lost | "
+          "result vs uninterrupted |")
+    print("|---|---|---|---|---|---|")
+    print(f"| node 0 (rendezvous store host) SIGKILLed after step {seen} of 24; 2x1 ddp cpu/gloo, `--max-restarts 1` | "
+          f"killed at {t_kill - t0:.1f} s (exit {results[0].returncode}) | {_said(node1)} ({t_node1:.1f} s after the "
+          f"kill) | node 0: {_said(rerun[0])}; {lines[-1] if lines else 'no resume line'}; node 1: exit "
+          f"{rerun[1].returncode}; {t_rerun:.1f} s | "
+          f"{f'{seen - at} (logged {seen}, resumed at {at})' if at is not None else '?'} | per-step losses: max diff "
+          f"{max_abs_diff(a, b):.1e} over {len(a)} steps (reference {len(b)}); final weights: "
+          f"{final_weights_diff(el_dir, ref_dir)} |", flush=True)
+    print(f"<!-- node 1 after node 0 was lost, last 3000 chars:\n{node1.output[-3000:]}\n-->")
 
 
 def hung_rank(work: Path, data: Path, timeout_s: float = 10) -> None:
@@ -171,7 +274,7 @@ def hung_rank(work: Path, data: Path, timeout_s: float = 10) -> None:
     next all-reduce until TORCHPORT_COLLECTIVE_TIMEOUT_S."""
     env = {**base_env(work), "TORCHPORT_FAULT_HANG": "1:3", "TORCHPORT_COLLECTIVE_TIMEOUT_S": f"{timeout_s:g}"}
     t0 = time.monotonic()
-    with Rehearsal(nnodes=2, nproc=2, workdir=work / "hang-nodes", env=env, join_timeout=120) as rh:
+    with Rehearsal(net=NET, nnodes=2, nproc=2, workdir=work / "hang-nodes", env=env, join_timeout=120) as rh:
         rh.start([FAULT_TRAIN, *train_args(data, work / "hang-run", device="cpu", strategy="ddp")])
         results = rh.wait(timeout=300)
     t = time.monotonic() - t0
@@ -233,19 +336,34 @@ def main() -> None:
     ap.add_argument("--only", default="envs,faults,matrix")
     ap.add_argument("--quick", action="store_true", help="matrix: the first 3 rows only")
     ap.add_argument("--work", default=None)
+    ap.add_argument("--net", choices=("netns", "loopback"), default="netns",
+                    help="the nodes' network: a Linux network namespace each (default) or 127.0.0.x loopback")
     ns = ap.parse_args()
+    global NET
+    NET = ns.net
     work = Path(ns.work or tempfile.mkdtemp(prefix="bench_cluster-"))
     from torchport.data.synth import make_dataset
 
     data = work / "shapes"
     if not data.exists():
         make_dataset(data, classes=4, train_per_class=24, val_per_class=4, size=16)
-    print(f"# bench_cluster: {os.cpu_count()} cores, work dir {work}")
+    import torch
+    from torchport.cluster import netns
+
+    why = netns.unavailable() if NET == "netns" else None
+    net = f"network namespaces ({netns.PREFIX}<pid>x<n>-n<i>, 10.213.<x>.0/24 on a bridge)" if NET == "netns" and \
+        why is None else f"loopback 127.0.0.x{f' (network namespaces unavailable: {why})' if why else ''}"
+    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
+                            text=True).stdout.strip()
+    print(f"# bench_cluster: commit {commit}, {os.cpu_count()} cores, torch {torch.__version__}, nodes on {net}, "
+          f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, work dir {work}")
     only = ns.only.split(",")
     if "envs" in only:
         envs(work)
     if "faults" in only or "loss" in only:
         node_loss(work, data)
+    if "faults" in only or "loss0" in only:
+        node0_loss(work, data)
     if "faults" in only or "hang" in only:
         hung_rank(work, data)
     if "matrix" in only:

@@ -91,14 +91,14 @@ def _launch(args: list[str], env: dict[str, str], timeout: float) -> tuple[int |
 
 
 def _launch_nodes(worker: list[str], env: dict[str, str], timeout: float, *, nnodes: int, nproc: int,
-                  out: str) -> tuple[int | None, str, bool, dict[int, int], str]:
+                  out: str, net: str = "loopback") -> tuple[int | None, str, bool, dict[int, int], str]:
     """The smoke on ``nnodes`` loopback rehearsal nodes of ``nproc`` ranks: ``(worst exit, output tail of the
     first failed node, timed_out, {global rank: exit code} of failed ranks, what was launched)``; every node is
     killed at ``timeout``."""
     from torchport.cluster.rehearsal import Rehearsal
 
     with Rehearsal(nnodes=nnodes, nproc=nproc, workdir=Path(out) / "nodes", env=env,
-                   join_timeout=max(5.0, timeout / 2), rdzv_id="torchport-check") as rh:
+                   join_timeout=max(5.0, timeout / 2), rdzv_id="torchport-check", net=net) as rh:
         rh.start(worker)
         results = rh.wait(timeout=timeout)
     codes = [r.returncode for r in results]
@@ -109,7 +109,8 @@ def _launch_nodes(worker: list[str], env: dict[str, str], timeout: float, *, nno
     exits: dict[int, int] = {}
     for r in results:   # torchrun names local ranks: this node's global rank = node * nproc + local
         exits.update({r.rank * nproc + local: c for local, c in launcher_exit_codes(r.output).items()})
-    return rc, tail, timed_out, exits, (f"{nnodes} loopback nodes x torchport launch --nproc-per-node {nproc} (exit codes "
+    kind = "network-namespace" if rh.net == "netns" else "loopback"
+    return rc, tail, timed_out, exits, (f"{nnodes} {kind} nodes x torchport launch --nproc-per-node {nproc} (exit codes "
                                  + "/".join(str(c) for c in codes) + ")")
 
 
@@ -199,7 +200,8 @@ def _evidence(logs: dict[int, list[dict[str, Any]]], nproc: int, *, timed_out: b
 
 
 def distributed_smoke(target: Any = None, *, nproc: int = 2, timeout: float = 120.0, barrier_timeout: float = 30.0,
-                      device: Any = None, fault: str | None = None, nnodes: int = 1) -> CheckResult:
+                      device: Any = None, fault: str | None = None, nnodes: int = 1,
+                      net: str = "loopback") -> CheckResult:
     """Run the distributed smoke test (see module docstring).
 
     Args:
@@ -212,6 +214,8 @@ def distributed_smoke(target: Any = None, *, nproc: int = 2, timeout: float = 12
         fault: fault injection for testing the check (``"hang:1"``, ``"exit:1"``, ``"weights:1"``).
         nnodes: > 1: ``nproc`` ranks on each of ``nnodes`` loopback rehearsal nodes (127.0.0.x, one
             ``torchport launch`` each, one c10d rendezvous: :mod:`torchport.cluster.rehearsal`).
+        net: the rehearsal nodes' network: ``loopback`` or ``netns`` (a Linux network namespace per node;
+            loopback, said in one line, where namespaces are unavailable).
 
     Returns:
         A :class:`~torchport.checks.result.CheckResult` named ``distributed``.
@@ -245,7 +249,7 @@ def distributed_smoke(target: Any = None, *, nproc: int = 2, timeout: float = 12
             env.pop("TORCHPORT_CHECK_DIST_FAULT", None)
         if nnodes > 1:
             rc, tail, timed_out, exits, launched = _launch_nodes(worker, env, timeout, nnodes=nnodes, nproc=nproc,
-                                                                 out=out)
+                                                                 out=out, net=net)
         else:
             rc, tail, timed_out, exits = _launch(args, env, timeout)
             launched = f"torchrun --nproc-per-node {nproc}"
@@ -257,7 +261,7 @@ def distributed_smoke(target: Any = None, *, nproc: int = 2, timeout: float = 12
                    detail=None if rc == 0 else tail[-600:] or None)]
     ev += _evidence(logs, nproc, timed_out=timed_out, timeout=timeout, barrier_timeout=barrier_timeout,
                     exits=exits)
-    where = f" ({nnodes} loopback nodes)" if nnodes > 1 else ""
+    where = f" ({launched.split(' x ')[0]})" if nnodes > 1 else ""      # "2 loopback nodes", "2 network-namespace nodes"
     result = CheckResult.from_evidence(NAME, ev, ok=f"{nproc} ranks{where} on {dev.backend.label}: init, all-reduce, barrier, "
                                        "identical initial weights, FSDP step == one process", platform=str(dev), started=started)
     located = [e for e in result.problems if e.where and e.where.startswith("rank")]

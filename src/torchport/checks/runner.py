@@ -50,7 +50,8 @@ class CheckOptions:
         include_emulated: checkpoint: add the emulated NPU as a platform.
         checkpoint_steps: checkpoint: steps before saving / after resuming.
         nproc: distributed: processes launched (per node).
-        nnodes: distributed: loopback rehearsal nodes (> 1: :mod:`torchport.cluster.rehearsal`).
+        nnodes: distributed: rehearsal nodes (> 1: :mod:`torchport.cluster.rehearsal`).
+        net: distributed, nnodes > 1: ``loopback`` (127.0.0.x) or ``netns`` (a network namespace per node).
         dist_timeout: distributed: hard limit for the launch, seconds.
         barrier_timeout: distributed: collective / barrier timeout, seconds.
     """
@@ -68,6 +69,7 @@ class CheckOptions:
     checkpoint_steps: int = 2
     nproc: int = 2
     nnodes: int = 1
+    net: str = "loopback"
     dist_timeout: float = 120.0
     barrier_timeout: float = 30.0
 
@@ -120,7 +122,7 @@ def _checkpoint(target: Any, device: Any, o: CheckOptions) -> CheckResult:
 def _distributed(target: Any, device: Any, o: CheckOptions) -> CheckResult:
     from torchport.checks.distributed import distributed_smoke
 
-    return distributed_smoke(target, nproc=o.nproc, nnodes=o.nnodes, timeout=o.dist_timeout, barrier_timeout=o.barrier_timeout,
+    return distributed_smoke(target, nproc=o.nproc, nnodes=o.nnodes, net=o.net, timeout=o.dist_timeout, barrier_timeout=o.barrier_timeout,
                              device=device)
 
 

@@ -66,7 +66,10 @@ def register(app: typer.Typer) -> None:
         nproc: int = typer.Option(2, "--nproc", min=1, help="Distributed: processes to launch (per node; at least 2 "
                                   "in all)."),
         nnodes: int = typer.Option(1, "--nnodes", min=1, help="Distributed: run the smoke across this many "
-                                   "loopback rehearsal nodes on this machine (127.0.0.x, one torchport launch each)."),
+                                   "rehearsal nodes on this machine (one torchport launch each; see --net)."),
+        net: str = typer.Option("loopback", "--net", metavar="loopback|netns",
+                                help="Distributed, --nnodes > 1: the nodes on loopback 127.0.0.x, or each in a Linux "
+                                "network namespace of its own (needs root and ip; else loopback, said in one line)."),
         dist_timeout: float = typer.Option(120.0, "--dist-timeout", help="Distributed: hard limit in seconds."),
         require_accelerator: Optional[bool] = typer.Option(None, "--require-accelerator/--allow-cpu",
                                                            help="Device audit: fail when the job runs on CPU "
@@ -116,6 +119,8 @@ def register(app: typer.Typer) -> None:
         if nproc * nnodes < 2:
             fail("check", f"--nproc {nproc} x --nnodes {nnodes}: the distributed smoke needs at least 2 ranks",
                  EXIT_USAGE)
+        if net not in ("loopback", "netns"):
+            fail("check", f"--net {net!r}: expected loopback or netns", EXIT_USAGE)
         if reference is not None and not reference.is_file():
             fail("check", f"--reference {reference}: no such file", EXIT_USAGE)
         try:
@@ -125,7 +130,7 @@ def register(app: typer.Typer) -> None:
         dev = _select(device_arg(device), err)
         tgt = _target(target, err)
         options = CheckOptions(steps=steps, record=str(record) if record else None,
-                               reference=str(reference) if reference else None, predict=predict, nproc=nproc, nnodes=nnodes,
+                               reference=str(reference) if reference else None, predict=predict, nproc=nproc, nnodes=nnodes, net=net,
                                dist_timeout=dist_timeout, expect_accelerator=require_accelerator)
         rank0 = int(os.environ.get("RANK", "0")) == 0
         status = con.status("starting", spinner="dots") if rank0 and con.is_terminal else None
