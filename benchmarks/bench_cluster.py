@@ -331,6 +331,90 @@ def envs(work: Path) -> None:
         print(f"| {name} | `{shown}` | `{cmd or last_line(out.stderr)}` | {out.returncode} |", flush=True)
 
 
+# ------------------------------------------------------------------------------------------------------- data
+DATA_WORKER = str(ROOT / "benchmarks" / "cluster_data_worker.py")
+
+
+def cluster_data(work: Path, node_counts=(1, 2, 3)) -> None:
+    """Issue 33 #5: N nodes x 1 rank read a jpeg shard set from moto's S3 server for 2 epochs through torchport's
+    loader (shard-aware order) and each node's own block cache. The server listens inside the rehearsal's bridge
+    namespace (10.213.x.254; --net netns) or on 127.0.0.1 (loopback). Measured per epoch: samples and images/s per
+    node, bytes the nodes fetched from the store (growth of the node caches: every fetched block lands there once
+    per node), the share of the blocks a node's reads touched that its cache already held (hit rate)."""
+    import json
+    import signal
+
+    from torchport.cluster.rehearsal import free_port
+    from torchport.data.synth import make_dataset
+
+    src = work / "data-shapes"
+    if not src.exists():
+        make_dataset(src, classes=4, train_per_class=96, val_per_class=4, size=32)
+    print("\n| nodes x ranks | samples per epoch (all nodes; dataset) | images/s per node, epoch 1 / epoch 2 | "
+          "bytes from the store, epoch 1 (x dataset) | epoch 2 (x dataset) | epoch-2 cache hit rate per node | "
+          "exit codes |")
+    print("|---|---|---|---|---|---|---|")
+    for nnodes in node_counts:
+        tag = f"data-{nnodes}"
+        with Rehearsal(net=NET, nnodes=nnodes, nproc=1, workdir=work / tag, env={}, join_timeout=120) as rh:
+            inside = rh.netns is not None
+            host = rh.netns.service_address if inside else "127.0.0.1"
+            port = 9000 if inside else free_port()
+            aws = {"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench", "AWS_REGION": "us-east-1",
+                   "AWS_ENDPOINT_URL": f"http://{host}:{port}", "TORCHPORT_STORAGE_BLOCK_MB": "0.0625",
+                   "BENCH_SHARD_BYTES": str(1 << 16)}
+            env = {**base_env(work), **aws}
+            rh.env.update(env)
+            server = subprocess.Popen([*(rh.netns.exec_prefix(None) if inside else []), PY, "-m", "moto.server",
+                                       "-H", host, "-p", str(port)], stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.DEVNULL, start_new_session=True)
+            try:
+                url = "s3://bench/shapes"
+                made = subprocess.run([*(rh.netns.exec_prefix(0) if inside else []), PY, DATA_WORKER, "setup", url,
+                                       str(src / "train")], env={**env, "TORCHPORT_CACHE": str(work / tag / "pack")},
+                                      capture_output=True, text=True, timeout=300)
+                if made.returncode != 0:
+                    print(f"| {nnodes}x1 | setup failed: {last_line(made.stderr)} | | | | | |")
+                    continue
+                out = work / tag / "records.json"
+                rh.start([DATA_WORKER, "read", url, str(out)])
+                results = rh.wait(timeout=600)
+            finally:
+                os.killpg(server.pid, signal.SIGTERM)
+                server.wait(10)
+        codes = "/".join(str(r.returncode) for r in results)
+        if not out.is_file():
+            print(f"| {nnodes}x1 | no records | | | | | {codes} |")
+            for r in results:
+                print(f"<!-- node {r.rank}: {r.output[-2000:]} -->")
+            continue
+        rec = json.loads(out.read_text())
+        D = rec["dataset_bytes"]
+        by = {(r["epoch"], r["node"]): r for r in rec["records"]}
+
+        def fetched(e):
+            tot = 0
+            for n in range(nnodes):
+                r = by[(e, n)]
+                tot += sum(sz for f, sz in r["after"].items() if f not in r["before"])
+            return tot
+
+        def hit(e, n):
+            r = by[(e, n)]
+            return sum(1 for f in r["touched"] if f in r["before"]) / max(1, len(r["touched"]))
+
+        samples = [sum(by[(e, n)]["samples"] for n in range(nnodes)) for e in (0, 1)]
+        speed = "; ".join(f"n{n}: {by[(0, n)]['samples'] / by[(0, n)]['seconds']:.0f} / "
+                          f"{by[(1, n)]['samples'] / by[(1, n)]['seconds']:.0f}" for n in range(nnodes))
+        f1, f2 = fetched(0), fetched(1)
+        print(f"| {nnodes}x1 | {samples[0]} / {samples[1]} ({rec['num_samples']}) | {speed} | "
+              f"{f1 / 1e3:.0f} kB ({f1 / D:.2f}) | {f2 / 1e3:.0f} kB ({f2 / D:.2f}) | "
+              + ", ".join(f"n{n}: {hit(1, n):.0%}" for n in range(nnodes))
+              + f" | {codes} |", flush=True)
+        print(f"<!-- dataset {D} bytes in {len(rec.get('records', []))} records; block {rec['block']} B; "
+              f"epoch-1 hit rates: {', '.join(f'{hit(0, n):.0%}' for n in range(nnodes))} -->", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--only", default="envs,faults,matrix")
@@ -368,6 +452,8 @@ def main() -> None:
         hung_rank(work, data)
     if "matrix" in only:
         matrix(work, data, ns.quick)
+    if "data" in only:
+        cluster_data(work)
 
 
 if __name__ == "__main__":
