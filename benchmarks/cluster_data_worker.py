@@ -59,6 +59,9 @@ def read(url: str, out: str, epochs: int = 2) -> None:
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     node = int(os.environ.get("GROUP_RANK", "0"))
+    cache_dir = default_cache_dir()
+    dist.barrier()
+    pristine = _files(cache_dir)
     loader = make_loader(url, batch_size=16, train=True, image_size=32, seed=0, num_workers=0,
                          target=select_device("cpu", warn=False))
     remote = loader.dataset.shards.remote
@@ -71,8 +74,10 @@ def read(url: str, out: str, epochs: int = 2) -> None:
         return read_blocks(sid, start, end)
 
     remote.read = counting_read
-    cache_dir = default_cache_dir()
-    records = []
+    dist.barrier()
+    opened = _files(cache_dir)       # what opening fetched: the index, and each shard's header block (quick verify)
+    records = [{"epoch": -1, "rank": rank, "node": node, "samples": 0, "seconds": 0.0, "touched": [],
+                "before": pristine, "after": opened}]
     for epoch in range(epochs):
         dist.barrier()
         before = _files(cache_dir)
@@ -91,6 +96,7 @@ def read(url: str, out: str, epochs: int = 2) -> None:
         Path(out).write_text(json.dumps({"world": world, "block": remote.block,
                                          "num_samples": int(loader.dataset.shards.manifest["num_samples"]),
                                          "dataset_bytes": sum(s["bytes"] for s in remote.shards),
+                                         "shards": [s["bytes"] for s in remote.shards],
                                          "records": [r for rs in gathered for r in rs]}))
     dist.barrier()
     dist.destroy_process_group()
