@@ -167,9 +167,10 @@ def _said(r) -> str:
     return f"exit {r.returncode} after {r.seconds:.1f} s: {said}"
 
 
-#: node-loss rows: (label, nodes, ranks per node, device, strategy, node killed)
-NODE_LOSS = [("ddp cpu/gloo", 2, 1, "cpu", "ddp", 1), ("fsdp + DCP cpu/gloo", 2, 1, "cpu", "fsdp", 1),
-             ("fsdp + DCP, emulated npu:2 / hccl", 2, 2, "npu", "fsdp", 1)]
+#: node-loss rows: (label, nodes, ranks per node, device, strategy, node killed, kill once rank 0 logged this step)
+#: (checkpoints every 4 steps and at each epoch's end: 2x1 has 12 steps per epoch, 2x2 has 6)
+NODE_LOSS = [("ddp cpu/gloo", 2, 1, "cpu", "ddp", 1, 10), ("fsdp + DCP cpu/gloo", 2, 1, "cpu", "fsdp", 1, 10),
+             ("fsdp + DCP, emulated npu:2 / hccl", 2, 2, "npu", "fsdp", 1, 7)]
 
 
 def node_loss(work: Path, data: Path, rows=NODE_LOSS) -> None:
@@ -182,12 +183,11 @@ def node_loss(work: Path, data: Path, rows=NODE_LOSS) -> None:
     print("\n| fault | job | surviving node | killed node | replacement node | steps lost | result vs uninterrupted | "
           "wall (s) |")
     print("|---|---|---|---|---|---|---|---|")
-    for label, nnodes, nproc, device, strategy, victim in rows:
+    for label, nnodes, nproc, device, strategy, victim, kill_at in rows:
         tag = f"loss-{strategy}-{device}-{nnodes}x{nproc}"
         emulate = f"npu:{nproc}" if device == "npu" else None
         ref_dir, el_dir = work / f"{tag}-ref", work / f"{tag}-elastic"
         steps_total = 2 * (96 // (4 * nnodes * nproc))
-        kill_at = steps_total // 2 - 2
         ref, t_ref = one_node([FAULT_TRAIN, *train_args(data, ref_dir, device=device, strategy=strategy, epochs=2,
                                                         extra=extra)],
                               nnodes * nproc, env, f"npu:{nnodes * nproc}" if emulate else None)
