@@ -59,6 +59,15 @@ def test_program_forms_and_failure_lines():
     assert explain_failure(plan, failures + "ChildFailedError", 1) == (
         "node 1 of 2, rendezvous 'torchport' at n0:29500: worker(s) failed (rank 3 exit 8); their own error lines are above")
     assert explain_failure(plan, "all fine until it was not", 1) is None
+    # node 0 (the store host) lost while the job ran: torchrun's monitor loop loses the store (measured in
+    # benchmarks/bench_cluster.py --only loss0) -- not the same line as an endpoint that never answered
+    lost = ("rdzv_handler.num_nodes_waiting()\ntorch.distributed.DistNetworkError: Failed to recv, got 0 bytes. "
+            "Connection was likely closed.\ntorch.distributed.elastic.rendezvous.api.RendezvousConnectionError: The "
+            "connection to the C10d store has failed.")
+    assert explain_failure(plan, lost, 1).startswith(
+        "node 1 of 2, rendezvous 'torchport' at n0:29500: lost the rendezvous store at n0:29500 while the job ran")
+    refused = "RendezvousConnectionError: The connection to the C10d store has failed. Connection refused"
+    assert "cannot reach the rendezvous endpoint n0:29500" in explain_failure(plan, refused, 1)
 
 
 def test_multi_node_restarts_turn_off_torchruns_shared_worker_store():

@@ -7,6 +7,8 @@ when torchrun fails, adds one line saying what went wrong across the nodes:
 * the other nodes never arrived (``RendezvousTimeoutError`` after the join timeout) -- how many were expected,
   the endpoint, this node's rank;
 * the rendezvous endpoint cannot be reached (wrong ``MASTER_ADDR`` / port, node 0 not started);
+* the rendezvous store went away while the job ran (node 0, whose agent hosts the c10d store, was lost): torchrun
+  cannot re-rendezvous without it, so the job ends on every surviving node;
 * a worker failed (a rank died, a node was lost and the restarts ran out) -- the ranks and exit codes torchrun
   reported.
 
@@ -70,6 +72,12 @@ def explain_failure(plan: NodePlan, text: str, rc: int, *, join_timeout: float |
         waited = f" within {join_timeout:g} s" if join_timeout is not None else " within the join timeout"
         return (f"{where}: the job needs {plan.nnodes} node(s) and not all of them joined{waited}; start torchport "
                 f"launch on every node (same --rdzv-id), or check that they reach {plan.endpoint}")
+    if "RendezvousConnectionError" in text and any(s in text for s in (
+            "Connection was likely closed", "got 0 bytes", "num_nodes_waiting")):
+        # the store answered before and is gone now: node 0 (whose agent hosts it) was lost while the job ran
+        return (f"{where}: lost the rendezvous store at {plan.endpoint} while the job ran (node 0, whose torchrun "
+                "agent hosts it, stopped or is unreachable); the job cannot continue without it: start it again on "
+                "every node (train --resume auto resumes from the last committed checkpoint)")
     if any(s in text for s in ("RendezvousConnectionError", "DistNetworkError", "failed to connect",
                                "Connection refused")) and "ChildFailedError" not in text:
         return (f"{where}: cannot reach the rendezvous endpoint {plan.endpoint} ({plan.origin.get('master_addr', 'address')}); "
