@@ -1,11 +1,12 @@
 """A multi-node rehearsal on one machine: N "nodes", each a ``torchport launch`` (so a torchrun agent) with its own
-address (in a network namespace of its own, or on loopback), its own emulated npus or CPU ranks, its own node-local cache, one c10d rendezvous.
+address (in a network namespace of its own, or on loopback), its own emulated npus or CPU ranks, its own
+node-local cache, one c10d rendezvous.
 
 What a node gets (the variables a Kubeflow PyTorchJob pod gets, so the run goes through ``torchport launch`` and
 its ``kubeflow`` environment): ``PET_NNODES``, ``PET_NODE_RANK``, ``PET_NPROC_PER_NODE``, ``PET_MASTER_ADDR`` /
-``PET_MASTER_PORT`` (node 0), ``TORCHPORT_NODE_ADDR`` = its address (the one the agent advertises; ``127.0.0.<rank + 1>`` on
-loopback), ``GLOO_SOCKET_IFNAME`` (gloo, and the emulated hccl over it, binds that interface: ``lo`` on loopback), ``TORCHPORT_CACHE`` = a folder
-of its own, and ``TORCHPORT_EMULATE=<emulate>`` when given (emulated accelerators per node, e.g. 2 per node).
+``PET_MASTER_PORT`` (node 0), ``TORCHPORT_NODE_ADDR`` = its address (the one the agent advertises;
+``127.0.0.<rank + 1>`` on loopback), ``GLOO_SOCKET_IFNAME`` (gloo, and the emulated hccl over it, binds that
+interface: ``lo`` on loopback), ``TORCHPORT_CACHE`` = a folder of its own, and ``TORCHPORT_EMULATE=<emulate>`` when given (emulated accelerators per node, e.g. 2 per node).
 
 ``net="loopback"`` (the default): every address is loopback, nothing is sent outside this host.
 ``net="netns"``: each node runs in a Linux network namespace of its own (:mod:`torchport.cluster.netns`: a bridge
