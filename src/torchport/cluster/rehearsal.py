@@ -6,7 +6,8 @@ What a node gets (the variables a Kubeflow PyTorchJob pod gets, so the run goes 
 its ``kubeflow`` environment): ``PET_NNODES``, ``PET_NODE_RANK``, ``PET_NPROC_PER_NODE``, ``PET_MASTER_ADDR`` /
 ``PET_MASTER_PORT`` (node 0), ``TORCHPORT_NODE_ADDR`` = its address (the one the agent advertises;
 ``127.0.0.<rank + 1>`` on loopback), ``GLOO_SOCKET_IFNAME`` (gloo, and the emulated hccl over it, binds that
-interface: ``lo`` on loopback), ``TORCHPORT_CACHE`` = a folder of its own, and ``TORCHPORT_EMULATE=<emulate>`` when given (emulated accelerators per node, e.g. 2 per node).
+interface: ``lo`` on loopback), ``TORCHPORT_CACHE`` = a folder of its own, and ``TORCHPORT_EMULATE=<emulate>``
+when given (emulated accelerators per node, e.g. 2 per node).
 
 ``net="loopback"`` (the default): every address is loopback, nothing is sent outside this host.
 ``net="netns"``: each node runs in a Linux network namespace of its own (:mod:`torchport.cluster.netns`: a bridge
@@ -130,8 +131,8 @@ class Rehearsal:
         if self.netns is not None:       # what a cluster node has: node 0's address, its own interface and address
             from torchport.cluster.netns import IFNAME
 
-            base.update({"MASTER_ADDR": self.address(0), "MASTER_PORT": str(self.port), "HCCL_IF_IP": self.address(rank),
-                         "GLOO_SOCKET_IFNAME": IFNAME})
+            base.update({"MASTER_ADDR": self.address(0), "MASTER_PORT": str(self.port),
+                         "HCCL_IF_IP": self.address(rank), "GLOO_SOCKET_IFNAME": IFNAME})
         base.setdefault("OMP_NUM_THREADS", "1")
         base.setdefault("PYTHONUNBUFFERED", "1")      # node logs line by line (a test watches them)
         if self.emulate:
