@@ -12,7 +12,9 @@ reads no test variables). Usable under torchrun (``torchrun ... tests/train/faul
 * ``TORCHPORT_FAULT_FILL=RANK:STEP:FILE`` -- that rank fills the filesystem holding FILE (zeros written to FILE
   until ENOSPC) right after that optimizer step: the disk is full when the checkpoint of that step is written;
 * ``TORCHPORT_FAULT_DIE_IN_SAVE=RANK:STEP`` -- that rank exits with status 3 in the middle of the checkpoint of
-  that step (its first ``os.fsync`` of a shard file: the shard is written, not synced, nothing committed).
+  that step (its first ``os.fsync`` of a shard file: the shard is written, not synced, nothing committed);
+* ``TORCHPORT_FAULT_ENOSPC=RANK:STEP`` -- from that step on, that rank's ``os.fsync`` fails with ENOSPC (a full
+  disk as its checkpoint files are synced, without filling a real one: the probes use a small tmpfs).
 """
 
 from __future__ import annotations
@@ -72,6 +74,10 @@ def fault(*, step: int, epoch: int, rank: int) -> None:
         def die(fd):
             os._exit(3)
         os.fsync = die
+    if _at("ENOSPC", rank, step) is not None:
+        def full(fd):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        os.fsync = full
 
 
 if __name__ == "__main__":
