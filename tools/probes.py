@@ -1310,8 +1310,10 @@ _SHARD_FAULTS = {
     "truncated-metadata": lambda p: (p / ".metadata").write_bytes((p / ".metadata").read_bytes()[:100]),
     "garbled-metadata": lambda p: _garble(p / ".metadata", 0.3),
 }
+# A garbled shard under a re-sealed manifest is not a fault form: its bytes are tensor data that still parse, and
+# with the manifest rewritten to match there is nothing left to compare them with (no code runs either way).
 for _form, _damage in _SHARD_FAULTS.items():
-    for _sealed in (False, True):
+    for _sealed in (False, True) if _form != "garbled-shard" else (False,):
         def _resume_auto(t, damage=_damage, sealed=_sealed):
             """The latest checkpoint damaged (manifest re-sealed or not): --resume auto falls back to the one before,
             an explicit --resume of it is one line (exit 5) for the run, and so is convert."""
