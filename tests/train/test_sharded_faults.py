@@ -28,6 +28,7 @@ def _errors(text: str) -> list[str]:
     return [ln for ln in text.splitlines() if "error:" in ln]
 
 
+@pytest.mark.slow
 def test_a_full_disk_during_a_two_rank_save_is_one_line_and_resume_auto_takes_the_step_before(tmp_path):
     ck = tmp_path / "ck"
     r, codes = P.sharded_run(tmp_path, ck, extra_env={"TORCHPORT_FAULT_ENOSPC": "1:2"})
