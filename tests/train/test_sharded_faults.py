@@ -51,6 +51,16 @@ def test_a_full_disk_during_a_two_rank_save_is_one_line_and_resume_auto_takes_th
     lines = _errors(r.text)
     assert len(lines) == 1 and ".metadata" in lines[0] and "rank 1" not in lines[0], lines
 
+    # ... and of one whose torchport.pt (read by every rank) is a planted pickle: refused once for the run
+    previous = sorted(ck.glob("step-*"))[-2]
+    torch.save({"planted": _hostile.Planted(tmp_path / "ran")}, previous / "torchport.pt")
+    _hostile.reseal(previous)
+    r, codes = P.ranks(["--data", tmp_path / "data", *P.SHARDED, "--epochs", "3", "--run-dir", tmp_path / "third",
+                        "--resume", previous], cwd=tmp_path)
+    assert codes == [5, 5] and "Traceback" not in r.text and not (tmp_path / "ran").exists(), r.text[-3000:]
+    lines = _errors(r.text)
+    assert len(lines) == 1 and "torchport.pt" in lines[0] and "refused" in lines[0], lines
+
 
 def _model():
     torch.manual_seed(0)

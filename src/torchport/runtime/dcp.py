@@ -291,7 +291,19 @@ def load_state(path: Any, *, model, optimizer=None, strict: bool = True, trust: 
     except (RuntimeError, KeyError, ValueError) as exc:
         first = next((ln.strip() for ln in str(exc).splitlines() if ln.strip()), type(exc).__name__)
         raise CheckpointError(f"checkpoint {path} does not fit this model/optimizer: {first[:300]}") from None
-    return ckpt.load(fs.join(path, _EXTRA), weights_only=not trust)
+    from torchport.runtime import distributed as dist
+
+    error = None
+    try:
+        extra = ckpt.load(fs.join(path, _EXTRA), weights_only=not trust)
+    except CheckpointError as exc:
+        if dist.world_size() <= 1:
+            raise
+        error = exc
+    if dist.world_size() > 1:   # every rank reads the same file: its refusal or damage is the run's one line
+        _agree(error, lambda: type(error)(str(error).splitlines()[0]) if error is not None else CheckpointError(
+            f"checkpoint {path}: {_EXTRA} could not be loaded on another rank; use an earlier checkpoint"))
+    return extra
 
 
 class DcpCheckpointManager(CheckpointManager):
