@@ -209,12 +209,14 @@ def _agree(error: BaseException | None, make) -> None:
         raise on_every_rank(make()) from None
 
 
-def verify(path: Any) -> None:
-    """Check every file of the DCP checkpoint ``path`` against its ``manifest.json``.
+def verify(path: Any, *, trust: bool = False) -> None:
+    """Check every file of the DCP checkpoint ``path`` against its ``manifest.json``, and its ``.metadata`` against the shard files (read through the restricted unpickler unless ``trust``).
 
     Raises:
-        CheckpointError: no manifest (an interrupted save) or a missing file;
-        CheckpointIntegrityError: a file's size or sha256 differs from what was written.
+        CheckpointError: no manifest (an interrupted save), a missing file, an unreadable ``.metadata``;
+        CheckpointRefusedError: ``.metadata`` imports something outside the allow-list (nothing ran);
+        CheckpointIntegrityError: a file's size or sha256 differs from what was written, or a shard is shorter
+            than its ``.metadata`` says.
     """
     raw = _read(fs.join(path, _MANIFEST))
     if raw is None:
@@ -237,17 +239,23 @@ def verify(path: Any) -> None:
                 f"checkpoint {path}: {name} fails its checksum (written {want.get('bytes')} bytes, now "
                 f"{sizes[name]}): its content changed after it was written; use an earlier checkpoint "
                 "(--resume auto picks the newest good one)")
-    _check_layout(path, sizes)
+    _check_layout(path, sizes, trust=trust)
 
 
-def _check_layout(path: Any, sizes: Mapping[str, int]) -> None:
+def _check_layout(path: Any, sizes: Mapping[str, int], *, trust: bool = False) -> None:
     """The ``.metadata`` (read through the restricted unpickler) parses, and every byte range it names lies in a
     shard file that is there: a checkpoint whose manifest was re-sealed over a damaged or missing file is caught
     here too, before any rank loads it (and ``--resume auto`` falls back past it)."""
     from torchport.paths import plain_name
 
-    meta = read_metadata(path)
-    for info in (meta.storage_data or {}).values():
+    try:
+        meta = read_metadata(path, trust=trust)     # trust: torch's own reader (plain pickle) for a file you made
+    except CheckpointError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - torch's reader on a damaged file: one line
+        raise CheckpointError(f"checkpoint {path}: its .metadata cannot be read ({type(exc).__name__}); use an "
+                              "earlier checkpoint") from None
+    for info in (getattr(meta, "storage_data", None) or {}).values():
         rel = getattr(info, "relative_path", None)
         if not plain_name(rel) or rel not in sizes:
             if plain_name(rel):
@@ -422,7 +430,7 @@ def convert(src: Any, dst: Any, *, model, optimizer=None, trust: bool = False) -
     from torchport.runtime import checkpoint as ckpt
 
     if is_dcp_checkpoint(src):
-        verify(src)
+        verify(src, trust=trust)
         extra = load_state(src, model=model, optimizer=optimizer, trust=trust)
         state = {**{k: v for k, v in extra.items() if k != "integrity"},
                  **ckpt.capture(model=model, optimizer=optimizer, rng=False)}
