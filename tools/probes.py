@@ -1128,6 +1128,219 @@ def _(t):
     return judge(r, {2}, also=lambda: None if "error: rank 1: " in r.text else "the error line does not name the rank")
 
 
+# -- the sharded (FSDP/DCP) path's faults (issue 36, item 5): one line for the run, a documented code, the last
+# committed checkpoint kept and picked by --resume auto. Two ranks (gloo on cpu), started as torchrun would.
+FAULT_TRAIN = Path(__file__).resolve().parents[1] / "tests" / "train" / "fault_train.py"
+SHARDED = ["--model", "tinycnn", "--image-size", "16", "--batch-size", "4", "--workers", "0", "--progress", "plain",
+           "--no-tensorboard", "--log-every", "1", "--device", "cpu", "--strategy", "fsdp", "--checkpoint-every", "1"]
+
+
+def ranks(args, *, cwd, env=None, world=2, timeout=240, extra_env=None, wrap=()) -> tuple[Res, list[int]]:
+    """``torchport train ARGS`` (through tests/train/fault_train.py: TORCHPORT_FAULT_* faults) as ``world`` ranks
+    with torchrun's variables; ``(both ranks' output as one Res whose code is the run's, [each rank's code])``.
+    The run's code: the first non-zero code of a rank that was not killed by the fault itself (3)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    procs = []
+    for r in range(world):
+        e = {**(env or ENV), **(extra_env or {}), "RANK": str(r), "LOCAL_RANK": str(r), "WORLD_SIZE": str(world),
+             "LOCAL_WORLD_SIZE": str(world), "GROUP_RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
+             "TORCHPORT_COLLECTIVE_TIMEOUT_S": "30"}
+        procs.append(subprocess.Popen([*wrap, PY, str(FAULT_TRAIN), *map(str, args)], cwd=cwd, env=e, text=True,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE))
+    outs, codes = [], []
+    deadline = time.time() + timeout
+    for p in procs:
+        try:
+            o, e = p.communicate(timeout=max(1, deadline - time.time()))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            o, e = p.communicate()
+            p.returncode = 124
+        outs.append((o, e))
+        codes.append(p.returncode)
+    run_code = next((c for c in codes if c not in (0, 3)), 3 if 3 in codes else 0)
+    return Res(run_code, "".join(o for o, _ in outs), "".join(e for _, e in outs)), codes
+
+
+def one_line(r: Res) -> str | None:
+    """None when the run printed exactly one ``error:`` line (the ranks together), else why not."""
+    lines = [ln for ln in r.text.splitlines() if "error:" in ln]
+    return None if len(lines) == 1 else f"{len(lines)} error lines for the run"
+
+
+def auto_resumes_from(t: Path, ck, want: str, env=None) -> tuple[str | None, Res]:
+    """``--resume auto`` (2 ranks, one more epoch): None when it resumed from ``want`` and finished, else why not."""
+    r, _ = ranks(["--data", t / "data", *SHARDED, "--epochs", "2", "--run-dir", t / "run", "--checkpoint-dir", ck,
+                  "--resume", "auto"], cwd=t, env=env)
+    if r.code != 0:
+        return f"--resume auto then failed (exit {r.code}: {seen(r)})", r
+    if f"resumed from {ck}/{want}" not in r.text:
+        got = next((ln for ln in r.text.splitlines() if "resumed from" in ln), "no 'resumed from' line")
+        return f"--resume auto did not pick {want} ({got.strip()[:80]})", r
+    return None, r
+
+
+def sharded_run(t: Path, ck, extra_env=None, env=None) -> tuple[Res, list[int]]:
+    """The faulty run: 1 epoch of 3 steps (2 ranks x batch 4 over 24 images), a checkpoint after every step."""
+    if not (t / "data").exists():
+        folder(t / "data", per_class=8)
+    return ranks(["--data", t / "data", *SHARDED, "--epochs", "1", "--run-dir", t / "run", "--checkpoint-dir", ck],
+                 cwd=t, env=env, extra_env=extra_env)
+
+
+def sharded_judge(r: Res, codes, ok_codes, t: Path, ck, want: str, env=None, before=None) -> tuple[str, str]:
+    """One ``error:`` line for the run, a documented exit code, then ``--resume auto`` picks ``want``."""
+    def also():
+        why = one_line(r) or (before() if before else None)
+        if why:
+            return why
+        why, _ = auto_resumes_from(t, ck, want, env)
+        return why
+    verdict, saw = judge(r, ok_codes, also=also)
+    return verdict, f"{saw} (ranks exit {codes})"
+
+
+class Proxy:
+    """A TCP forwarder 127.0.0.1:port -> 127.0.0.1:target in its own process: killing it is the endpoint dying
+    (the S3 server behind it keeps its objects, so the endpoint can come back)."""
+
+    CODE = r'''
+import socket, sys, threading
+port, target = int(sys.argv[1]), int(sys.argv[2])
+srv = socket.socket(); srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); srv.bind(("127.0.0.1", port)); srv.listen(64)
+def pipe(a, b):
+    try:
+        while (d := a.recv(65536)):
+            b.sendall(d)
+    except OSError:
+        pass
+    finally:
+        for s in (a, b):
+            try: s.shutdown(socket.SHUT_RDWR)
+            except OSError: pass
+while True:
+    c, _ = srv.accept()
+    u = socket.create_connection(("127.0.0.1", target))
+    threading.Thread(target=pipe, args=(c, u), daemon=True).start()
+    threading.Thread(target=pipe, args=(u, c), daemon=True).start()
+'''
+
+    def __init__(self, target_url: str) -> None:
+        self.target = int(target_url.rsplit(":", 1)[1])
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.proc = None
+        self.start()
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen([PY, "-c", self.CODE, str(self.port), str(self.target)])
+        for _ in range(100):
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", self.port)) == 0:
+                    return
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+        if self.proc is not None:
+            self.proc.wait(10)
+
+
+@probe("sharded-s3-endpoint-dies-mid-save", "2-rank fsdp run, checkpoints in s3://; the endpoint dies before the "
+       "step-2 save; then --resume auto once it is back", s3=True)
+def _(t, env):
+    proxy = Proxy(S3.url)
+    try:
+        env = {**env, "AWS_ENDPOINT_URL": f"http://127.0.0.1:{proxy.port}"}
+        ck = f"s3://{S3.bucket()}/ck"
+        r, codes = sharded_run(t, ck, env=env, extra_env={"TORCHPORT_FAULT_KILL_PID": f"0:2:{proxy.proc.pid}"})
+        proxy.proc.wait(10)
+        proxy.start()                          # the endpoint is back: the step-1 checkpoint must still be there
+        return sharded_judge(r, codes, {5, 6}, t, ck, "step-000000001", env=env)
+    finally:
+        proxy.stop()
+
+
+@probe("sharded-disk-full-mid-save", "2-rank fsdp run, --checkpoint-dir on a 24 MiB tmpfs that fills up before the "
+       "step-2 save; then --resume auto with space freed")
+def _(t):
+    ck = t / "ck"
+    ck.mkdir()
+    with tmpfs(ck, "24m") as ok:
+        if not ok:
+            return "skip: cannot mount a tmpfs here (needs root)", ""
+        filler = ck / "filler"
+        r, codes = sharded_run(t, ck, extra_env={"TORCHPORT_FAULT_FILL": f"0:2:{filler}"})
+        filler.unlink(missing_ok=True)
+        return sharded_judge(r, codes, {5}, t, ck, "step-000000001",
+                             before=lambda: None if "disk is full" in r.text else "the full disk was not named")
+
+
+@probe("sharded-rank-killed-mid-save", "2-rank fsdp run; rank 1 dies inside its step-2 shard write; then --resume auto")
+def _(t):
+    ck = t / "ck"
+    r, codes = sharded_run(t, ck, extra_env={"TORCHPORT_FAULT_DIE_IN_SAVE": "1:2"})
+    return sharded_judge(r, codes, {8}, t, ck, "step-000000001")
+
+
+def _sharded_done(t: Path) -> Path:
+    """A finished 2-rank run's checkpoint dir (step-1..3, latest step-3)."""
+    ck = t / "ck"
+    r, codes = sharded_run(t, ck)
+    if r.code != 0:
+        raise RuntimeError(f"the clean 2-rank run failed: {codes} {seen(r)}")
+    return ck
+
+
+def _garble(f: Path, at: float = 0.5) -> None:
+    data = bytearray(f.read_bytes())
+    i = int(len(data) * at)
+    data[i:i + 64] = bytes(b ^ 0x5A for b in data[i:i + 64])
+    f.write_bytes(bytes(data))
+
+
+_SHARD_FAULTS = {
+    "missing-shard": lambda p: (p / "__1_0.distcp").unlink(),
+    "garbled-shard": lambda p: _garble(p / "__1_0.distcp"),
+    "empty-metadata": lambda p: (p / ".metadata").write_bytes(b""),
+    "truncated-metadata": lambda p: (p / ".metadata").write_bytes((p / ".metadata").read_bytes()[:100]),
+    "garbled-metadata": lambda p: _garble(p / ".metadata", 0.3),
+}
+# A garbled shard under a re-sealed manifest is not a fault form: its bytes are tensor data that still parse, and
+# with the manifest rewritten to match there is nothing left to compare them with (no code runs either way).
+for _form, _damage in _SHARD_FAULTS.items():
+    for _sealed in (False, True) if _form != "garbled-shard" else (False,):
+        def _resume_auto(t, damage=_damage, sealed=_sealed):
+            """The latest checkpoint damaged (manifest re-sealed or not): --resume auto falls back to the one before,
+            an explicit --resume of it is one line (exit 5) for the run, and so is convert."""
+            ck = _sharded_done(t)
+            latest = ck / "step-000000003"
+            damage(latest)
+            if sealed:
+                _hostile().reseal(latest)
+            explicit, codes = ranks(["--data", t / "data", *SHARDED, "--epochs", "2", "--run-dir", t / "run2",
+                                     "--resume", latest], cwd=t)
+            conv = subprocess.run([PY, "-m", "torchport.train.convert", str(latest), str(t / "out.pt")], cwd=t,
+                                  env=ENV, capture_output=True, text=True, timeout=300)
+            conv = Res(conv.returncode, conv.stdout, conv.stderr)
+
+            def before():
+                if (why := one_line(explicit)) is not None:
+                    return f"--resume DIR: {why}"
+                if (why := clean(conv)) is not None or conv.code != 5 or (why := one_line(conv)) is not None:
+                    return f"convert: {why or f'exit {conv.code}'} ({seen(conv)})"
+                return None
+            verdict, saw = sharded_judge(explicit, codes, {5}, t, ck, "step-000000002", before=before)
+            return verdict, f"{saw}; convert [exit {conv.code}] {seen(conv)}"
+        probe(f"sharded-{_form}{'-resealed' if _sealed else ''}",
+              f"2-rank fsdp run's latest checkpoint with a {_form}{' (manifest re-sealed)' if _sealed else ''}: "
+              "--resume DIR, convert, --resume auto")(_resume_auto)
+
+
 # ------------------------------------------------------------------------------------------------ runner
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -31,7 +31,8 @@ from __future__ import annotations
 
 import enum
 
-__all__ = ["ExitCode", "TorchportError", "ConfigError", "StorageError", "WriteError", "exit_code_for"]
+__all__ = ["ExitCode", "TorchportError", "ConfigError", "StorageError", "WriteError", "exit_code_for", "on_every_rank",
+           "raised_on_every_rank"]
 
 
 class ExitCode(enum.IntEnum):
@@ -89,3 +90,16 @@ def exit_code_for(exc: BaseException) -> ExitCode | None:
     if isinstance(exc, KeyboardInterrupt):
         return ExitCode.INTERRUPTED
     return None
+
+
+def on_every_rank(exc: BaseException) -> BaseException:
+    """Mark ``exc`` as raised with the same message on every rank of a distributed run (a collective checkpoint
+    save or load that failed, a decision rank 0 made and shared): the CLI prints it once for the run, on rank 0,
+    and every rank exits with its code. Returns ``exc``."""
+    exc.torchport_every_rank = True
+    return exc
+
+
+def raised_on_every_rank(exc: BaseException) -> bool:
+    """True for an error :func:`on_every_rank` marked."""
+    return bool(getattr(exc, "torchport_every_rank", False))

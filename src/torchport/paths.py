@@ -32,7 +32,7 @@ from typing import Any
 
 from torchport.errors import ConfigError
 
-__all__ = ["SCHEMES", "is_url", "resolve", "check", "inside"]
+__all__ = ["SCHEMES", "is_url", "resolve", "check", "inside", "plain_name"]
 
 #: URL schemes torchport reads and writes (through s3fs; ``obs://`` is Huawei OBS's S3 endpoint).
 SCHEMES = ("s3", "obs")
@@ -96,3 +96,11 @@ def inside(path: str | os.PathLike, root: str | os.PathLike) -> bool:
     for names and links read from elsewhere (a data set's links, ``fix --write``'s files)."""
     real, top = os.path.realpath(path), os.path.realpath(root)
     return real == top or real.startswith(top.rstrip(os.sep) + os.sep)
+
+
+def plain_name(name: Any) -> bool:
+    """True when ``name`` (read from a manifest, an index or DCP metadata) is one file name in its directory:
+    a non-empty string without a directory part (``/`` or ``\\``), not ``.`` / ``..``, not absolute, no NUL.
+    With :func:`inside` (for the links), the one test of names read from elsewhere."""
+    return (isinstance(name, str) and name not in ("", ".", "..") and not any(c in name for c in ("/", "\\", "\0"))
+            and not os.path.isabs(name))

@@ -67,3 +67,29 @@ def test_cli_refusal_is_exit_5_one_line(recorded, tmp_path, monkeypatch):
     assert res.exit_code == 5, res.output
     assert "Traceback" not in res.output and "crashed" not in res.output
     assert [ln for ln in res.output.splitlines() if "error:" in ln and "files.init" in ln], res.output
+
+
+@pytest.mark.parametrize("kind", ["init", "trace"])
+def test_a_planted_pickle_in_a_sidecar_is_a_refusal_exit_5_not_a_crash(recorded, tmp_path, monkeypatch, kind):
+    """A hostile --reference (its own init / trace file replaced by a pickle that would run code): refused on
+    purpose -- exit 5, one line naming the file -- never "the check crashed", and the code never runs."""
+    import sys
+    from pathlib import Path
+
+    import torch
+    from typer.testing import CliRunner
+
+    from torchport.cli.main import app
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "runtime"))
+    import _hostile
+
+    ref = _copy(recorded, tmp_path)
+    doc = json.loads(ref.read_text())
+    marker = tmp_path / "ran"
+    torch.save({"planted": _hostile.Planted(marker)}, ref.parent / doc["files"][kind])
+    monkeypatch.chdir(tmp_path)
+    res = CliRunner().invoke(app, ["check", "--only", "parity", "--device", "cpu", "--reference", str(ref)])
+    assert res.exit_code == 5, res.output
+    assert "Traceback" not in res.output and "crashed" not in res.output and not marker.exists(), res.output
+    assert [ln for ln in res.output.splitlines() if "error:" in ln and "refused" in ln], res.output

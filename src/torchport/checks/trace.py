@@ -150,11 +150,9 @@ def sidecar_file(reference: str | Path, doc: dict[str, Any], kind: str) -> Path:
     files = doc.get("files", {})
     name = files.get(kind, sidecar(reference, kind).name) if isinstance(files, dict) else None
     folder = reference.parent
-    bad = (not isinstance(name, str) or not name or "/" in name or "\\" in name or name in (".", "..")
-           or Path(name).is_absolute())
-    if not bad:
-        real, root = (folder / name).resolve(), folder.resolve()
-        bad = real != root and root not in real.parents
+    from torchport.paths import inside, plain_name
+
+    bad = not plain_name(name) or not inside(folder / name, folder)
     if bad:
         raise CheckpointRefusedError(
             f"parity reference {reference}: files.{kind} {name!r} leads out of the reference's folder {folder} "

@@ -15,7 +15,7 @@ from typing import Iterator, NoReturn
 
 import typer
 
-from torchport.errors import ExitCode, exit_code_for
+from torchport.errors import ExitCode, exit_code_for, raised_on_every_rank
 
 __all__ = ["ExitCode", "fail", "guard", "guarded", "error_line", "missing_extra", "EXTRAS", "current_verb"]
 
@@ -48,6 +48,16 @@ def missing_extra(exc: BaseException) -> str | None:
     package, extra = EXTRAS[root]
     return (f"this needs {package}, which is not installed (the plain install is the migration tools only); "
             f"install it with: pip install 'torchport[{extra}]'")
+
+
+def _rank() -> int:
+    """This process's rank in a distributed run (torchrun's ``RANK``), 0 alone or when the variable is malformed."""
+    from torchport.env import env_int
+
+    try:
+        return env_int("RANK", 0) or 0
+    except Exception:  # noqa: BLE001 - a malformed variable is reported by the verb itself, not here
+        return 0
 
 
 def _rank_prefix(message: str) -> str:
@@ -99,7 +109,13 @@ def guard(verb: str) -> Iterator[None]:
         code = exit_code_for(exc)
         if code is None:
             raise
-        error_line(verb, _first_line(exc))
+        if raised_on_every_rank(exc):     # the same error on every rank: one line for the run, from rank 0
+            if _rank() == 0:
+                from torchport.log import message_line
+
+                typer.echo(message_line("error", _first_line(exc), verb), err=True)
+        else:
+            error_line(verb, _first_line(exc))
         raise typer.Exit(int(code)) from None
 
 

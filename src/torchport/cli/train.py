@@ -89,9 +89,9 @@ def run_train(config: Optional[str], json_out: Optional[str], print_config: bool
         raise
     except DataError as exc:
         # DataLoader workers wrap errors with a traceback; the user needs the final message only
-        raise DataError(_last_line(exc)) from None
+        raise _same_ranks(exc, DataError(_last_line(exc))) from None
     except StorageError as exc:  # object store: missing / denied / unreachable (retries exhausted), maybe from a worker
-        raise StorageError(_last_line(exc)) from None
+        raise _same_ranks(exc, StorageError(_last_line(exc))) from None
     except RuntimeError as exc:
         failure = collective_failure(exc)      # another rank died or went silent: one line, exit 8
         if failure is None:
@@ -101,6 +101,13 @@ def run_train(config: Optional[str], json_out: Optional[str], print_config: bool
         destroy()   # leave the process group cleanly (torchrun); a no-op in a single process
     write_json(json_out, dataclasses.asdict(result))
     return 0
+
+
+def _same_ranks(old: BaseException, new: BaseException) -> BaseException:
+    """``new``, marked as raised on every rank when ``old`` was (:func:`torchport.errors.on_every_rank`)."""
+    from torchport.errors import on_every_rank, raised_on_every_rank
+
+    return on_every_rank(new) if raised_on_every_rank(old) else new
 
 
 def _last_line(exc: BaseException) -> str:

@@ -389,7 +389,9 @@ class ShardSet:
             raise ShardFormatError(f"{where}: manifest key {', '.join(problems)} is missing or malformed; "
                                    "re-run `torchport data pack`")
         names = [s["file"] for s in shards] + [index["file"]]
-        if any(os.sep in n or "/" in n or "\\" in n or n in ("", ".", "..") for n in names):
+        from torchport.paths import plain_name
+
+        if not all(plain_name(n) for n in names):
             raise ShardFormatError(f"{where}: a shard or index file name leaves the shard directory; "
                                    "re-run `torchport data pack`")
         if not all(_SHA256.fullmatch(h) for h in [s["sha256"] for s in shards] + [index["sha256"]]):

@@ -98,7 +98,7 @@ def _dcp_call(fn, path: Any, what: str):
     line: torchport's own error when a rank raised one, else the first rank's reason."""
     from torch.distributed.checkpoint.api import CheckpointException
 
-    from torchport.errors import StorageError
+    from torchport.errors import StorageError, on_every_rank
     from torchport.runtime.safe_load import Fatal
 
     try:
@@ -108,23 +108,35 @@ def _dcp_call(fn, path: Any, what: str):
     except CheckpointException as exc:
         errors = [e[0] if isinstance(e, tuple) else e for _rank, e in sorted(exc.failures.items())]
         errors = [e.error if isinstance(e, Fatal) else e for e in errors]
+        # DCP raised this on every rank (it gathers every rank's failure): one line for the run
         for err in errors:
             if isinstance(err, CheckpointError):
-                raise type(err)(str(err)) from None
+                raise on_every_rank(type(err)(str(err))) from None
         err = errors[0] if errors else exc
         cls = CheckpointWriteError if what == "write" else CheckpointError
-        raise cls(_fault_line(path, what, err)) from None
+        raise on_every_rank(cls(_fault_line(path, what, err))) from None
     except (OSError, StorageError) as exc:
         raise (CheckpointWriteError if what == "write" else CheckpointError)(_fault_line(path, what, exc)) from None
 
 
 def _fault_line(path: Any, what: str, err: BaseException) -> str:
     """``writing checkpoint P failed (reason); ...`` for a DCP fault (disk full, endpoint down, a missing shard)."""
+    reason = _reason(err)
+    if what == "write":
+        return (f"writing checkpoint {path} failed ({reason}); the latest pointer was not moved, earlier "
+                "checkpoints are intact")
+    return f"checkpoint {path} could not be read ({reason}); use an earlier checkpoint (--resume auto)"
+
+
+def _reason(err: BaseException) -> str:
+    """The cause of a checkpoint fault in a few words (one line)."""
     import errno
 
     from torchport.errors import StorageError
 
-    if isinstance(err, OSError) and err.errno == errno.ENOSPC:
+    if isinstance(err, CheckpointError):
+        return str(err).splitlines()[0] if str(err).strip() else type(err).__name__
+    if isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT):
         reason = "the disk is full"
     elif isinstance(err, (FileNotFoundError,)):
         reason = f"a file is missing: {os.path.basename(str(err.filename or ''))}"
@@ -133,10 +145,7 @@ def _fault_line(path: Any, what: str, err: BaseException) -> str:
     else:
         first = next((ln.strip() for ln in str(err).splitlines() if ln.strip()), "")
         reason = f"{type(err).__name__}: {first[:200]}" if first else type(err).__name__
-    if what == "write":
-        return (f"writing checkpoint {path} failed ({reason}); the latest pointer was not moved, earlier "
-                "checkpoints are intact")
-    return f"checkpoint {path} could not be read ({reason}); use an earlier checkpoint (--resume auto)"
+    return reason
 
 
 # -- the state: model + optimizer through DCP, the rest in one small file ------------------------------------
@@ -176,17 +185,38 @@ def save_state(path: Any, *, model, optimizer=None, extra: Mapping[str, Any] | N
             fs.write_atomic(fs.join(path, _MANIFEST), json.dumps({"files": manifest}, indent=1).encode())
         except Exception as exc:  # noqa: BLE001 - every rank must learn that rank 0 failed
             error = exc
+    _agree(error, lambda: _write_fault(path, error))
+
+
+def _write_fault(path: Any, error: BaseException | None) -> CheckpointWriteError:
+    """The one line for a save that failed on rank 0 (``error``: what it raised; None on the other ranks)."""
+    if isinstance(error, CheckpointError):
+        return CheckpointWriteError(str(error).splitlines()[0])
+    if error is None:
+        return CheckpointWriteError(f"writing checkpoint {path} failed on rank 0 (its own line says why); the "
+                                    "latest pointer was not moved, earlier checkpoints are intact")
+    return CheckpointWriteError(_fault_line(path, "write", error))
+
+
+def _agree(error: BaseException | None, make) -> None:
+    """Collective: when ``error`` happened on some rank (rank 0's own step of a save), every rank raises the
+    error ``make()`` builds -- marked as the run's one line (:func:`~torchport.errors.on_every_rank`) -- instead
+    of rank 0 alone failing while the others wait in the next collective."""
+    from torchport.errors import on_every_rank
+    from torchport.runtime import distributed as dist
+
     if dist.all_reduce_mean(0.0 if error is None else 1.0) > 0:
-        raise CheckpointWriteError(f"writing checkpoint {path} failed on rank 0 ({error or 'see rank 0'}); "
-                                   "the latest pointer was not moved, earlier checkpoints are intact")
+        raise on_every_rank(make()) from None
 
 
-def verify(path: Any) -> None:
-    """Check every file of the DCP checkpoint ``path`` against its ``manifest.json``.
+def verify(path: Any, *, trust: bool = False) -> None:
+    """Check every file of the DCP checkpoint ``path`` against its ``manifest.json``, and its ``.metadata`` against the shard files (read through the restricted unpickler unless ``trust``).
 
     Raises:
-        CheckpointError: no manifest (an interrupted save) or a missing file;
-        CheckpointIntegrityError: a file's size or sha256 differs from what was written.
+        CheckpointError: no manifest (an interrupted save), a missing file, an unreadable ``.metadata``;
+        CheckpointRefusedError: ``.metadata`` imports something outside the allow-list (nothing ran);
+        CheckpointIntegrityError: a file's size or sha256 differs from what was written, or a shard is shorter
+            than its ``.metadata`` says.
     """
     raw = _read(fs.join(path, _MANIFEST))
     if raw is None:
@@ -199,15 +229,43 @@ def verify(path: Any) -> None:
     except (ValueError, KeyError, TypeError):
         raise CheckpointIntegrityError(f"{fs.join(path, _MANIFEST)} is damaged; use an earlier checkpoint") from None
     present = set(fs.files(path))
+    sizes = {}
     for name, want in sorted(files.items()):
         if name not in present:
             raise CheckpointError(f"checkpoint {path} lacks {name} (listed in its manifest); use an earlier checkpoint")
-        digest, size = fs.digest(fs.join(path, name))
-        if (digest, size) != (want.get("sha256"), want.get("bytes")):
+        digest, sizes[name] = fs.digest(fs.join(path, name))
+        if (digest, sizes[name]) != (want.get("sha256"), want.get("bytes")):
             raise CheckpointIntegrityError(
-                f"checkpoint {path}: {name} fails its checksum (written {want.get('bytes')} bytes, now {size}): "
-                "its content changed after it was written; use an earlier checkpoint (--resume auto picks the "
-                "newest good one)")
+                f"checkpoint {path}: {name} fails its checksum (written {want.get('bytes')} bytes, now "
+                f"{sizes[name]}): its content changed after it was written; use an earlier checkpoint "
+                "(--resume auto picks the newest good one)")
+    _check_layout(path, sizes, trust=trust)
+
+
+def _check_layout(path: Any, sizes: Mapping[str, int], *, trust: bool = False) -> None:
+    """The ``.metadata`` (read through the restricted unpickler) parses, and every byte range it names lies in a
+    shard file that is there: a checkpoint whose manifest was re-sealed over a damaged or missing file is caught
+    here too, before any rank loads it (and ``--resume auto`` falls back past it)."""
+    from torchport.paths import plain_name
+
+    try:
+        meta = read_metadata(path, trust=trust)     # trust: torch's own reader (plain pickle) for a file you made
+    except CheckpointError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - torch's reader on a damaged file: one line
+        raise CheckpointError(f"checkpoint {path}: its .metadata cannot be read ({type(exc).__name__}); use an "
+                              "earlier checkpoint") from None
+    for info in (getattr(meta, "storage_data", None) or {}).values():
+        rel = getattr(info, "relative_path", None)
+        if not plain_name(rel) or rel not in sizes:
+            if plain_name(rel):
+                raise CheckpointError(f"checkpoint {path} lacks {rel} (named by its .metadata); use an earlier "
+                                      "checkpoint")
+            continue            # a name out of the directory: the safe reader refuses it, naming it (exit 5)
+        end = int(getattr(info, "offset", 0) or 0) + int(getattr(info, "length", 0) or 0)
+        if end > sizes[rel]:
+            raise CheckpointIntegrityError(f"checkpoint {path}: {rel} is shorter ({sizes[rel]} bytes) than its "
+                                           f".metadata says ({end}); use an earlier checkpoint")
 
 
 def load_state(path: Any, *, model, optimizer=None, strict: bool = True, trust: bool = False) -> dict[str, Any]:
@@ -241,7 +299,19 @@ def load_state(path: Any, *, model, optimizer=None, strict: bool = True, trust: 
     except (RuntimeError, KeyError, ValueError) as exc:
         first = next((ln.strip() for ln in str(exc).splitlines() if ln.strip()), type(exc).__name__)
         raise CheckpointError(f"checkpoint {path} does not fit this model/optimizer: {first[:300]}") from None
-    return ckpt.load(fs.join(path, _EXTRA), weights_only=not trust)
+    from torchport.runtime import distributed as dist
+
+    error = None
+    try:
+        extra = ckpt.load(fs.join(path, _EXTRA), weights_only=not trust)
+    except CheckpointError as exc:
+        if dist.world_size() <= 1:
+            raise
+        error = exc
+    if dist.world_size() > 1:   # every rank reads the same file: its refusal or damage is the run's one line
+        _agree(error, lambda: type(error)(str(error).splitlines()[0]) if error is not None else CheckpointError(
+            f"checkpoint {path}: {_EXTRA} could not be loaded on another rank; use an earlier checkpoint"))
+    return extra
 
 
 class DcpCheckpointManager(CheckpointManager):
@@ -301,21 +371,35 @@ class DcpCheckpointManager(CheckpointManager):
         from torchport.runtime import distributed as dist
 
         path = self.path_for(step)
+        error = None
         if dist.is_main_process():
-            fs.remove_tree(path)         # a half-written attempt at this step (a rank killed mid-save) goes first
-        dist.barrier(timeout=dist.collective_timeout())
+            try:
+                fs.remove_tree(path)     # a half-written attempt at this step (a rank killed mid-save) goes first
+            except Exception as exc:  # noqa: BLE001 - every rank must learn that rank 0 failed
+                error = exc
+        _agree(error, lambda: _write_fault(path, error))
         save_state(path, model=model, optimizer=optimizer, extra=extra)
+        error = None
         if dist.is_main_process():
             try:
                 fs.write_atomic(fs.join(self.directory, _POINTER),
-                                    json.dumps({"dir": fs.name(path), "step": int(step)}).encode())
-            except Exception as exc:  # noqa: BLE001
-                raise CheckpointWriteError(f"checkpoint {path} was written but {_POINTER} could not be moved ({exc}); "
-                                           "the previous checkpoint stays the latest") from exc
-            for old in self.checkpoints()[: -self.keep_last]:
-                if self._step_of(str(old)) < int(step):
-                    fs.remove_tree(old)
-            self._remove_uncommitted(int(step))
+                                json.dumps({"dir": fs.name(path), "step": int(step)}).encode())
+            except Exception as exc:  # noqa: BLE001 - every rank must learn that rank 0 failed
+                error = exc
+        _agree(error, lambda: CheckpointWriteError(
+            f"checkpoint {path} was written but {_POINTER} could not be moved ({_reason(error)}); the previous "
+            "checkpoint stays the latest"))
+        if dist.is_main_process():
+            try:
+                for old in self.checkpoints()[: -self.keep_last]:
+                    if self._step_of(str(old)) < int(step):
+                        fs.remove_tree(old)
+                self._remove_uncommitted(int(step))
+            except Exception as exc:  # noqa: BLE001 - committed: pruning again at the next save is enough
+                import warnings
+
+                warnings.warn(f"checkpoint {path} is committed, but older checkpoints could not be pruned "
+                              f"({_reason(exc)}); the next save tries again", RuntimeWarning, stacklevel=2)
         return path
 
     def load(self, path, *, model, optimizer=None, amp=None, scheduler=None, rng: bool = True,
@@ -346,7 +430,7 @@ def convert(src: Any, dst: Any, *, model, optimizer=None, trust: bool = False) -
     from torchport.runtime import checkpoint as ckpt
 
     if is_dcp_checkpoint(src):
-        verify(src)
+        verify(src, trust=trust)
         extra = load_state(src, model=model, optimizer=optimizer, trust=trust)
         state = {**{k: v for k, v in extra.items() if k != "integrity"},
                  **ckpt.capture(model=model, optimizer=optimizer, rng=False)}

@@ -199,16 +199,17 @@ class _SafeReaderMixin:
             raise Fatal(exc) from None
 
     def _confine(self) -> None:
+        from torchport.paths import inside, plain_name
+
         for info in self.storage_data.values():
-            rel = str(getattr(info, "relative_path", ""))
-            if not rel or rel != os.path.basename(rel) or rel in (".", "..") or "\\" in rel:
+            rel = getattr(info, "relative_path", "")
+            if not plain_name(rel):
                 raise CheckpointRefusedError(refusal(f"{self.display or self.path}/.metadata",
                                                      f"names the shard file {rel!r} outside its directory"))
         if isinstance(self.path, (str, os.PathLike)) and self._local:
-            root = Path(self.path).resolve()
             for rel in {str(i.relative_path) for i in self.storage_data.values()}:
-                real = (Path(self.path) / rel).resolve()
-                if real.parent != root:
+                if not inside(Path(self.path) / rel, self.path):
+                    real = os.path.realpath(Path(self.path) / rel)
                     raise CheckpointRefusedError(refusal(Path(self.path) / rel,
                                                          f"is a symlink leading out of the checkpoint ({real})"))
 

@@ -76,7 +76,9 @@ class BlockCache:
     def path(self, key: str) -> Path:
         """Where block ``key`` lives; a key that is not a plain file name (``../x``, a slash: a name derived from
         remote content) is refused, so nothing lands outside the cache."""
-        if not key or "/" in key or "\\" in key or key.startswith(".") or "\0" in key:
+        from torchport.paths import plain_name
+
+        if not plain_name(key) or key.startswith("."):
             from torchport.errors import StorageError
 
             raise StorageError(f"cache key {key[:80]!r} is not a plain file name (it came from remote content); "

@@ -20,7 +20,7 @@ _EXPORTS = {
     "TrainConfig": "torchport.train.config",
     "train": "torchport.train.loop",
     "TrainResult": "torchport.train.loop",
-    "NonFiniteLossError": "torchport.train.loop",
+    "NonFiniteLossError": "torchport.train.errors",
     "build_model": "torchport.models",
     "model_names": "torchport.models",
     "DataError": "torchport.train.data",

@@ -22,15 +22,9 @@ from typing import Any, Callable, Sequence
 from torchport.errors import ConfigError
 from torchport.train.config import TrainConfig
 
+from torchport.train.errors import NonFiniteLossError
+
 __all__ = ["train", "TrainResult", "NonFiniteLossError"]
-
-from torchport.errors import ExitCode  # noqa: E402
-
-
-class NonFiniteLossError(RuntimeError):
-    """The loss became NaN/inf (beyond what loss scaling absorbs); training stopped, checkpoints kept."""
-
-    exit_code = ExitCode.DIVERGED
 
 
 @dataclasses.dataclass

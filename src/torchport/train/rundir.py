@@ -25,7 +25,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from torchport.errors import ExitCode, TorchportError
+from torchport.errors import ExitCode, TorchportError, on_every_rank
 from torchport.errors import ConfigError
 from torchport.storage import fs
 from torchport.train.strategy import manager_for
@@ -155,12 +155,13 @@ def prepare_run_dir(cfg, *, main: bool, device=None) -> tuple[Path, Path | None]
         except Exception as exc:  # shared so every rank stops with the same message
             error = exc
             decision[0] = exc
-    if tdist.is_available() and tdist.is_initialized():
+    shared = tdist.is_available() and tdist.is_initialized()
+    if shared:
         tdist.broadcast_object_list(decision, src=0, device=device)
     if error is not None:
-        raise error
+        raise on_every_rank(error) if shared else error     # every rank raises it: one line for the run
     if isinstance(decision[0], Exception):
-        raise decision[0]
+        raise on_every_rank(decision[0])
     run_dir, resume_path = decision[0]
     if resume_path:
         resume_path = fs.location(resume_path)

@@ -44,7 +44,7 @@ class Strategy:
         """Checkpoint ``step`` (collective). Refuses a poisoned state: every rank first agrees that its weights
         and ``window_loss`` are finite. Returns the path on rank 0 (None elsewhere for DDP)."""
         from torchport.runtime import distributed as dist
-        from torchport.train.loop import NonFiniteLossError
+        from torchport.train.errors import NonFiniteLossError
 
         ok = _finite(model) and (window_loss is None or math.isfinite(float(window_loss)))
         if dist.all_reduce_mean(1.0 if ok else 0.0) < 1.0:
