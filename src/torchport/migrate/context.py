@@ -31,6 +31,9 @@ Fix = Callable[[cst.CSTNode], cst.CSTNode]
 _DEVICE = re.compile(r"^(cuda|npu|xpu|mps)(?::(\d+))?$")
 _COLLECTIVES = frozenset({"nccl", "hccl", "xccl"})
 _DEVICE_WORDS = ("cuda", "nccl", "npu", "xpu", "mps", "hccl", "xccl", "NCCL", "HCCL")
+#: a string :meth:`FileContext.device_string` can read as a device or collective (``"cuda"``, ``"npu:1"``, the
+#: ``"cuda:"`` of ``f"cuda:{i}"``, ``"xpu:%d"``, ``"NCCL"``): looser than it, for the fast scan's marks
+DEVICE_TEXT = re.compile(r"(?i)(?:cuda|npu|xpu|mps|nccl|hccl|xccl)(?::|$)")
 _IMPORTS_TORCHPORT = re.compile(r"^\s*(import|from)\s+torchport\b", re.M)
 #: names that hold an integer device index when bound to an int (or taken as a parameter)
 DEVICE_INDEX_NAMES = frozenset({"rank", "local_rank", "gpu", "gpu_id", "gpu_idx", "device_id", "device_idx",
@@ -100,6 +103,12 @@ class RuleSet:
             for a in rule.assignments:
                 self.assignments.setdefault(a, []).append(rule)
         self.prefixes = sorted(prefixes.items(), key=lambda kv: -len(kv[0]))
+        #: for the fast scan: whether any IfExp may reach a rule (else the names ``if_exp_names`` declares mark it)
+        self.if_exp_marks = any(not r.if_exp_names or not all(self.lookup(n) for n in r.if_exp_names)
+                                for r in self.if_exps)
+        #: for the fast scan: the dotted modules whose import statement may reach a rule (and those below them)
+        self.import_modules = tuple(sorted({m for top, rules in self.imports.items() for r in rules
+                                            for m in (r.import_modules or (top,)) if m.split(".", 1)[0] == top}))
         needles = {n for r in self.rules if r.code in self.enabled for n in r.needles}
         needles = sorted(n for n in needles if not any(m != n and m in n for m in needles))  # "cuda" covers "is_cuda"
         patterns = sorted({p for r in self.rules if r.code in self.enabled for p in r.needle_patterns})

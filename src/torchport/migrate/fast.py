@@ -30,7 +30,7 @@ import ast
 import io
 from typing import Iterable, NamedTuple
 
-from torchport.migrate.context import _DEVICE_WORDS, RuleSet
+from torchport.migrate.context import DEVICE_TEXT, RuleSet
 from torchport.migrate.resolve import CANONICAL
 from torchport.migrate.sliced import WholeFile
 
@@ -86,7 +86,7 @@ class _Marker:
     def __init__(self, rs: RuleSet, aliases: dict[str, str]) -> None:
         self.rs, self.aliases = rs, aliases
         self.strings = frozenset(rs.strings)
-        self.if_exps = bool(rs.if_exps)
+        self.if_exps = rs.if_exp_marks
         self.methods, self.attributes = rs.methods, rs.attributes
         self.assignments = rs.assignments
         self._seen: dict[str, bool] = {}
@@ -121,7 +121,7 @@ class _Marker:
             if isinstance(v, str):
                 if v in self.strings:
                     return True
-                if any(w in v for w in _DEVICE_WORDS):  # values rules, and ctx.dispatch_subjects
+                if DEVICE_TEXT.match(v) is not None:  # values rules, and ctx.dispatch_subjects
                     return True
             return False
         if isinstance(node, ast.Name):
@@ -311,13 +311,17 @@ def triggers(tree: ast.Module, rs: RuleSet) -> Triggers:
 
 def _imports_hook(rs: RuleSet, tree: ast.Module) -> bool:
     """True when an import statement goes to a rule (``imports`` declarations)."""
-    if not rs.imports:
+    wanted = rs.import_modules
+    if not wanted:
         return False
+
+    def hit(module: str) -> bool:
+        return any(module == m or module.startswith(m + ".") for m in wanted)
+
     for node in ast.walk(tree):
-        if isinstance(node, ast.Import) and any(a.name.split(".", 1)[0] in rs.imports for a in node.names):
+        if isinstance(node, ast.Import) and any(hit(a.name) for a in node.names):
             return True
-        if isinstance(node, ast.ImportFrom) and not node.level and node.module and (
-                node.module.split(".", 1)[0] in rs.imports):
+        if isinstance(node, ast.ImportFrom) and not node.level and node.module and hit(node.module):
             return True
     return False
 

@@ -97,6 +97,12 @@ class Rule:
     if_exps: ClassVar[bool] = False
     #: top-level module names whose ``import`` statements go to :meth:`on_import`
     imports: ClassVar[tuple[str, ...]] = ()
+    #: the dotted modules (and those below them) among ``imports`` whose import :meth:`on_import` can report;
+    #: empty: all of ``imports``. The fast scan sends a file to LibCST for an import only when it names one.
+    import_modules: ClassVar[tuple[str, ...]] = ()
+    #: qualified names one of which an ``IfExp`` must reference for :meth:`on_if_exp` to act (empty: any IfExp).
+    #: The fast scan then marks those references (when the rule set dispatches them) instead of every IfExp.
+    if_exp_names: ClassVar[tuple[str, ...]] = ()
     #: qualified names whose assignment (``torch.backends.cudnn.benchmark = True``) goes to :meth:`on_assign`
     assignments: ClassVar[tuple[str, ...]] = ()
 

@@ -391,6 +391,7 @@ class CudaTensorType(Rule):
                  "(`torchport.compat`); reported only -- harmless because `isinstance(x, torch.cuda.FloatTensor)` "
                  "answers False without a GPU, under `torchport run` alike")
     if_exps = True
+    if_exp_names = names   # on_if_exp needs a `torch.cuda.XTensor` branch
 
     def on_if_exp(self, ctx, node: cst.IfExp) -> None:
         """``torch.cuda.XTensor if cond else torch.XTensor`` (either order): the CUDA half becomes the
@@ -476,6 +477,7 @@ class CudaAvailabilityIdiom(Rule):
     fix = "safe"
     names = ("torch.device",)
     if_exps = True
+    if_exp_names = ("torch.cuda.is_available",)   # _cuda_branch needs the test to call it
     summary = 'Finds `"cuda" if torch.cuda.is_available() else "cpu"` (and the `torch.device(...)` forms).'
     why = ("The idiom looks portable but only ever picks CUDA or CPU: on an Ascend or XPU machine it silently "
            "trains on the CPU, typically 10-50x slower.")
