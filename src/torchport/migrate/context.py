@@ -62,6 +62,24 @@ def _binding_key(expr: cst.BaseExpression) -> str | None:
     return None
 
 
+class Prefilter:
+    """The text prefilter: ``search(text)`` is not None when ``text`` holds one of ``needles`` or matches one of
+    ``patterns``. The literal needles are looked up with ``in`` (one C-level scan each): a regular expression
+    alternating ~50 literals costs several times more per file; the patterns are one expression."""
+
+    def __init__(self, needles: Sequence[str], patterns: Sequence[str]) -> None:
+        # the usual hits first: a file that has one stops at the first lookup
+        self.needles = tuple(sorted(needles, key=lambda n: (n != "cuda", n)))
+        self.patterns = re.compile("|".join(patterns)) if patterns else None
+        self.pattern = "|".join([*map(re.escape, self.needles), *patterns])   # what a regex form would be
+
+    def search(self, text: str) -> str | re.Match[str] | None:
+        for n in self.needles:
+            if n in text:
+                return n
+        return self.patterns.search(text) if self.patterns is not None else None
+
+
 class RuleSet:
     """Dispatch tables over the rules that run, plus which codes are reported.
 
@@ -112,8 +130,7 @@ class RuleSet:
         needles = {n for r in self.rules if r.code in self.enabled for n in r.needles}
         needles = sorted(n for n in needles if not any(m != n and m in n for m in needles))  # "cuda" covers "is_cuda"
         patterns = sorted({p for r in self.rules if r.code in self.enabled for p in r.needle_patterns})
-        alternatives = [*map(re.escape, needles), *patterns]
-        self.prefilter = re.compile("|".join(alternatives)) if alternatives else None
+        self.prefilter = Prefilter(needles, patterns) if needles or patterns else None
 
     def lookup(self, qualname: str) -> Sequence[Rule]:
         """Rules for a qualified name: exact match first, then the longest prefix."""

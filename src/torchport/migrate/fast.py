@@ -27,6 +27,7 @@ torch / timm / accelerate sources.
 from __future__ import annotations
 
 import ast
+import collections
 import io
 from typing import Iterable, NamedTuple
 
@@ -42,20 +43,23 @@ _STMT_LISTS = ("body", "orelse", "finalbody")
 _COMPOUND = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.If, ast.For, ast.AsyncFor, ast.While,
              ast.With, ast.AsyncWith, ast.Try) + ((ast.TryStar,) if hasattr(ast, "TryStar") else ()) + (
              (ast.Match,) if hasattr(ast, "Match") else ())
+_COMPOUND_SET = frozenset(_COMPOUND)
+_MATCH_CASE = getattr(ast, "match_case", None)
 
 
 def _aliases(tree: ast.Module) -> dict[str, str]:
-    """Local name -> dotted path for every import (any depth), as :class:`~torchport.migrate.resolve.ImportTable`."""
+    """Local name -> dotted path for every import (any depth), as :class:`~torchport.migrate.resolve.ImportTable`
+    (a later import of a name, in ``ast.walk``'s order, wins)."""
     out: dict[str, str] = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
+    for node in _imports(tree):
+        if type(node) is ast.Import:
             for a in node.names:
                 if a.asname:
                     out[a.asname] = a.name
                 else:
                     root = a.name.split(".", 1)[0]
                     out[root] = root
-        elif isinstance(node, ast.ImportFrom):
+        else:
             base = "<local>" if node.level else node.module
             if base is None:
                 continue
@@ -63,6 +67,68 @@ def _aliases(tree: ast.Module) -> dict[str, str]:
                 if a.name != "*":
                     out[a.asname or a.name] = f"{base}.{a.name}"
     out.setdefault("torch", "torch")
+    return out
+
+
+_BLOCKS = frozenset({"body", "orelse", "finalbody", "handlers", "cases"})
+
+
+def _imports(tree: ast.Module) -> list:
+    """Every import statement of the module, at any depth, in ``ast.walk``'s (breadth-first) order. Imports are
+    statements: only statement lists (and the handlers and cases holding them) are followed, no expression."""
+    out: list = []
+    queue = collections.deque(tree.body)
+    while queue:
+        node = queue.popleft()
+        t = type(node)
+        if t is ast.Import or t is ast.ImportFrom:
+            out.append(node)
+        elif t in _COMPOUND_SET or t is ast.ExceptHandler or t is _MATCH_CASE:
+            for f in node._fields:
+                if f in _BLOCKS:
+                    queue.extend(getattr(node, f))
+    return out
+
+
+#: fields that never hold a node a mark can be found in (identifiers, flags, operators, contexts)
+_LEAF_FIELDS = frozenset({"ctx", "id", "attr", "arg", "name", "names", "module", "level", "kind", "conversion",
+                          "is_async", "simple", "type_comment", "op", "ops", "kwd_attrs", "rest", "tag"})
+
+
+def _node_fields(cls: type) -> tuple[str, ...]:
+    if cls is ast.Constant or cls is getattr(ast, "MatchSingleton", None) or not issubclass(cls, ast.AST):
+        return ()
+    return tuple(f for f in cls._fields if f not in _LEAF_FIELDS)
+
+
+#: node type -> the fields :func:`_nodes` follows
+_FIELDS: dict[type, tuple[str, ...]] = {
+    c: _node_fields(c) for c in vars(ast).values() if isinstance(c, type) and issubclass(c, ast.AST)}
+
+
+def _nodes(root: ast.AST) -> list[ast.AST]:
+    """Every node under ``root`` (itself included) that can hold a mark, in no particular order: ``ast.walk``
+    without its generators (identifier, operator and context nodes are not followed)."""
+    out: list[ast.AST] = []
+    stack = [root]
+    pop, push, extend, add = stack.pop, stack.append, stack.extend, out.append
+    fields = _FIELDS
+    while stack:
+        node = pop()
+        if node is None:    # a dict's ``**`` key, a keyword-only argument without a default
+            continue
+        add(node)
+        names = fields.get(type(node))
+        if names is None:
+            names = fields[type(node)] = _node_fields(type(node))
+        for f in names:
+            v = getattr(node, f, None)
+            if v is None:
+                continue
+            if type(v) is list:
+                extend(v)
+            else:
+                push(v)
     return out
 
 
@@ -258,7 +324,7 @@ def triggers(tree: ast.Module, rs: RuleSet) -> Triggers:
         keys of the arguments of a call that may reach a rule go to ``prekeys`` (kept in the first round:
         ``ctx.int_device`` asks about them)."""
         found = 0
-        for node in ast.walk(root):
+        for node in _nodes(root):
             t = type(node)
             if t is ast.Name:
                 if node.id in aliases:
@@ -318,7 +384,7 @@ def _imports_hook(rs: RuleSet, tree: ast.Module) -> bool:
     def hit(module: str) -> bool:
         return any(module == m or module.startswith(m + ".") for m in wanted)
 
-    for node in ast.walk(tree):
+    for node in _imports(tree):
         if isinstance(node, ast.Import) and any(hit(a.name) for a in node.names):
             return True
         if isinstance(node, ast.ImportFrom) and not node.level and node.module and hit(node.module):

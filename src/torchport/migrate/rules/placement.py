@@ -561,7 +561,8 @@ class IntDeviceIndex(Rule):
     # "rank" covers local_rank and get_rank), RANK / LOCAL_RANK, device_count, or an int literal as the device
     needles = ("cuda", "RANK", "rank", "gpu", "device_id", "device_index", "device_list", "device_count",
                "init_process_group")
-    needle_patterns = (r"\.to\(\s*\d", r"\bdevice\s*\(\s*\d", r"\bdevice\s*=\s*\d")
+    # (no leading \b: looser, and the regex engine then finds its literal start quickly)
+    needle_patterns = (r"\.to\(\s*\d", r"device\s*\(\s*\d", r"device\s*=\s*\d")
     summary = ("Finds integer device indices used as devices: `.to(rank)`, `.to(device=local_rank)`, "
                "`torch.device(gpu_id)`, `torch.zeros(2, device=rank)`.")
     why = ("To PyTorch a bare integer device means CUDA device N, so `model.to(local_rank)` -- the usual DDP "
