@@ -121,6 +121,8 @@ class RuleSet:
             for a in rule.assignments:
                 self.assignments.setdefault(a, []).append(rule)
         self.prefixes = sorted(prefixes.items(), key=lambda kv: -len(kv[0]))
+        #: for the fast scan: the rules that act on ``names`` / ``methods`` only through calls a gate admits
+        self.gated = frozenset(r for r in self.rules if getattr(r, "fast_call_gate", None) is not None)
         #: for the fast scan: whether any IfExp may reach a rule (else the names ``if_exp_names`` declares mark it)
         self.if_exp_marks = any(not r.if_exp_names or not all(self.lookup(n) for n in r.if_exp_names)
                                 for r in self.if_exps)

@@ -154,14 +154,40 @@ class _Marker:
         self.strings = frozenset(rs.strings)
         self.if_exps = rs.if_exp_marks
         self.methods, self.attributes = rs.methods, rs.attributes
+        gated = rs.gated
+        #: methods whose every rule is gated: a call to one is judged by the gates (:meth:`gated_call`)
+        self.gated_methods = frozenset(m for m, rules in rs.methods.items() if gated.issuperset(rules))
         self.assignments = rs.assignments
         self._seen: dict[str, bool] = {}
 
+    def _rules(self, q: str):
+        return self.rs.lookup(CANONICAL.get(q, q)) or self.rs.lookup(q)
+
     def _named(self, q: str) -> bool:
+        """A reference to ``q`` may reach a rule (gated rules act only on calls: see :meth:`gated_call`)."""
         hit = self._seen.get(q)
         if hit is None:
-            hit = self._seen[q] = bool(self.rs.lookup(CANONICAL.get(q, q)) or self.rs.lookup(q))
+            gated = self.rs.gated
+            hit = self._seen[q] = any(r not in gated for r in self._rules(q))
         return hit
+
+    def gated_call(self, call: ast.Call) -> list | None:
+        """``[(rule, qualname)]`` when ``call`` reaches gated rules only (its callee's qualified name, or a gated
+        method: qualname None); None when no gate decides (the callee's own marks do)."""
+        func = call.func
+        if type(func) is ast.Attribute and func.attr in self.gated_methods:
+            # on_method (a receiver that is not an import -- or one a local name shadows); an import-rooted
+            # chain is marked by its own qualified name as well
+            return [(r, None) for r in self.rs.methods[func.attr]]
+        chain = _chain(func)
+        if chain is None or chain[0] not in self.aliases:
+            return None
+        root, parts = chain
+        q = ".".join([self.aliases[root], *reversed(parts)])
+        rules = self._rules(q)
+        if rules and self.rs.gated.issuperset(rules):
+            return [(r, CANONICAL.get(q, q)) for r in rules]
+        return None
 
     def qualname_hit(self, node: ast.AST) -> bool:
         chain = _chain(node)
@@ -193,7 +219,7 @@ class _Marker:
         if isinstance(node, ast.Name):
             return node.id in self.aliases and self.qualname_hit(node)
         if isinstance(node, ast.Attribute):
-            if node.attr in self.attributes or node.attr in self.methods:
+            if node.attr in self.attributes or (node.attr in self.methods and node.attr not in self.gated_methods):
                 return True
             return self.qualname_hit(node)
         if isinstance(node, ast.IfExp):
@@ -319,7 +345,9 @@ def triggers(tree: ast.Module, rs: RuleSet) -> Triggers:
     todo: list[ast.stmt] = []
     prekeys: set[str] = set()
 
-    def scan_expr(root: ast.AST) -> int:
+    pending: list[tuple[ast.stmt, ast.Call, list]] = []
+
+    def scan_expr(root: ast.AST, stmt: ast.stmt) -> int:
         """2: a hook may run in ``root``; 1: keep it (an import, an alias rebound); 0: neither. The binding
         keys of the arguments of a call that may reach a rule go to ``prekeys`` (kept in the first round:
         ``ctx.int_device`` asks about them)."""
@@ -334,6 +362,10 @@ def triggers(tree: ast.Module, rs: RuleSet) -> Triggers:
                         found = 2
             elif t is ast.Call:
                 func = node.func
+                if found < 2 and (marker.gated_methods or marker.rs.gated):
+                    gates = marker.gated_call(node)
+                    if gates is not None:
+                        pending.append((stmt, node, gates))
                 if (type(func) is ast.Attribute and func.attr in marker.methods) or marker.qualname_hit(func):
                     for arg in (*node.args, *(k.value for k in node.keywords)):
                         k = _key(arg)
@@ -350,7 +382,7 @@ def triggers(tree: ast.Module, rs: RuleSet) -> Triggers:
         for stmt in stmts:
             parent[id(stmt)] = up
             if isinstance(stmt, _COMPOUND):
-                found = max((scan_expr(n) for n in _header_nodes(stmt)), default=0)
+                found = max((scan_expr(n, stmt) for n in _header_nodes(stmt)), default=0)
                 if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                     if stmt.name in aliases:
                         found = max(found, 1)
@@ -361,7 +393,7 @@ def triggers(tree: ast.Module, rs: RuleSet) -> Triggers:
                 for body in _child_lists(stmt):
                     visit(body, stmt)
             else:
-                found = 1 if isinstance(stmt, (ast.Import, ast.ImportFrom)) else scan_expr(stmt)
+                found = 1 if isinstance(stmt, (ast.Import, ast.ImportFrom)) else scan_expr(stmt, stmt)
             any_hit = any_hit or found == 2
             for k in _binds(stmt):
                 binders.setdefault(k, []).append(stmt)
@@ -369,6 +401,14 @@ def triggers(tree: ast.Module, rs: RuleSet) -> Triggers:
                 todo.append(stmt)
 
     visit(tree.body, None)
+    for stmt, call, gates in pending:    # calls only gated rules take: now that the file's bindings are known
+        if any(rule.fast_call_gate(call, q, binders) for rule, q in gates):
+            any_hit = True
+            todo.append(stmt)
+            for arg in (*call.args, *(k.value for k in call.keywords)):   # as scan_expr does for a marked call
+                k = _key(arg)
+                if k is not None:
+                    prekeys.add(k)
     found = Triggers(any_hit or _imports_hook(rs, tree), parent, binders)
     found.add(todo)
     found.extend(prekeys)

@@ -121,6 +121,12 @@ class Rule:
         if (code[2] == "9") == cls.default_enabled:
             raise ValueError(f"rule {code}: TP9xx rules (and only they) are off by default")
 
+    #: for the fast scan (:mod:`torchport.migrate.fast`), a rule whose ``names`` and ``methods`` act only through
+    #: calls (it keeps :meth:`on_reference` a no-op) may define ``fast_call_gate(call, qualname, bound)``: False
+    #: when :meth:`on_call` / :meth:`on_method` cannot act on this ``ast.Call`` (``qualname`` None: a method call;
+    #: ``bound``: the binding keys of the file). None: every call may reach the rule.
+    fast_call_gate: ClassVar[Any] = None
+
     # -- hooks ----------------------------------------------------------------------------
     def on_call(self, ctx: "FileContext", node: cst.Call, qualname: str) -> None:
         """A call to one of ``names``: by default the same as a reference."""
