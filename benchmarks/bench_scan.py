@@ -107,6 +107,10 @@ def rows(args, work: Path) -> dict[str, list[str]]:
     if args.before_src:
         out["before"] = [sys.executable, "-m", "torchport", "scan", ".", "--exit-zero", "--output-format", "concise",
                          "--no-gitignore"]
+        helptext = subprocess.run([*out["before"][:4], "--help"], capture_output=True, text=True,
+                                  env={**os.environ, "PYTHONPATH": args.before_src}).stdout
+        if "--no-cache" in helptext:   # an older torchport with a cache: cold, as the other rows
+            out["before"].append("--no-cache")
     ruff = shutil.which("ruff") or str(Path(sys.executable).with_name("ruff"))
     if Path(ruff).exists():
         out["ruff cold"] = [ruff, "check", ".", "--no-cache", "--exit-zero", "-q"]
