@@ -107,6 +107,10 @@ def rows(args, work: Path) -> dict[str, list[str]]:
     if args.before_src:
         out["before"] = [sys.executable, "-m", "torchport", "scan", ".", "--exit-zero", "--output-format", "concise",
                          "--no-gitignore"]
+        helptext = subprocess.run([*out["before"][:4], "--help"], capture_output=True, text=True,
+                                  env={**os.environ, "PYTHONPATH": args.before_src}).stdout
+        if "--no-cache" in helptext:   # an older torchport with a cache: cold, as the other rows
+            out["before"].append("--no-cache")
     ruff = shutil.which("ruff") or str(Path(sys.executable).with_name("ruff"))
     if Path(ruff).exists():
         out["ruff cold"] = [ruff, "check", ".", "--no-cache", "--exit-zero", "-q"]
@@ -126,6 +130,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--torchfix-corpora", default="timm,tree2000,torch",
                     help="the corpora TorchFix runs on (it is ~20x slower: on a busy machine, timm alone)")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--torchfix-rounds", type=int, default=None,
+                    help="rounds TorchFix runs in (default: --rounds; it takes minutes per round on a busy machine)")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="bench_scan_"))
@@ -143,6 +149,8 @@ def main(argv: list[str] | None = None) -> int:
             times: dict[str, list[tuple[float, float]]] = {k: [] for k in cmds}
             for r in range(args.rounds):
                 for key, cmd in cmds.items():
+                    if key == "torchfix" and args.torchfix_rounds is not None and r >= args.torchfix_rounds:
+                        continue
                     if key == "torchport cold":
                         shutil.rmtree(work / name / "tpcache", ignore_errors=True)
                     if key == "ruff warm" and r == 0:

@@ -177,3 +177,29 @@ def test_int_device_index_needles_cover_every_index_name():
     rule = catalog.get("TP109")
     missing = [n for n in DEVICE_INDEX_NAMES | DEVICE_INDEX_LISTS if not any(t in n for t in rule.needles)]
     assert not missing, f"TP109's needles miss {missing}: add a needle that each contains"
+
+
+def test_common_torch_code_never_reaches_libcst(monkeypatch):
+    """The marks are tight enough that everyday torch code (strings holding "npu" as in "input", conditional
+    expressions, `import torch`, factories and `.to` without an integer device) costs no LibCST pass, while an
+    integer device bound in the file still does (and is found as by the full pass)."""
+    plain = ('import torch\nimport torch.nn as nn\n\n\n# runs on cuda and on the npu\nclass M(nn.Module):\n    """Forward the input."""\n\n'
+             '    def forward(self, x, device=None):\n        dev = x.device\n        y = torch.zeros(2, device=dev, '
+             'dtype=x.dtype if x.is_floating_point() else None)\n        return x.to(dev), y.to(x.dtype), '
+             '"input_size"\n')
+    local = ('import os\nimport torch\n\nlocal = int(os.environ["LOCAL_RANK"])\nd = local\n'
+             'x = torch.zeros(2, device=d)\n')
+    calls: list[str] = []
+    orig = engine.analyze
+
+    def counting(*a, **k):
+        calls.append("x")
+        return orig(*a, **k)
+
+    assert DEFAULT.prefilter.search(plain) is not None    # the marks, not the prefilter, decide
+    monkeypatch.setattr(engine, "analyze", counting)
+    assert fast.scan(plain, "plain.py", DEFAULT).findings == [] and calls == []
+    found = fast.scan(local, "local.py", DEFAULT)
+    assert calls and [f.code for f in found.findings] == ["TP109"]
+    monkeypatch.setattr(engine, "analyze", orig)
+    assert _same(local, "local.py", DEFAULT)[0] == _same(local, "local.py", DEFAULT)[1]

@@ -31,6 +31,9 @@ Fix = Callable[[cst.CSTNode], cst.CSTNode]
 _DEVICE = re.compile(r"^(cuda|npu|xpu|mps)(?::(\d+))?$")
 _COLLECTIVES = frozenset({"nccl", "hccl", "xccl"})
 _DEVICE_WORDS = ("cuda", "nccl", "npu", "xpu", "mps", "hccl", "xccl", "NCCL", "HCCL")
+#: a string :meth:`FileContext.device_string` can read as a device or collective (``"cuda"``, ``"npu:1"``, the
+#: ``"cuda:"`` of ``f"cuda:{i}"``, ``"xpu:%d"``, ``"NCCL"``): looser than it, for the fast scan's marks
+DEVICE_TEXT = re.compile(r"(?i)(?:cuda|npu|xpu|mps|nccl|hccl|xccl)(?::|$)")
 _IMPORTS_TORCHPORT = re.compile(r"^\s*(import|from)\s+torchport\b", re.M)
 #: names that hold an integer device index when bound to an int (or taken as a parameter)
 DEVICE_INDEX_NAMES = frozenset({"rank", "local_rank", "gpu", "gpu_id", "gpu_idx", "device_id", "device_idx",
@@ -57,6 +60,24 @@ def _binding_key(expr: cst.BaseExpression) -> str | None:
     if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name):
         return f"{expr.value.value}.{expr.attr.value}"
     return None
+
+
+class Prefilter:
+    """The text prefilter: ``search(text)`` is not None when ``text`` holds one of ``needles`` or matches one of
+    ``patterns``. The literal needles are looked up with ``in`` (one C-level scan each): a regular expression
+    alternating ~50 literals costs several times more per file; the patterns are one expression."""
+
+    def __init__(self, needles: Sequence[str], patterns: Sequence[str]) -> None:
+        # the usual hits first: a file that has one stops at the first lookup
+        self.needles = tuple(sorted(needles, key=lambda n: (n != "cuda", n)))
+        self.patterns = re.compile("|".join(patterns)) if patterns else None
+        self.pattern = "|".join([*map(re.escape, self.needles), *patterns])   # what a regex form would be
+
+    def search(self, text: str) -> str | re.Match[str] | None:
+        for n in self.needles:
+            if n in text:
+                return n
+        return self.patterns.search(text) if self.patterns is not None else None
 
 
 class RuleSet:
@@ -100,11 +121,18 @@ class RuleSet:
             for a in rule.assignments:
                 self.assignments.setdefault(a, []).append(rule)
         self.prefixes = sorted(prefixes.items(), key=lambda kv: -len(kv[0]))
+        #: for the fast scan: the rules that act on ``names`` / ``methods`` only through calls a gate admits
+        self.gated = frozenset(r for r in self.rules if getattr(r, "fast_call_gate", None) is not None)
+        #: for the fast scan: whether any IfExp may reach a rule (else the names ``if_exp_names`` declares mark it)
+        self.if_exp_marks = any(not r.if_exp_names or not all(self.lookup(n) for n in r.if_exp_names)
+                                for r in self.if_exps)
+        #: for the fast scan: the dotted modules whose import statement may reach a rule (and those below them)
+        self.import_modules = tuple(sorted({m for top, rules in self.imports.items() for r in rules
+                                            for m in (r.import_modules or (top,)) if m.split(".", 1)[0] == top}))
         needles = {n for r in self.rules if r.code in self.enabled for n in r.needles}
         needles = sorted(n for n in needles if not any(m != n and m in n for m in needles))  # "cuda" covers "is_cuda"
         patterns = sorted({p for r in self.rules if r.code in self.enabled for p in r.needle_patterns})
-        alternatives = [*map(re.escape, needles), *patterns]
-        self.prefilter = re.compile("|".join(alternatives)) if alternatives else None
+        self.prefilter = Prefilter(needles, patterns) if needles or patterns else None
 
     def lookup(self, qualname: str) -> Sequence[Rule]:
         """Rules for a qualified name: exact match first, then the longest prefix."""

@@ -27,10 +27,11 @@ torch / timm / accelerate sources.
 from __future__ import annotations
 
 import ast
+import collections
 import io
 from typing import Iterable, NamedTuple
 
-from torchport.migrate.context import _DEVICE_WORDS, RuleSet
+from torchport.migrate.context import DEVICE_TEXT, RuleSet
 from torchport.migrate.resolve import CANONICAL
 from torchport.migrate.sliced import WholeFile
 
@@ -42,20 +43,23 @@ _STMT_LISTS = ("body", "orelse", "finalbody")
 _COMPOUND = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.If, ast.For, ast.AsyncFor, ast.While,
              ast.With, ast.AsyncWith, ast.Try) + ((ast.TryStar,) if hasattr(ast, "TryStar") else ()) + (
              (ast.Match,) if hasattr(ast, "Match") else ())
+_COMPOUND_SET = frozenset(_COMPOUND)
+_MATCH_CASE = getattr(ast, "match_case", None)
 
 
 def _aliases(tree: ast.Module) -> dict[str, str]:
-    """Local name -> dotted path for every import (any depth), as :class:`~torchport.migrate.resolve.ImportTable`."""
+    """Local name -> dotted path for every import (any depth), as :class:`~torchport.migrate.resolve.ImportTable`
+    (a later import of a name, in ``ast.walk``'s order, wins)."""
     out: dict[str, str] = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
+    for node in _imports(tree):
+        if type(node) is ast.Import:
             for a in node.names:
                 if a.asname:
                     out[a.asname] = a.name
                 else:
                     root = a.name.split(".", 1)[0]
                     out[root] = root
-        elif isinstance(node, ast.ImportFrom):
+        else:
             base = "<local>" if node.level else node.module
             if base is None:
                 continue
@@ -63,6 +67,68 @@ def _aliases(tree: ast.Module) -> dict[str, str]:
                 if a.name != "*":
                     out[a.asname or a.name] = f"{base}.{a.name}"
     out.setdefault("torch", "torch")
+    return out
+
+
+_BLOCKS = frozenset({"body", "orelse", "finalbody", "handlers", "cases"})
+
+
+def _imports(tree: ast.Module) -> list:
+    """Every import statement of the module, at any depth, in ``ast.walk``'s (breadth-first) order. Imports are
+    statements: only statement lists (and the handlers and cases holding them) are followed, no expression."""
+    out: list = []
+    queue = collections.deque(tree.body)
+    while queue:
+        node = queue.popleft()
+        t = type(node)
+        if t is ast.Import or t is ast.ImportFrom:
+            out.append(node)
+        elif t in _COMPOUND_SET or t is ast.ExceptHandler or t is _MATCH_CASE:
+            for f in node._fields:
+                if f in _BLOCKS:
+                    queue.extend(getattr(node, f))
+    return out
+
+
+#: fields that never hold a node a mark can be found in (identifiers, flags, operators, contexts)
+_LEAF_FIELDS = frozenset({"ctx", "id", "attr", "arg", "name", "names", "module", "level", "kind", "conversion",
+                          "is_async", "simple", "type_comment", "op", "ops", "kwd_attrs", "rest", "tag"})
+
+
+def _node_fields(cls: type) -> tuple[str, ...]:
+    if cls is ast.Constant or cls is getattr(ast, "MatchSingleton", None) or not issubclass(cls, ast.AST):
+        return ()
+    return tuple(f for f in cls._fields if f not in _LEAF_FIELDS)
+
+
+#: node type -> the fields :func:`_nodes` follows
+_FIELDS: dict[type, tuple[str, ...]] = {
+    c: _node_fields(c) for c in vars(ast).values() if isinstance(c, type) and issubclass(c, ast.AST)}
+
+
+def _nodes(root: ast.AST) -> list[ast.AST]:
+    """Every node under ``root`` (itself included) that can hold a mark, in no particular order: ``ast.walk``
+    without its generators (identifier, operator and context nodes are not followed)."""
+    out: list[ast.AST] = []
+    stack = [root]
+    pop, push, extend, add = stack.pop, stack.append, stack.extend, out.append
+    fields = _FIELDS
+    while stack:
+        node = pop()
+        if node is None:    # a dict's ``**`` key, a keyword-only argument without a default
+            continue
+        add(node)
+        names = fields.get(type(node))
+        if names is None:
+            names = fields[type(node)] = _node_fields(type(node))
+        for f in names:
+            v = getattr(node, f, None)
+            if v is None:
+                continue
+            if type(v) is list:
+                extend(v)
+            else:
+                push(v)
     return out
 
 
@@ -86,16 +152,42 @@ class _Marker:
     def __init__(self, rs: RuleSet, aliases: dict[str, str]) -> None:
         self.rs, self.aliases = rs, aliases
         self.strings = frozenset(rs.strings)
-        self.if_exps = bool(rs.if_exps)
+        self.if_exps = rs.if_exp_marks
         self.methods, self.attributes = rs.methods, rs.attributes
+        gated = rs.gated
+        #: methods whose every rule is gated: a call to one is judged by the gates (:meth:`gated_call`)
+        self.gated_methods = frozenset(m for m, rules in rs.methods.items() if gated.issuperset(rules))
         self.assignments = rs.assignments
         self._seen: dict[str, bool] = {}
 
+    def _rules(self, q: str):
+        return self.rs.lookup(CANONICAL.get(q, q)) or self.rs.lookup(q)
+
     def _named(self, q: str) -> bool:
+        """A reference to ``q`` may reach a rule (gated rules act only on calls: see :meth:`gated_call`)."""
         hit = self._seen.get(q)
         if hit is None:
-            hit = self._seen[q] = bool(self.rs.lookup(CANONICAL.get(q, q)) or self.rs.lookup(q))
+            gated = self.rs.gated
+            hit = self._seen[q] = any(r not in gated for r in self._rules(q))
         return hit
+
+    def gated_call(self, call: ast.Call) -> list | None:
+        """``[(rule, qualname)]`` when ``call`` reaches gated rules only (its callee's qualified name, or a gated
+        method: qualname None); None when no gate decides (the callee's own marks do)."""
+        func = call.func
+        if type(func) is ast.Attribute and func.attr in self.gated_methods:
+            # on_method (a receiver that is not an import -- or one a local name shadows); an import-rooted
+            # chain is marked by its own qualified name as well
+            return [(r, None) for r in self.rs.methods[func.attr]]
+        chain = _chain(func)
+        if chain is None or chain[0] not in self.aliases:
+            return None
+        root, parts = chain
+        q = ".".join([self.aliases[root], *reversed(parts)])
+        rules = self._rules(q)
+        if rules and self.rs.gated.issuperset(rules):
+            return [(r, CANONICAL.get(q, q)) for r in rules]
+        return None
 
     def qualname_hit(self, node: ast.AST) -> bool:
         chain = _chain(node)
@@ -121,13 +213,13 @@ class _Marker:
             if isinstance(v, str):
                 if v in self.strings:
                     return True
-                if any(w in v for w in _DEVICE_WORDS):  # values rules, and ctx.dispatch_subjects
+                if DEVICE_TEXT.match(v) is not None:  # values rules, and ctx.dispatch_subjects
                     return True
             return False
         if isinstance(node, ast.Name):
             return node.id in self.aliases and self.qualname_hit(node)
         if isinstance(node, ast.Attribute):
-            if node.attr in self.attributes or node.attr in self.methods:
+            if node.attr in self.attributes or (node.attr in self.methods and node.attr not in self.gated_methods):
                 return True
             return self.qualname_hit(node)
         if isinstance(node, ast.IfExp):
@@ -253,12 +345,14 @@ def triggers(tree: ast.Module, rs: RuleSet) -> Triggers:
     todo: list[ast.stmt] = []
     prekeys: set[str] = set()
 
-    def scan_expr(root: ast.AST) -> int:
+    pending: list[tuple[ast.stmt, ast.Call, list]] = []
+
+    def scan_expr(root: ast.AST, stmt: ast.stmt) -> int:
         """2: a hook may run in ``root``; 1: keep it (an import, an alias rebound); 0: neither. The binding
         keys of the arguments of a call that may reach a rule go to ``prekeys`` (kept in the first round:
         ``ctx.int_device`` asks about them)."""
         found = 0
-        for node in ast.walk(root):
+        for node in _nodes(root):
             t = type(node)
             if t is ast.Name:
                 if node.id in aliases:
@@ -268,6 +362,10 @@ def triggers(tree: ast.Module, rs: RuleSet) -> Triggers:
                         found = 2
             elif t is ast.Call:
                 func = node.func
+                if found < 2 and (marker.gated_methods or marker.rs.gated):
+                    gates = marker.gated_call(node)
+                    if gates is not None:
+                        pending.append((stmt, node, gates))
                 if (type(func) is ast.Attribute and func.attr in marker.methods) or marker.qualname_hit(func):
                     for arg in (*node.args, *(k.value for k in node.keywords)):
                         k = _key(arg)
@@ -284,7 +382,7 @@ def triggers(tree: ast.Module, rs: RuleSet) -> Triggers:
         for stmt in stmts:
             parent[id(stmt)] = up
             if isinstance(stmt, _COMPOUND):
-                found = max((scan_expr(n) for n in _header_nodes(stmt)), default=0)
+                found = max((scan_expr(n, stmt) for n in _header_nodes(stmt)), default=0)
                 if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                     if stmt.name in aliases:
                         found = max(found, 1)
@@ -295,7 +393,7 @@ def triggers(tree: ast.Module, rs: RuleSet) -> Triggers:
                 for body in _child_lists(stmt):
                     visit(body, stmt)
             else:
-                found = 1 if isinstance(stmt, (ast.Import, ast.ImportFrom)) else scan_expr(stmt)
+                found = 1 if isinstance(stmt, (ast.Import, ast.ImportFrom)) else scan_expr(stmt, stmt)
             any_hit = any_hit or found == 2
             for k in _binds(stmt):
                 binders.setdefault(k, []).append(stmt)
@@ -303,6 +401,14 @@ def triggers(tree: ast.Module, rs: RuleSet) -> Triggers:
                 todo.append(stmt)
 
     visit(tree.body, None)
+    for stmt, call, gates in pending:    # calls only gated rules take: now that the file's bindings are known
+        if any(rule.fast_call_gate(call, q, binders) for rule, q in gates):
+            any_hit = True
+            todo.append(stmt)
+            for arg in (*call.args, *(k.value for k in call.keywords)):   # as scan_expr does for a marked call
+                k = _key(arg)
+                if k is not None:
+                    prekeys.add(k)
     found = Triggers(any_hit or _imports_hook(rs, tree), parent, binders)
     found.add(todo)
     found.extend(prekeys)
@@ -311,13 +417,17 @@ def triggers(tree: ast.Module, rs: RuleSet) -> Triggers:
 
 def _imports_hook(rs: RuleSet, tree: ast.Module) -> bool:
     """True when an import statement goes to a rule (``imports`` declarations)."""
-    if not rs.imports:
+    wanted = rs.import_modules
+    if not wanted:
         return False
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import) and any(a.name.split(".", 1)[0] in rs.imports for a in node.names):
+
+    def hit(module: str) -> bool:
+        return any(module == m or module.startswith(m + ".") for m in wanted)
+
+    for node in _imports(tree):
+        if isinstance(node, ast.Import) and any(hit(a.name) for a in node.names):
             return True
-        if isinstance(node, ast.ImportFrom) and not node.level and node.module and (
-                node.module.split(".", 1)[0] in rs.imports):
+        if isinstance(node, ast.ImportFrom) and not node.level and node.module and hit(node.module):
             return True
     return False
 

@@ -19,6 +19,7 @@ import contextlib
 import dataclasses
 import difflib
 import io
+import itertools
 import multiprocessing
 import os
 import re
@@ -124,7 +125,8 @@ def _read(path: str) -> tuple[str, str, bytes]:
 #: CPython refuses more than 200 nested brackets ("too many nested parentheses"); LibCST's native
 #: parser has no such limit and overflows its stack (SIGSEGV) on a few thousand.
 MAX_BRACKET_DEPTH = 200
-_BRACKETS = re.compile(r"[][(){}]")
+_NOT_BRACKET = re.compile(r"[^][(){}]+")
+_BRACKET_STEP = {"(": 1, "[": 1, "{": 1, ")": -1, "]": -1, "}": -1}
 #: a line this long (generated code) is parsed in a process of its own, whose crash costs only that file
 _LONG_LINE = re.compile(r"[^\n]{10000}")
 
@@ -135,10 +137,10 @@ def nesting_problem(text: str) -> str | None:
     Cheap (one regex pass over the brackets); a count inflated by brackets inside strings or comments
     is confirmed by CPython's own parser before the file is refused.
     """
-    depth = deepest = 0
-    for m in _BRACKETS.finditer(text):
-        depth += 1 if m.group() in "([{" else -1
-        deepest = max(deepest, depth)
+    if text.count("(") + text.count("[") + text.count("{") <= MAX_BRACKET_DEPTH:
+        return None    # fewer brackets in all than the limit (C-level counts)
+    brackets = _NOT_BRACKET.sub("", text)
+    deepest = max(itertools.accumulate(map(_BRACKET_STEP.__getitem__, brackets)), default=0)
     if deepest <= MAX_BRACKET_DEPTH:
         return None
     try:

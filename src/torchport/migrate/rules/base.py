@@ -97,6 +97,12 @@ class Rule:
     if_exps: ClassVar[bool] = False
     #: top-level module names whose ``import`` statements go to :meth:`on_import`
     imports: ClassVar[tuple[str, ...]] = ()
+    #: the dotted modules (and those below them) among ``imports`` whose import :meth:`on_import` can report;
+    #: empty: all of ``imports``. The fast scan sends a file to LibCST for an import only when it names one.
+    import_modules: ClassVar[tuple[str, ...]] = ()
+    #: qualified names one of which an ``IfExp`` must reference for :meth:`on_if_exp` to act (empty: any IfExp).
+    #: The fast scan then marks those references (when the rule set dispatches them) instead of every IfExp.
+    if_exp_names: ClassVar[tuple[str, ...]] = ()
     #: qualified names whose assignment (``torch.backends.cudnn.benchmark = True``) goes to :meth:`on_assign`
     assignments: ClassVar[tuple[str, ...]] = ()
 
@@ -114,6 +120,12 @@ class Rule:
             raise ValueError(f"rule {code}: severity must be error/warning/info and fix safe/unsafe/none")
         if (code[2] == "9") == cls.default_enabled:
             raise ValueError(f"rule {code}: TP9xx rules (and only they) are off by default")
+
+    #: for the fast scan (:mod:`torchport.migrate.fast`), a rule whose ``names`` and ``methods`` act only through
+    #: calls (it keeps :meth:`on_reference` a no-op) may define ``fast_call_gate(call, qualname, bound)``: False
+    #: when :meth:`on_call` / :meth:`on_method` cannot act on this ``ast.Call`` (``qualname`` None: a method call;
+    #: ``bound``: the binding keys of the file). None: every call may reach the rule.
+    fast_call_gate: ClassVar[Any] = None
 
     # -- hooks ----------------------------------------------------------------------------
     def on_call(self, ctx: "FileContext", node: cst.Call, qualname: str) -> None:

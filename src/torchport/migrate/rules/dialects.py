@@ -192,6 +192,7 @@ class TorchNpuImport(Rule):
     severity = "warning"
     fix = "safe"
     imports = ("torch_npu", "torch")
+    import_modules = ("torch_npu", "torch.npu")   # on_import returns at once for any other torch module
     needles = ("torch_npu", "torch.npu")
     summary = "Finds `import torch_npu`, `from torch_npu.contrib import transfer_to_npu` and `import torch.npu`."
     why = ("`import torch_npu` fails on every machine without the Ascend stack, so the script no longer runs on "

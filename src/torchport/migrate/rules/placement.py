@@ -7,10 +7,12 @@ the selected backend) where a device object is expected, ``torchport.current().t
 
 from __future__ import annotations
 
+import ast
 import re
 
 import libcst as cst
 
+from torchport.migrate.context import DEVICE_INDEX_LISTS, DEVICE_INDEX_NAMES
 from torchport.migrate.rules.base import EQ as _EQ
 from torchport.migrate.rules.base import (
     COMPAT_NOTE,
@@ -391,6 +393,7 @@ class CudaTensorType(Rule):
                  "(`torchport.compat`); reported only -- harmless because `isinstance(x, torch.cuda.FloatTensor)` "
                  "answers False without a GPU, under `torchport run` alike")
     if_exps = True
+    if_exp_names = names   # on_if_exp needs a `torch.cuda.XTensor` branch
 
     def on_if_exp(self, ctx, node: cst.IfExp) -> None:
         """``torch.cuda.XTensor if cond else torch.XTensor`` (either order): the CUDA half becomes the
@@ -476,6 +479,7 @@ class CudaAvailabilityIdiom(Rule):
     fix = "safe"
     names = ("torch.device",)
     if_exps = True
+    if_exp_names = ("torch.cuda.is_available",)   # _cuda_branch needs the test to call it
     summary = 'Finds `"cuda" if torch.cuda.is_available() else "cpu"` (and the `torch.device(...)` forms).'
     why = ("The idiom looks portable but only ever picks CUDA or CPU: on an Ascend or XPU machine it silently "
            "trains on the CPU, typically 10-50x slower.")
@@ -559,7 +563,8 @@ class IntDeviceIndex(Rule):
     # "rank" covers local_rank and get_rank), RANK / LOCAL_RANK, device_count, or an int literal as the device
     needles = ("cuda", "RANK", "rank", "gpu", "device_id", "device_index", "device_list", "device_count",
                "init_process_group")
-    needle_patterns = (r"\.to\(\s*\d", r"\bdevice\s*\(\s*\d", r"\bdevice\s*=\s*\d")
+    # (no leading \b: looser, and the regex engine then finds its literal start quickly)
+    needle_patterns = (r"\.to\(\s*\d", r"device\s*\(\s*\d", r"device\s*=\s*\d")
     summary = ("Finds integer device indices used as devices: `.to(rank)`, `.to(device=local_rank)`, "
                "`torch.device(gpu_id)`, `torch.zeros(2, device=rank)`.")
     why = ("To PyTorch a bare integer device means CUDA device N, so `model.to(local_rank)` -- the usual DDP "
@@ -599,6 +604,19 @@ class IntDeviceIndex(Rule):
 
         ctx.defer(later)
 
+    @staticmethod
+    def fast_call_gate(call: ast.Call, qualname: str | None, bound) -> bool:
+        """Whether :meth:`on_call` / :meth:`on_method` may act on this call: its device argument has a shape
+        :meth:`_check` takes and that ``ctx.int_device`` can call an index (looser than both)."""
+        device = [k.value for k in call.keywords if k.arg == "device"]   # (never **kwargs: keyword() skips them)
+        if qualname is None:          # .to(...): device= or the first positional
+            args = device + call.args[:1]
+        elif qualname != "torch.device":   # a factory: its device= argument
+            args = device
+        else:
+            args = call.args[:1] if len(call.args) + len(call.keywords) == 1 else []
+        return any(_maybe_int_device(a, bound) for a in args)
+
     def on_method(self, ctx, node: cst.Call, name: str) -> None:
         arg = keyword(node, "device") or positional(node, 0)
         if arg is not None:
@@ -612,6 +630,50 @@ class IntDeviceIndex(Rule):
             return
         if len(node.args) == 1 and node.args[0].keyword is None and not node.args[0].star:
             self._check(ctx, node.args[0].value, node, True)
+
+
+def _maybe_int_device(expr: ast.AST, bound, seen: frozenset[str] = frozenset()) -> bool:
+    """False when ``ctx.int_device`` can only answer None for this ``ast`` expression (``bound``: binding key ->
+    the statements binding it, from the fast scan). Mirrors its cases, looser: an int literal, ``int(...)``,
+    ``x % n``, ``device_ids[i]``, a name or ``a.b`` named as an index, or bound to something that may be one."""
+    t = type(expr)
+    if t is ast.Constant:
+        return type(expr.value) is int
+    if t is ast.Name:
+        return expr.id in DEVICE_INDEX_NAMES or _bound_int(expr.id, expr.id, bound, seen)
+    if t is ast.Attribute:
+        if type(expr.value) is not ast.Name:
+            return False
+        key = f"{expr.value.id}.{expr.attr}"
+        if key in bound:
+            return _bound_int(key, expr.attr, bound, seen)
+        return expr.value.id != "self" and expr.attr in DEVICE_INDEX_NAMES
+    if t is ast.Subscript:
+        return type(expr.value) is ast.Name and expr.value.id in DEVICE_INDEX_LISTS
+    if t is ast.Call:
+        return type(expr.func) is ast.Name and expr.func.id == "int"
+    if t is ast.BinOp:
+        return type(expr.op) is ast.Mod
+    return t is ast.Starred     # *args: anything
+
+
+def _bound_int(key: str, short: str, bound, seen: frozenset[str]) -> bool:
+    """Whether a statement binding ``key`` may give it an integer device index (``ctx.int_device``'s walk)."""
+    if key in seen:
+        return False
+    for stmt in bound.get(key, ()):
+        if type(stmt) is ast.Assign and len(stmt.targets) == 1 and type(stmt.targets[0]) in (ast.Name, ast.Attribute):
+            value = stmt.value
+        elif type(stmt) is ast.AnnAssign and stmt.value is not None and type(stmt.target) in (ast.Name, ast.Attribute):
+            value = stmt.value
+        else:
+            return True          # a loop over the device count, a chained or unpacking assignment ...: maybe
+        if type(value) is ast.Constant and type(value.value) is int:
+            if short in DEVICE_INDEX_NAMES:
+                return True
+        elif _maybe_int_device(value, bound, seen | {key}):
+            return True
+    return False
 
 
 def backend_flag_pattern(backends: str) -> "re.Pattern[str]":

@@ -95,7 +95,7 @@ class LoadCudaCheckpoint(Rule):
     severity = "warning"
     fix = "safe"
     names = ("torch.load",)
-    needles = ("load",)
+    needles = ("cuda",)   # it reports only in a file that says `cuda` (_CUDA_CODE), whatever the load is named
     summary = ("Finds `torch.load(...)` without `map_location` in CUDA code (a file that uses `cuda`): its "
                "checkpoints were saved on a GPU.")
     why = ("Without `map_location` every tensor returns to the device it was saved from: a checkpoint written on a "
