@@ -97,11 +97,11 @@ def has_card_backward(name: str) -> bool:
     return f"{name}_backward" in ops or f"{name}_grad" in ops
 
 
-def refusal(name: str) -> Callable:
-    """A callable for a wheel op that is not emulated: it raises one line naming it."""
+def refusal(name: str, where: str = "torch_npu", why: str = "torchport's emulated NPU has no composition for it; "
+            "see docs/emulator.md, 'torch_npu custom ops'") -> Callable:
+    """A callable for a name of the wheel that is not emulated: it raises one line naming ``where.name``."""
     def not_emulated(*args, **kwargs):
-        raise NotEmulated(f"torch_npu.{name} is not emulated (torchport's emulated NPU has no composition for it; "
-                          f"see docs/emulator.md, 'torch_npu custom ops')")
+        raise NotEmulated(f"{where}.{name} is not emulated ({why})")
     not_emulated.__name__ = name
     not_emulated.__qualname__ = name
     not_emulated.__torchport_emulated__ = True
