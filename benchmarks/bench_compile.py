@@ -11,7 +11,7 @@ printed) and of the parameters after them (forward and backward both feed it); `
 within ``--tol``.
 
 usage: .venv/bin/python benchmarks/bench_compile.py [--steps 6] [--batch 8] [--size 32]
-                                                    [--models tinycnn,resnet18,nanogpt] [--tol 1e-4]
+                                                    [--models tinycnn,resnet18,nanogpt] [--tol 1e-4] [--lr 0.01]
                                                     [--backends inductor,aot_eager] [--devices cpu,npu] [--json FILE]
 """
 
@@ -56,6 +56,11 @@ class TinyGPT(nn.Module):
         self.ln = nn.LayerNorm(dim)
         self.head = nn.Linear(dim, vocab, bias=False)
         self.head.weight = self.tok.weight
+        for m in self.modules():
+            if isinstance(m, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(m.weight, std=0.02)
+                if getattr(m, "bias", None) is not None:
+                    nn.init.zeros_(m.bias)
 
     def forward(self, idx):
         x = self.tok(idx) + self.pos(torch.arange(idx.shape[1], device=idx.device))
@@ -84,14 +89,15 @@ def _model_and_data(name: str, steps: int, batch: int, size: int):
     return model, data, F.cross_entropy
 
 
-def _measure(device: str, backend: str, model_name: str, steps: int, batch: int, size: int, tol: float) -> dict:
+def _measure(device: str, backend: str, model_name: str, steps: int, batch: int, size: int, tol: float,
+             lr: float) -> dict:
     torch._dynamo.reset()
     model, data, loss_fn = _model_and_data(model_name, steps, batch, size)
     eager = model.to(device)
     comp_model = copy.deepcopy(eager)
     compiled = torch.compile(comp_model, backend=backend)
-    opt_e = torch.optim.SGD(eager.parameters(), lr=0.05)
-    opt_c = torch.optim.SGD(comp_model.parameters(), lr=0.05)
+    opt_e = torch.optim.SGD(eager.parameters(), lr=lr)
+    opt_c = torch.optim.SGD(comp_model.parameters(), lr=lr)
     data = [(x.to(device), y.to(device)) for x, y in data]
 
     def step(model, opt, x, y) -> tuple[float, float]:
@@ -124,7 +130,7 @@ def _measure(device: str, backend: str, model_name: str, steps: int, batch: int,
             "ratio_compiled_over_eager": round(med_c / med_e, 3), "max_loss_diff": loss_diff,
             "max_param_diff": param_diff, "tol": tol, "ok": loss_diff <= tol,
             "losses_eager": [round(v, 6) for v in losses_e], "losses_compiled": [round(v, 6) for v in losses_c],
-            "steps": steps + 1, "batch": batch, "size": size}
+            "steps": steps + 1, "batch": batch, "size": size, "lr": lr}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -133,6 +139,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--size", type=int, default=32, help="image side for tinycnn / resnet18")
     ap.add_argument("--models", default="tinycnn")
+    ap.add_argument("--lr", type=float, default=0.01, help="SGD learning rate (small: a chaotic trajectory "
+                    "amplifies rounding differences)")
     ap.add_argument("--tol", type=float, default=1e-4, help="max |loss diff| eager vs compiled to call it ok")
     ap.add_argument("--backends", default="inductor,aot_eager")
     ap.add_argument("--devices", default="cpu,npu")
@@ -146,7 +154,8 @@ def main(argv: list[str] | None = None) -> int:
             emulate.install()
         for model_name in args.models.split(","):
             for backend in args.backends.split(","):
-                row = _measure(device, backend, model_name, args.steps, args.batch, args.size, args.tol)
+                row = _measure(device, backend, model_name, args.steps, args.batch, args.size, args.tol,
+                               args.lr)
                 rows.append(row)
                 print(f"{model_name:8} {device:4} {backend:10} compile {row['compile_s']:7.2f} s   "
                       f"eager {row['eager_step_ms']:8.2f} ms  compiled {row['compiled_step_ms']:8.2f} ms  "

@@ -16,7 +16,8 @@ import itertools
 import torch
 
 __torchport_emulated__ = True
-__all__ = ["Dtypes", "Formats", "instantiate_tests", "instantiate_ops_tests", "feed_data"]
+__all__ = ["Dtypes", "Formats", "instantiate_tests", "instantiate_ops_tests", "feed_data", "gen_op_input",
+           "gen_ops_testcase"]
 
 
 def feed_data(func, new_name, *args, **kwargs):
@@ -57,22 +58,36 @@ def instantiate_tests(cls=None, **kwargs):
     return expand(cls) if cls is not None else expand
 
 
+def gen_op_input(testcase, func, op_info):
+    """The axes one OpInfo test runs over: ``{"dtype": ..., "npu_format": ...}`` (the method's tags, else the
+    OpInfo's; ``test_variant_consistency_eager`` takes one dtype, float32 when the op has it)."""
+    dtypes = func.dtypes if hasattr(func, "dtypes") else op_info.dtypesIfNPU
+    if "test_variant_consistency_eager" in testcase:
+        dtypes = {torch.float32} if torch.float32 in op_info.dtypesIfNPU else {list(op_info.dtypesIfNPU)[-1]}
+    return {"dtype": dtypes, "npu_format": func.formats if hasattr(func, "formats") else op_info.formats}
+
+
+def gen_ops_testcase(cls, func, name, keys, value, op_info):
+    """Set ``<func>_<op name>[_<npu_format>][_<dtype>]`` on ``cls``: ``func`` with the combination and ``op=``."""
+    test_name = f"{func.__name__}_{name}"
+    for key, v in zip(keys, value):
+        if key in ("npu_format", "dtype"):
+            test_name += _suffix("dtype" if key == "dtype" else "format", v)
+    method = functools.partialmethod(func, op=op_info, **dict(zip(keys, value)))
+    setattr(cls, test_name, method)
+    for deco in op_info.get_decorators(cls.__name__, func.__name__, "cpu", value[0], {}):
+        setattr(cls, test_name, deco(method))
+
+
 def instantiate_ops_tests(op_db):
     """Class decorator: each ``test_*`` method becomes one test per OpInfo of ``op_db`` and dtype / npu_format."""
     def expand(cls):
         for name in [n for n in dir(cls) if n.startswith("test_")]:
             func = getattr(cls, name)
             for info in op_db:
-                dtypes = func.dtypes if hasattr(func, "dtypes") else info.dtypesIfNPU
-                if "test_variant_consistency_eager" in name:
-                    dtypes = {torch.float32} if torch.float32 in info.dtypesIfNPU else {list(info.dtypesIfNPU)[-1]}
-                formats = func.formats if hasattr(func, "formats") else info.formats
-                for dtype, fmt in itertools.product(dtypes, formats):
-                    test_name = f"{func.__name__}_{info.name}_{str(dtype).split('.')[1]}_{fmt}"
-                    method = functools.partialmethod(func, dtype=dtype, npu_format=fmt, op=info)
-                    for deco in info.get_decorators(cls.__name__, func.__name__, "cpu", dtype, {}):
-                        method = deco(method)
-                    setattr(cls, test_name, method)
+                axes = gen_op_input(name, func, info)
+                for combo in itertools.product(*axes.values()):
+                    gen_ops_testcase(cls, func, info.name, list(axes), combo, info)
             delattr(cls, name)
         return cls
     return expand
