@@ -312,3 +312,15 @@ def test_testing_decorator_generates_one_test_per_combination(tnpu):
     assert seen == [("npu", torch.float32, 2)] and T().test_plain() == "kept"
     with pytest.raises(RuntimeError, match="No dtypes given"):
         Dtypes()
+
+
+def test_the_wheels_submodule_paths_import(tnpu):
+    """ModelZoo writes ``from torch_npu.contrib.module.deform_conv import ModulatedDeformConv``."""
+    from torch_npu.contrib import function, module
+    from torch_npu.contrib.function.iou import npu_giou
+    from torch_npu.contrib.module._ensemble_dropout import NpuPreGenDropout
+    from torch_npu.contrib.module.deform_conv import ModulatedDeformConv
+
+    assert npu_giou is function.npu_giou and NpuPreGenDropout is module.NpuPreGenDropout
+    assert ModulatedDeformConv is module.ModulatedDeformConv
+    assert callable(function.roll) and callable(function.matmul_transpose)

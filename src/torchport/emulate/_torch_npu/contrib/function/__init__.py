@@ -4,6 +4,9 @@ Each is composed from the emulated ops of ``torch_npu._ops`` (one copy of each i
 and softmax logic lives there) or from plain torch ops, with the semantics of torch_npu 2.14.0's
 ``contrib/function`` (read from the wheel; argument names and defaults as there). The two fused-attention
 helpers need the card's fused BERT kernels (``npu_fused_attention_score_fwd`` ...) and refuse in one line.
+
+The wheel's submodules (``iou``, ``nms``, ``bbox_coder`` ...) re-export their names from here; ``roll``,
+``matmul_transpose`` and ``fuse_add_softmax_dropout`` are not submodules here (their names are the functions).
 """
 
 from __future__ import annotations

@@ -6,6 +6,8 @@ dropout_with_byte_mask) and plain torch modules, with the semantics of torch_npu
 (read from the wheel; constructor arguments as there). The modules built on kernels that have no composition
 here (PS-RoI pooling, deformable convolution, fairseq's fused multi-head attention, the quantised matmul /
 conv family, the fused colour jitter) refuse in one line when constructed.
+
+The wheel's submodules (``deform_conv``, ``roi_align``, ``_ensemble_dropout`` ...) re-export their names from here.
 """
 
 from __future__ import annotations
