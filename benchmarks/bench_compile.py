@@ -1,13 +1,17 @@
-"""torch.compile vs eager, on the CPU and on the emulated npu: step time ratio and max difference.
+"""torch.compile vs eager, on the CPU and on the emulated npu: loss trajectories, step time, max difference.
 
-For each device (cpu, then npu with the emulator installed in this process) and each backend: two copies of
-tinycnn (torchport.models) with the same weights, one eager and one ``torch.compile(model, backend=...)``, train
-on the same batches with SGD; the first compiled step (compile time) is reported apart as warm-up; the median
-step time of the remaining steps is compared (ratio compiled / eager, measured in the same run, interleaved).
-Max diff: the largest absolute difference of the losses over the steps and of the parameters after them
-(forward and backward both feed it).
+For each device (cpu, then npu with the emulator installed in this process), each backend and each model
+(``tinycnn`` from torchport.models; ``resnet18`` from torchvision, 10 classes; ``nanogpt``, a tiny GPT-style
+transformer written here: token + position embedding, pre-LN causal self-attention blocks, tied LM head): two
+copies with the same weights, one eager and one ``torch.compile(model, backend=...)``, train on the same
+batches with SGD. The first compiled step (compile time) is reported apart as warm-up ("compile"), and the
+median step time of the remaining steps is compared (ratio compiled / eager, measured in the same run,
+interleaved). Max diff: the largest absolute difference of the losses over the steps (the trajectories are
+printed) and of the parameters after them (forward and backward both feed it); ``ok`` when the loss diff is
+within ``--tol``.
 
 usage: .venv/bin/python benchmarks/bench_compile.py [--steps 6] [--batch 8] [--size 32]
+                                                    [--models tinycnn,resnet18,nanogpt] [--tol 1e-4] [--lr 0.01]
                                                     [--backends inductor,aot_eager] [--devices cpu,npu] [--json FILE]
 """
 
@@ -21,53 +25,123 @@ import sys
 import time
 
 import torch
+import torch.nn as nn
+import torch.nn.functional as F
 
 
-def _measure(device: str, backend: str, steps: int, batch: int, size: int) -> dict:
-    from torchport.models import tinycnn
+class _Block(nn.Module):
+    def __init__(self, dim: int, heads: int) -> None:
+        super().__init__()
+        self.ln1, self.ln2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
+        self.qkv, self.proj = nn.Linear(dim, 3 * dim), nn.Linear(dim, dim)
+        self.mlp = nn.Sequential(nn.Linear(dim, 4 * dim), nn.GELU(), nn.Linear(4 * dim, dim))
+        self.heads = heads
 
-    torch._dynamo.reset()
+    def forward(self, x):
+        b, t, c = x.shape
+        q, k, v = self.qkv(self.ln1(x)).split(c, dim=2)
+        q, k, v = (z.view(b, t, self.heads, c // self.heads).transpose(1, 2) for z in (q, k, v))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.proj(y.transpose(1, 2).reshape(b, t, c))
+        return x + self.mlp(self.ln2(x))
+
+
+class TinyGPT(nn.Module):
+    """A nanoGPT-style language model, small enough for a CPU benchmark."""
+
+    def __init__(self, vocab: int = 64, block: int = 32, dim: int = 64, layers: int = 2, heads: int = 4) -> None:
+        super().__init__()
+        self.tok, self.pos = nn.Embedding(vocab, dim), nn.Embedding(block, dim)
+        self.blocks = nn.Sequential(*[_Block(dim, heads) for _ in range(layers)])
+        self.ln = nn.LayerNorm(dim)
+        self.head = nn.Linear(dim, vocab, bias=False)
+        self.head.weight = self.tok.weight
+        for m in self.modules():
+            if isinstance(m, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(m.weight, std=0.02)
+                if getattr(m, "bias", None) is not None:
+                    nn.init.zeros_(m.bias)
+
+    def forward(self, idx):
+        x = self.tok(idx) + self.pos(torch.arange(idx.shape[1], device=idx.device))
+        return self.head(self.ln(self.blocks(x)))
+
+
+def _model_and_data(name: str, steps: int, batch: int, size: int):
+    """(model, batches, loss_fn) for ``name``, seeded."""
     torch.manual_seed(0)
-    eager = tinycnn(10).to(device)
+    if name == "tinycnn":
+        from torchport.models import tinycnn
+
+        model = tinycnn(10)
+    elif name == "resnet18":
+        import torchvision
+
+        model = torchvision.models.resnet18(num_classes=10)
+    elif name == "nanogpt":
+        model = TinyGPT()
+        data = [torch.randint(0, 64, (batch, 33)) for _ in range(steps + 1)]
+        return model, [(d[:, :-1], d[:, 1:]) for d in data], \
+            lambda out, y: F.cross_entropy(out.reshape(-1, out.shape[-1]), y.reshape(-1))
+    else:
+        raise SystemExit(f"error: unknown model {name!r}: use tinycnn, resnet18 or nanogpt")
+    data = [(torch.randn(batch, 3, size, size), torch.randint(0, 10, (batch,))) for _ in range(steps + 1)]
+    return model, data, F.cross_entropy
+
+
+def _measure(device: str, backend: str, model_name: str, steps: int, batch: int, size: int, tol: float,
+             lr: float) -> dict:
+    torch._dynamo.reset()
+    model, data, loss_fn = _model_and_data(model_name, steps, batch, size)
+    eager = model.to(device)
     comp_model = copy.deepcopy(eager)
     compiled = torch.compile(comp_model, backend=backend)
-    opt_e = torch.optim.SGD(eager.parameters(), lr=0.05)
-    opt_c = torch.optim.SGD(comp_model.parameters(), lr=0.05)
-    data = [(torch.randn(batch, 3, size, size).to(device), torch.randint(0, 10, (batch,)).to(device))
-            for _ in range(steps + 1)]
+    opt_e = torch.optim.SGD(eager.parameters(), lr=lr)
+    opt_c = torch.optim.SGD(comp_model.parameters(), lr=lr)
+    data = [(x.to(device), y.to(device)) for x, y in data]
 
     def step(model, opt, x, y) -> tuple[float, float]:
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        loss = torch.nn.functional.cross_entropy(model(x), y)
+        loss = loss_fn(model(x), y)
         loss.backward()
         opt.step()
         value = loss.item()
         return time.perf_counter() - t0, value
 
-    times_e, times_c = [], []
+    times_e, times_c, losses_e, losses_c = [], [], [], []
     warm_c, lc = step(compiled, opt_c, *data[0])
     warm_e, le = step(eager, opt_e, *data[0])
-    loss_diff = abs(le - lc)
+    losses_e.append(le)
+    losses_c.append(lc)
     for x, y in data[1:]:
         tc, lc = step(compiled, opt_c, x, y)
         te, le = step(eager, opt_e, x, y)
         times_c.append(tc)
         times_e.append(te)
-        loss_diff = max(loss_diff, abs(le - lc))
+        losses_e.append(le)
+        losses_c.append(lc)
+    loss_diff = max(abs(a - b) for a, b in zip(losses_e, losses_c))
     param_diff = max((a - b).abs().max().item() for a, b in zip(eager.parameters(), comp_model.parameters()))
     med_e, med_c = statistics.median(times_e), statistics.median(times_c)
-    return {"device": device, "backend": backend, "first_compiled_step_s": round(warm_c, 2),
+    return {"model": model_name, "device": device, "backend": backend, "compile_s": round(warm_c - warm_e, 2),
+            "first_compiled_step_s": round(warm_c, 2),
             "eager_step_ms": round(med_e * 1e3, 2), "compiled_step_ms": round(med_c * 1e3, 2),
             "ratio_compiled_over_eager": round(med_c / med_e, 3), "max_loss_diff": loss_diff,
-            "max_param_diff": param_diff, "steps": steps, "batch": batch, "size": size}
+            "max_param_diff": param_diff, "tol": tol, "ok": loss_diff <= tol,
+            "losses_eager": [round(v, 6) for v in losses_e], "losses_compiled": [round(v, 6) for v in losses_c],
+            "steps": steps + 1, "batch": batch, "size": size, "lr": lr}
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--steps", type=int, default=6)
+    ap.add_argument("--steps", type=int, default=6, help="timed steps after the warm-up step")
     ap.add_argument("--batch", type=int, default=8)
-    ap.add_argument("--size", type=int, default=32)
+    ap.add_argument("--size", type=int, default=32, help="image side for tinycnn / resnet18")
+    ap.add_argument("--models", default="tinycnn")
+    ap.add_argument("--lr", type=float, default=0.01, help="SGD learning rate (small: a chaotic trajectory "
+                    "amplifies rounding differences)")
+    ap.add_argument("--tol", type=float, default=1e-4, help="max |loss diff| eager vs compiled to call it ok")
     ap.add_argument("--backends", default="inductor,aot_eager")
     ap.add_argument("--devices", default="cpu,npu")
     ap.add_argument("--json", default=None)
@@ -78,17 +152,22 @@ def main(argv: list[str] | None = None) -> int:
             import torchport.emulate as emulate
 
             emulate.install()
-        for backend in args.backends.split(","):
-            row = _measure(device, backend, args.steps, args.batch, args.size)
-            rows.append(row)
-            print(f"{device:4} {backend:10} first compiled step {row['first_compiled_step_s']:7.2f} s   "
-                  f"eager {row['eager_step_ms']:8.2f} ms  compiled {row['compiled_step_ms']:8.2f} ms  "
-                  f"ratio {row['ratio_compiled_over_eager']:.3f}   max |loss diff| {row['max_loss_diff']:.2e}  "
-                  f"max |param diff| {row['max_param_diff']:.2e}", flush=True)
+        for model_name in args.models.split(","):
+            for backend in args.backends.split(","):
+                row = _measure(device, backend, model_name, args.steps, args.batch, args.size, args.tol,
+                               args.lr)
+                rows.append(row)
+                print(f"{model_name:8} {device:4} {backend:10} compile {row['compile_s']:7.2f} s   "
+                      f"eager {row['eager_step_ms']:8.2f} ms  compiled {row['compiled_step_ms']:8.2f} ms  "
+                      f"ratio {row['ratio_compiled_over_eager']:.3f}   max |loss diff| {row['max_loss_diff']:.2e} "
+                      f"({'ok' if row['ok'] else 'OVER'} tol {args.tol:g})  "
+                      f"max |param diff| {row['max_param_diff']:.2e}", flush=True)
+                print(f"    losses eager    {' '.join(f'{v:.6f}' for v in row['losses_eager'])}", flush=True)
+                print(f"    losses compiled {' '.join(f'{v:.6f}' for v in row['losses_compiled'])}", flush=True)
     if args.json:
         with open(args.json, "w", encoding="utf-8") as fh:
             json.dump(rows, fh, indent=2)
-    return 0
+    return 0 if all(r["ok"] for r in rows) else 1
 
 
 if __name__ == "__main__":

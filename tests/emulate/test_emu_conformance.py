@@ -187,3 +187,35 @@ def test_fallback_warning_text_matches_torch_npu():
         data = z.read(lib)
     assert b"is not currently supported on the NPU backend and will fall back to run on the CPU." in data
     assert b"CAUTION: The operator '" in data
+
+
+#: the Python surfaces of torch_npu beside its ops: module -> the wheel file whose names it exports
+PYTHON_SURFACES = {"torch_npu.contrib": "torch_npu/contrib/__init__.py",
+                   "torch_npu.contrib.function": "torch_npu/contrib/function/__init__.py",
+                   "torch_npu.contrib.module": "torch_npu/contrib/module/__init__.py",
+                   "torch_npu.utils": "torch_npu/utils/__init__.py",
+                   "torch_npu.testing.decorator": "torch_npu/testing/decorator.py"}
+
+
+def wheel_python_names(wheel: Path) -> list[str]:
+    """``"module name"`` lines: each surface's ``__all__`` plus the public names its ``__init__`` imports from its
+    own submodules (what ``from torch_npu.contrib.module import X`` finds), or a plain file's public defs."""
+    lines = []
+    with zipfile.ZipFile(wheel) as z:
+        for module, path in PYTHON_SURFACES.items():
+            tree = ast.parse(z.read(path).decode("utf-8", "replace"))
+            names = set(RealTorchNpu._literal_all(tree))
+            for node in tree.body:
+                if isinstance(node, ast.ImportFrom) and node.level == 1:
+                    names |= {a.asname or a.name for a in node.names}
+                elif isinstance(node, (ast.FunctionDef, ast.ClassDef)) and path.endswith("decorator.py"):
+                    names.add(node.name)
+            lines += [f"{module} {n}" for n in sorted(names) if not n.startswith("_")]
+    return lines
+
+
+def test_python_surface_list_is_the_wheels():
+    """data/torch_npu_2_14_0_python_names.txt (what the stand-in is checked against) is the wheel's own list."""
+    text = (ROOT / "src/torchport/emulate/data/torch_npu_2_14_0_python_names.txt").read_text()
+    ours = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.startswith("#")]
+    assert sorted(ours) == sorted(wheel_python_names(WHEEL))

@@ -51,6 +51,8 @@ class BenchConfig:
         device: ``auto``, a backend name or ``name:index`` (None: ``TORCHPORT_DEVICE`` / auto).
         require_accelerator: refuse a CPU run (None: ``TORCHPORT_REQUIRE_ACCELERATOR``).
         lr: SGD learning rate (momentum 0.9).
+        compile: ``torch.compile`` the model with the backend's compiler; its first step (the compile) is
+            timed apart as warm-up (``compile_s``) and is never in a window.
     """
 
     workload: Workload = dataclasses.field(default_factory=Workload)
@@ -61,6 +63,7 @@ class BenchConfig:
     device: str | None = None
     require_accelerator: bool | None = None
     lr: float = 0.01
+    compile: bool = False
 
     def __post_init__(self) -> None:
         self.precisions = tuple(p.strip().lower() for p in self.precisions if p.strip())
@@ -84,6 +87,8 @@ class PrecisionResult:
     peak_memory_bytes: int | None
     baseline_memory_bytes: int | None = None
     skipped_steps: int = 0
+    compile_s: float | None = None      # compile: the first (compiling) step, warm-up
+    compile_backend: str | None = None
 
     @property
     def ms_per_batch(self) -> float:
@@ -112,6 +117,8 @@ class PrecisionResult:
             "images_per_s_max": self.batch * 1000.0 / min(self.windows_ms),
             "spread_pct": self.spread_pct,
             "skipped_steps": self.skipped_steps,
+            "compile_s": self.compile_s,
+            "compile_backend": self.compile_backend,
         }
 
 
@@ -187,6 +194,7 @@ class BenchReport:
                 "steps_per_window": cfg.steps_per_window,
                 "warmup": cfg.warmup,
                 "lr": cfg.lr,
+                "compile": cfg.compile,
             },
             "results": {k: v.to_dict() for k, v in self.results.items()},
             "comparison": comparison,
@@ -221,7 +229,8 @@ def _bench_one(label: str, cfg: BenchConfig, target: Any, data: Any, classes: in
     import torch
 
     from torchport.runtime.amp import Amp
-    from torchport.runtime.step import train_step
+    from torchport.runtime.step import (compile_backend_name, compile_line, compile_model, timed_warmup_step,
+                                        train_step)
     from torchport.runtime.memory import empty_cache, memory_stats, reset_peak_memory, synchronize
 
     wl = cfg.workload
@@ -238,9 +247,16 @@ def _bench_one(label: str, cfg: BenchConfig, target: Any, data: Any, classes: in
     amp = Amp(precision, target)
     batches = cycle(data)
 
-    def step() -> None:
-        train_step(model, next(batches), optimizer, amp, loss_fn, device=target.device, channels_last=wl.channels_last)
+    run_model = compile_model(model, target) if cfg.compile else model
 
+    def step() -> None:
+        train_step(run_model, next(batches), optimizer, amp, loss_fn, device=target.device,
+                   channels_last=wl.channels_last)
+
+    compile_s = None
+    if cfg.compile:   # the first step compiles: warm-up, timed apart, on top of cfg.warmup
+        compile_s = timed_warmup_step(step, target)
+        progress(f"{label} ({precision}): " + compile_line(compile_s, compile_backend_name(target)))
     progress(f"{label} ({precision}): {cfg.warmup} warm-up steps")
     for _ in range(cfg.warmup):
         step()
@@ -256,7 +272,8 @@ def _bench_one(label: str, cfg: BenchConfig, target: Any, data: Any, classes: in
     peak = memory_stats(target)["peak_bytes"]
     result = PrecisionResult(label=label, precision=precision, batch=wl.batch, windows_ms=windows_ms,
                              peak_memory_bytes=peak, baseline_memory_bytes=baseline,
-                             skipped_steps=amp.skipped_steps)
+                             skipped_steps=amp.skipped_steps, compile_s=compile_s,
+                             compile_backend=compile_backend_name(target) if cfg.compile else None)
     return result  # model and optimizer die here; the next precision collects them before it starts
 
 

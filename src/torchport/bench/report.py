@@ -115,6 +115,12 @@ def print_bench(report: Mapping[str, Any], console: Any = None) -> None:
     console.print(f"median of {s.get('windows', '?')} windows x {s.get('steps_per_window', '?')} steps, "
                   f"{s.get('warmup', '?')} warm-up steps excluded; spread = half the (slowest - fastest) window range",
                   style="dim")
+    for label, res in report["results"].items():
+        if res.get("compile_s") is not None:
+            from torchport.runtime.step import compile_line
+
+            console.print(f"{label}: " + compile_line(res["compile_s"], res.get("compile_backend")),
+                          highlight=False, markup=False)
     pol = report.get("precision_policy") or {}
     if pol.get("auto"):
         console.print(f"precision policy: auto = {pol['auto']} on {report['device']}"

@@ -52,6 +52,8 @@ def register(app: typer.Typer) -> None:
         json_out: Optional[Path] = json_option("the results (per precision, device, settings)"),
         png: Optional[Path] = typer.Option(None, "--png", metavar="FILE", help="Write a bar chart."),
         quiet: bool = typer.Option(False, "--quiet", "-q", help="No per-window progress lines."),
+        compile_model: bool = typer.Option(False, "--compile", help="torch.compile the model with the backend's "
+                                           "compiler; the first (compiling) step is warm-up, reported as 'compile: X s'."),
         batch: Optional[int] = alias("--batch"),
         size: Optional[int] = alias("--size"),
         classes: Optional[int] = alias("--classes"),
@@ -90,6 +92,7 @@ def register(app: typer.Typer) -> None:
                 warmup=warmup if warmup is not None else p.warmup,
                 device=device_arg(device),
                 require_accelerator=require_accelerator,
+                compile=compile_model,
             )
             report = run_bench(cfg, progress=None if quiet else (lambda m: console.print(m, style="dim")))
         except (ConfigError, BackendUnavailable, UnknownBackendError) as exc:

@@ -47,6 +47,9 @@ def register(app: typer.Typer) -> None:
                                               "write them to FILE (.json, .html or text by suffix; '-' = print)."),
         json_out: Optional[Path] = json_option("per-phase seconds, fractions and the dominant phase"),
         png: Optional[Path] = typer.Option(None, "--png", metavar="FILE", help="Write a stacked bar chart of the phases."),
+        compile_model: Optional[bool] = typer.Option(None, "--compile", help="torch.compile the model with the "
+                                                     "backend's compiler; the first (compiling) step is warm-up, "
+                                                     "reported as 'compile: X s'."),
         batch: Optional[int] = alias("--batch"),
         size: Optional[int] = alias("--size"),
         classes: Optional[int] = alias("--classes"),
@@ -80,7 +83,7 @@ def register(app: typer.Typer) -> None:
                 num_classes=num_classes, precision=precision, data=data, workers=workers, slow_data_ms=slow_data_ms,
                 channels_last=channels_last, steps=steps, warmup=warmup, device=device_arg(device),
                 free_steps=free_steps, trace=str(trace) if trace else None, trace_steps=trace_steps,
-                require_accelerator=require_accelerator,
+                require_accelerator=require_accelerator, compile=compile_model,
             )
             if hazards is not None and hazards != "-":
                 from torchport._json import check_writable

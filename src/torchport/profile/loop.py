@@ -43,6 +43,8 @@ class ProfileConfig:
         trace_steps: steps in the trace.
         free_steps: extra free-running steps to measure the profiler's sync overhead (0: skip).
         lr: SGD learning rate (momentum 0.9).
+        compile: ``torch.compile`` the model with the backend's compiler; its first step (the compile) runs
+            before the warm-up steps, timed apart (``settings["compile_s"]``), never in the profile.
     """
 
     workload: Workload = dataclasses.field(default_factory=Workload)
@@ -55,6 +57,7 @@ class ProfileConfig:
     trace_steps: int = 3
     free_steps: int = 3
     lr: float = 0.01
+    compile: bool = False
 
     def __post_init__(self) -> None:
         if self.steps < 1:
@@ -153,7 +156,17 @@ def run_profile(config: ProfileConfig) -> ProfileResult:
         "warmup": config.warmup,
         "torch": torch.__version__,
     }
-    return profile_loop(model, loader, optimizer, torch.nn.CrossEntropyLoss(), steps=config.steps,
+    run_model = model
+    if config.compile:   # the compiling first step: warm-up, timed apart, on top of config.warmup
+        from torchport.runtime.step import compile_backend_name, compile_model, timed_warmup_step, train_step
+
+        run_model = compile_model(model, target)
+        batch = next(iter(loader))
+        settings["compile_s"] = round(timed_warmup_step(
+            lambda: train_step(run_model, batch, optimizer, amp, torch.nn.CrossEntropyLoss(), device=target.device,
+                               channels_last=wl.channels_last), target), 3)
+        settings["compile_backend"] = compile_backend_name(target)
+    return profile_loop(run_model, loader, optimizer, torch.nn.CrossEntropyLoss(), steps=config.steps,
                         warmup=config.warmup, amp=amp, target=target, channels_last=wl.channels_last,
                         trace_dir=config.trace_dir, trace_steps=config.trace_steps,
                         free_steps=config.free_steps, settings=settings)

@@ -45,6 +45,11 @@ def print_profile(result: ProfileResult, console: Any = None) -> None:
     console.print(table)
     if result.description:
         console.print(f"workload: {escape(result.description)}")
+    if result.settings.get("compile_s") is not None:
+        from torchport.runtime.step import compile_line
+
+        console.print(compile_line(result.settings["compile_s"], result.settings.get("compile_backend")),
+                      markup=False, highlight=False)
     console.print(f"[bold]dominant term: {a.dominant} ({a.dominant_phase}) -> {a.verdict}[/bold] "
                   f"({a.fraction * 100:.0f}% of the step)")
     for tip in a.advice:

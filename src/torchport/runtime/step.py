@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Callable, ContextManager
 
-__all__ = ["train_step"]
+__all__ = ["train_step", "compile_model", "timed_warmup_step", "compile_backend_name", "compile_line"]
 
 
 def _no_phase(name: str) -> ContextManager[None]:
@@ -57,3 +57,45 @@ def train_step(model: Any, batch: Any, optimizer: Any, amp: Any, loss_fn: Callab
         stepped = amp.step(optimizer, clip_grad_norm=clip_grad_norm)
         optimizer.zero_grad(set_to_none=True)
     return loss, stepped
+
+
+def compile_model(model: Any, target: Any) -> Any:
+    """``torch.compile(model)`` with the backend's compiler (``target.backend.compile_backend``).
+
+    Raises:
+        ConfigError: the backend has no ``torch.compile`` backend (one line: run without --compile).
+    """
+    import torch
+
+    from torchport.errors import ConfigError
+
+    backend = target.backend.compile_backend
+    if backend is None:
+        raise ConfigError(f"--compile: backend {target.backend.label!r} has no torch.compile backend; "
+                          "run without --compile")
+    return torch.compile(model, backend=backend)
+
+
+def timed_warmup_step(step: Callable[[], Any], target: Any) -> float:
+    """Run ``step`` once between device syncs and return its seconds: the first step of a compiled model is
+    its compile (Dynamo traces, the backend compiles forward and backward), counted as warm-up by its callers."""
+    import time
+
+    from torchport.runtime.memory import synchronize
+
+    synchronize(target)
+    t0 = time.perf_counter()
+    step()
+    synchronize(target)
+    return time.perf_counter() - t0
+
+
+def compile_backend_name(target: Any) -> str:
+    """The backend's ``torch.compile`` backend, as a name (``"inductor"``; a callable's ``__name__``)."""
+    backend = target.backend.compile_backend
+    return str(getattr(backend, "__name__", None) or backend)
+
+
+def compile_line(seconds: float, backend: Any) -> str:
+    """The line bench, profile and the trainer print for a compiled run's first step."""
+    return f"compile: {seconds:.2f} s (backend {backend}; first step, warm-up: not in the timings)"

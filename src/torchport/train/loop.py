@@ -48,6 +48,7 @@ class TrainResult:
     last_checkpoint: str | None
     best_val_top1: float | None = None    # over every epoch of the run dir (resumed runs included)
     stopped: str | None = None            # "SIGTERM" / "SIGINT" when a signal stopped the run early
+    compile_s: float | None = None        # --compile: the first step's seconds (compile), warm-up: not in images/s
 
 
 def train(cfg: TrainConfig, *, callbacks: Sequence[Callable[..., None]] = ()) -> TrainResult:
@@ -90,6 +91,7 @@ def _train(cfg: TrainConfig, stop, callbacks: Sequence[Callable[..., None]]) -> 
     from torchport.train.metrics import MetricsLogger, ProgressDisplay
     from torchport.train.models import check_model_name
     from torchport.train.rundir import checkpoint_dir_for, prepare_run_dir
+    from torchport.runtime.step import compile_backend_name, compile_line, compile_model
     from torchport.train.stop import resume_command
     from torchport.train.strategy import strategy_for
 
@@ -156,11 +158,7 @@ def _train(cfg: TrainConfig, stop, callbacks: Sequence[Callable[..., None]]) -> 
     # ---- 5. Optionally compile ------------------------------------------------------------------------
     train_model = wrapped
     if cfg.compile:
-        backend = target.backend.compile_backend
-        if backend is None:
-            raise ConfigError(f"--compile: backend {target.backend.label!r} has no torch.compile backend; "
-                              "run without --compile")
-        train_model = torch.compile(wrapped, backend=backend)
+        train_model = compile_model(wrapped, target)
 
     run = _Run(cfg=cfg, target=target, world=world, main=main, run_dir=run_dir, log=log, ui=ui, manager=manager,
                strategy=strategy, inputs=inputs, model=model, optimizer=optimizer, scheduler=scheduler, amp=amp,
@@ -173,6 +171,7 @@ def _train(cfg: TrainConfig, stop, callbacks: Sequence[Callable[..., None]]) -> 
     total_bad, last_ckpt, epochs_completed = 0, None, start_epoch
     meter = _Meter(target.device)
     halted = False      # a stop signal reached some rank: every rank agreed to stop after the same step
+    compile_s = None    # --compile: the first step of this process compiles; it is warm-up (see _Meter.warm_up)
     for epoch in range(start_epoch, cfg.epochs):
         halted = halted or _stop_agreed(stop, target)   # a signal during start-up or the last evaluation
         if step >= total_steps or halted:
@@ -222,6 +221,12 @@ def _train(cfg: TrainConfig, stop, callbacks: Sequence[Callable[..., None]]) -> 
             epoch_steps += 1
             meter.add_step(step_loss)
             step_loss = torch.zeros((), device=target.device)
+            if cfg.compile and compile_s is None:
+                compile_s = meter.warm_up()
+                log.write("compile", step=step, backend=compile_backend_name(target),
+                          seconds=round(compile_s, 2))
+                if main:
+                    ui.print(compile_line(compile_s, compile_backend_name(target)))
             step_in_epoch = micro // cfg.accum_steps
             ui.tick(step_in_epoch)
             for callback in callbacks:
@@ -238,8 +243,8 @@ def _train(cfg: TrainConfig, stop, callbacks: Sequence[Callable[..., None]]) -> 
                 eta = (total_steps - step) * seconds / meter.steps
                 ips = meter.close_window(world, seconds)
                 log.write("step", step=step, epoch=epoch, loss=mean_loss, lr=optimizer.param_groups[0]["lr"],
-                          images_per_s=round(ips, 1), loss_scale=_scale(amp))
-                ui.update(step_in_epoch, steps_per_epoch, loss=mean_loss, ips=ips, eta_s=eta)
+                          images_per_s=round(ips, 1) if ips is not None else None, loss_scale=_scale(amp))
+                ui.update(step_in_epoch, steps_per_epoch, loss=mean_loss, ips=ips or 0.0, eta_s=eta)
 
             save_now = (cfg.checkpoint_every and step % cfg.checkpoint_every == 0) or halted   # halted: a stop signal
             if save_now and step_in_epoch < steps_per_epoch:
@@ -262,10 +267,10 @@ def _train(cfg: TrainConfig, stop, callbacks: Sequence[Callable[..., None]]) -> 
         total_bad += bad_count
         last = {"train_loss": epoch_loss_sum / max(1, epoch_steps), "val_loss": val["loss"],
                 "val_top1": val["top1"], "val_top5": val["top5"]}
+        epoch_ips = meter.epoch_images / max(epoch_time - meter.epoch_warmup_s, 1e-9)   # warm-up excluded
         log.write("epoch", epoch=epoch, step=step, **last, lr=optimizer.param_groups[0]["lr"],
-                  images_per_s=round(meter.epoch_images / max(epoch_time, 1e-9), 1), epoch_time_s=round(epoch_time, 2),
-                  bad_files=bad_count)
-        ui.print(_epoch_line(epoch, cfg.epochs, last, meter.epoch_images / max(epoch_time, 1e-9), epoch_time))
+                  images_per_s=round(epoch_ips, 1), epoch_time_s=round(epoch_time, 2), bad_files=bad_count)
+        ui.print(_epoch_line(epoch, cfg.epochs, last, epoch_ips, epoch_time))
         if bad_count or inputs.skipped_files:
             _report_bad(ui, log, epoch, [str(r) for _, r in new_bad], bad_count, inputs.skipped_files)
         # A max_steps stop mid-epoch is saved as "not done", so a longer resumed run continues the epoch.
@@ -284,6 +289,7 @@ def _train(cfg: TrainConfig, stop, callbacks: Sequence[Callable[..., None]]) -> 
         wall_s=round(time.time() - t_start, 1), bad_files=total_bad,
         resumed_from=str(resume_path) if resume_path else None,
         last_checkpoint=str(last_ckpt) if last_ckpt else (str(manager.latest()) if manager.latest() else None),
+        compile_s=round(compile_s, 2) if compile_s is not None else None,
     )
     result.stopped = stop.requested if halted else None
     if main:
@@ -434,12 +440,24 @@ class _Meter:
         self.steps = self.images = 0
         self.t0 = self.t_epoch = time.perf_counter()
         self.epoch_images, self.total_images, self.total_time = 0, 0, 0.0
+        self.epoch_warmup_s = 0.0
 
     def start_epoch(self) -> None:
         """Begin an epoch (and a fresh window)."""
         self.loss.zero_()
         self.steps = self.images = self.epoch_images = 0
+        self.epoch_warmup_s = 0.0
         self.t0 = self.t_epoch = time.perf_counter()
+
+    def warm_up(self) -> float:
+        """The window so far (the first compiled step: compile time) is warm-up: its seconds and images leave
+        the throughput figures (its loss stays in the window). Syncs the device; returns the seconds."""
+        self.loss.item()
+        now = time.perf_counter()
+        seconds = now - self.t0
+        self.images, self.t0 = 0, now
+        self.epoch_warmup_s += seconds
+        return seconds
 
     def add_step(self, step_loss: Any) -> None:
         """Count one optimizer step and its (device-side) loss."""
@@ -450,8 +468,9 @@ class _Meter:
         """``(mean loss per step on this rank, seconds since the window began)`` -- syncs the device."""
         return self.loss.item() / max(1, self.steps), time.perf_counter() - self.t0
 
-    def close_window(self, world: int, seconds: float) -> float:
-        """Add the window to the totals and start the next; returns images/s over all ranks."""
+    def close_window(self, world: int, seconds: float) -> float | None:
+        """Add the window to the totals and start the next; returns images/s over all ranks (None for a window
+        that held only the warm-up step)."""
         images = self.images * world
         self.epoch_images += images
         self.total_images += images
@@ -459,7 +478,7 @@ class _Meter:
         self.loss.zero_()
         self.steps = self.images = 0
         self.t0 = time.perf_counter()
-        return images / max(seconds, 1e-9)
+        return images / max(seconds, 1e-9) if images else None
 
 
 def _scale(amp) -> float | None:

@@ -75,10 +75,19 @@ def uninstall() -> None:
 
 def coverage_rows(scan: dict) -> list:
     """One row per name the scanned code uses: (name, uses, receivers, status, family, backward, note)."""
+    import torch_npu.contrib as contrib
+
     rows = []
     for name, entry in scan["names"].items():
         receivers = ", ".join(sorted(entry["receivers"]))
-        if name in OPS:
+        via_contrib = all(r.startswith("torch_npu.contrib") for r in entry["receivers"])
+        if via_contrib and hasattr(contrib.function, name):   # torch_npu.contrib[.function].<name>: the Python helper
+            refused = getattr(getattr(contrib.function, name), "__torchport_refused__", False)
+            rows.append((name, entry["count"], receivers, "refused in one line" if refused else "emulated",
+                         "contrib.function", "" if refused else "autograd through its ops",
+                         "torch_npu/contrib/function: needs the card's fused BERT kernels" if refused else
+                         "torch_npu/contrib/function's logic over the emulated ops"))
+        elif name in OPS:
             o = OPS[name]
             rows.append((name, entry["count"], receivers, "emulated", o.family,
                          "yes" if o.backward else "no (card has none)", o.note))

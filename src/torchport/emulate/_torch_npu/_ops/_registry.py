@@ -15,7 +15,7 @@ from typing import Callable
 
 import torch
 
-__all__ = ["Op", "op", "OPS", "wheel_ops", "has_card_backward", "refusal", "NotEmulated"]
+__all__ = ["Op", "op", "OPS", "wheel_ops", "python_names", "has_card_backward", "refusal", "NotEmulated"]
 
 _DATA = Path(__file__).resolve().parents[2] / "data" / "torch_npu_2_14_0_custom_ops.txt"
 
@@ -97,13 +97,23 @@ def has_card_backward(name: str) -> bool:
     return f"{name}_backward" in ops or f"{name}_grad" in ops
 
 
-def refusal(name: str) -> Callable:
-    """A callable for a wheel op that is not emulated: it raises one line naming it."""
+def refusal(name: str, where: str = "torch_npu", why: str = "torchport's emulated NPU has no composition for it; "
+            "see docs/emulator.md, 'torch_npu custom ops'") -> Callable:
+    """A callable for a name of the wheel that is not emulated: it raises one line naming ``where.name``."""
     def not_emulated(*args, **kwargs):
-        raise NotEmulated(f"torch_npu.{name} is not emulated (torchport's emulated NPU has no composition for it; "
-                          f"see docs/emulator.md, 'torch_npu custom ops')")
+        raise NotEmulated(f"{where}.{name} is not emulated ({why})")
     not_emulated.__name__ = name
     not_emulated.__qualname__ = name
     not_emulated.__torchport_emulated__ = True
     not_emulated.__torchport_refused__ = True
     return not_emulated
+
+
+_PYTHON_NAMES = _DATA.with_name("torch_npu_2_14_0_python_names.txt")
+
+
+@functools.lru_cache(maxsize=1)
+def python_names() -> tuple:
+    """``"module name"`` entries of torch_npu 2.14.0's Python surfaces beside its ops (contrib, contrib.function,
+    contrib.module, utils, testing.decorator), from ``data/torch_npu_2_14_0_python_names.txt``."""
+    return tuple(ln.strip() for ln in _PYTHON_NAMES.read_text().splitlines() if ln.strip() and not ln.startswith("#"))

@@ -4,6 +4,8 @@ Boxes are ``(x1, y1, x2, y2)`` unless stated."""
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from ._registry import op
@@ -47,19 +49,55 @@ def _xyxy(b: torch.Tensor, trans: bool) -> torch.Tensor:
     return torch.stack([b[0] - b[2] / 2, b[1] - b[3] / 2, b[0] + b[2] / 2, b[1] + b[3] / 2])
 
 
-@op(note="is_cross=True and mode=1 (IoF) raise")
-def npu_giou(self, gtboxes, trans=False, is_cross=False, mode=0):
-    """GIoU of aligned (4, n) boxes: ``iou - (enclosing - union) / enclosing`` (eps 1e-10), shape ``[n, 1]``."""
+def _aligned(name, self, gtboxes, trans, is_cross, mode):
+    """(p, g, inter, union, enclosing corners) of aligned (4, n) boxes; is_cross / IoF are not emulated."""
     if is_cross or int(mode) != 0:
-        raise RuntimeError("torch_npu.npu_giou: only is_cross=False, mode=0 are emulated")
+        raise RuntimeError(f"torch_npu.{name}: only is_cross=False, mode=0 are emulated")
     p, g = _xyxy(self.float(), trans), _xyxy(gtboxes.float(), trans)
-    eps = 1e-10
     iw = (torch.min(p[2], g[2]) - torch.max(p[0], g[0])).clamp(min=0)
     ih = (torch.min(p[3], g[3]) - torch.max(p[1], g[1])).clamp(min=0)
     inter = iw * ih
-    union = (p[2] - p[0]) * (p[3] - p[1]) + (g[2] - g[0]) * (g[3] - g[1]) - inter + eps
-    c = (torch.max(p[2], g[2]) - torch.min(p[0], g[0])) * (torch.max(p[3], g[3]) - torch.min(p[1], g[1])) + eps
+    union = (p[2] - p[0]) * (p[3] - p[1]) + (g[2] - g[0]) * (g[3] - g[1]) - inter
+    cw = torch.max(p[2], g[2]) - torch.min(p[0], g[0])
+    ch = torch.max(p[3], g[3]) - torch.min(p[1], g[1])
+    return p, g, inter, union, cw, ch
+
+
+@op(note="is_cross=True and mode=1 (IoF) raise")
+def npu_giou(self, gtboxes, trans=False, is_cross=False, mode=0):
+    """GIoU of aligned (4, n) boxes: ``iou - (enclosing - union) / enclosing`` (eps 1e-10), shape ``[n, 1]``."""
+    _, _, inter, union, cw, ch = _aligned("npu_giou", self, gtboxes, trans, is_cross, mode)
+    eps = 1e-10
+    union, c = union + eps, cw * ch + eps
     return (inter / union - (c - union) / c).reshape(-1, 1).to(self.dtype)
+
+
+def _diou(name, self, gtboxes, trans, is_cross, mode):
+    p, g, inter, union, cw, ch = _aligned(name, self, gtboxes, trans, is_cross, mode)
+    eps = 1e-9
+    iou = inter / (union + eps)
+    rho2 = ((p[0] + p[2] - g[0] - g[2]) ** 2 + (p[1] + p[3] - g[1] - g[3]) ** 2) / 4
+    return p, g, iou, iou - rho2 / (cw ** 2 + ch ** 2 + eps)
+
+
+@op(note="the DIoU value (IoU - centre distance^2 / enclosing diagonal^2, eps 1e-9), shape [1, n]; "
+         "is_cross=True and mode=1 (IoF) raise")
+def npu_diou(self, gtboxes, trans=False, is_cross=False, mode=0):
+    """DIoU of aligned (4, n) boxes, shape ``[1, n]``."""
+    return _diou("npu_diou", self, gtboxes, trans, is_cross, mode)[3].reshape(1, -1).to(self.dtype)
+
+
+@op(note="the CIoU value (DIoU - alpha v, v = 4/pi^2 (atan(w_g/h_g) - atan(w_p/h_p))^2), shape [1, n]; "
+         "is_cross=True and mode=1 (IoF) raise")
+def npu_ciou(self, gtboxes, trans=False, is_cross=True, mode=0, atan_sub_flag=False):
+    """CIoU of aligned (4, n) boxes, shape ``[1, n]`` (``atan_sub_flag`` only concerns the card's backward)."""
+    p, g, iou, diou = _diou("npu_ciou", self, gtboxes, trans, is_cross, mode)
+    eps = 1e-9
+    v = (4 / math.pi ** 2) * (torch.atan((g[2] - g[0]) / (g[3] - g[1] + eps))
+                              - torch.atan((p[2] - p[0]) / (p[3] - p[1] + eps))) ** 2
+    with torch.no_grad():
+        alpha = v / (1 - iou + v + eps)
+    return (diou - alpha * v).reshape(1, -1).to(self.dtype)
 
 
 @op(backward=False)
@@ -156,7 +194,8 @@ def npu_batch_nms(self, scores, score_threshold, iou_threshold, max_size_per_cla
     return out_b, out_s, out_c, out_n
 
 
-@op(note="roi_end_mode 0 = torchvision's aligned=False, 2 = aligned=True, 1 = end coordinates +1 (assumption)")
+@op(note="roi_end_mode 0 = torchvision's aligned=False, 2 and 3 = aligned=True (3: what contrib's ROIAlign(aligned=True) "
+         "passes), 1 = end coordinates +1 (assumption)")
 def npu_roi_align(self, rois, spatial_scale, pooled_height, pooled_width, sample_num, roi_end_mode):
     """RoIAlign over ``rois`` ``[K, 5]`` = (batch index, x1, y1, x2, y2): ``[K, C, pooled_h, pooled_w]``."""
     from torchvision.ops import roi_align
@@ -166,7 +205,7 @@ def npu_roi_align(self, rois, spatial_scale, pooled_height, pooled_width, sample
     if mode == 1:
         r = rois + rois.new_tensor([0.0, 0.0, 0.0, 1.0, 1.0]) / float(spatial_scale)
     return roi_align(self, r.to(self.dtype), (int(pooled_height), int(pooled_width)), float(spatial_scale),
-                     int(sample_num), aligned=mode == 2)
+                     int(sample_num), aligned=mode in (2, 3))
 
 
 @op(backward=False)

@@ -66,3 +66,13 @@ def npu_dropout_with_add_softmax(self, x1, alpha, prob, dim):
     mask = pack(_keep(s.shape, float(prob), s.device))
     out, _ = npu_dropout_do_mask(s, mask, prob)
     return mask, s, out
+
+
+@op(backward=True, note="the card's byte mask is internal here: a plain inverted dropout")
+def dropout_with_byte_mask(self, p=0.5, train=True):
+    """Inverted dropout (kept elements scaled by ``1 / (1 - p)``); identity when not training or ``p == 0``."""
+    if not train or p == 0:
+        return self.clone()
+    if p == 1:
+        return self * 0
+    return self * _keep(self.shape, p, self.device).to(self.dtype) / (1 - p)

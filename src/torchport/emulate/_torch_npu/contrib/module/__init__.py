@@ -1,0 +1,355 @@
+"""``torch_npu.contrib.module`` (emulated): torch_npu's ``nn.Module`` helpers.
+
+Composed from the emulated ops of ``torch_npu._ops`` (npu_roi_align, npu_one_hot,
+npu_softmax_cross_entropy_with_logits, npu_mish, npu_silu, npu_dropout_gen_mask / npu_dropout_do_mask,
+dropout_with_byte_mask) and plain torch modules, with the semantics of torch_npu 2.14.0's ``contrib/module``
+(read from the wheel; constructor arguments as there). The modules built on kernels that have no composition
+here (PS-RoI pooling, deformable convolution, fairseq's fused multi-head attention, the quantised matmul /
+conv family, the fused colour jitter) refuse in one line when constructed.
+
+The wheel's submodules (``deform_conv``, ``roi_align``, ``_ensemble_dropout`` ...) re-export their names from here.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import torch
+import torch.nn as nn
+
+import torch_npu
+
+from torch_npu._ops._registry import refusal
+
+__torchport_emulated__ = True
+__all__ = ["ChannelShuffle", "Prefetcher", "LabelSmoothingCrossEntropy", "ROIAlign", "ModulatedDeformConv", "DCNv2",
+           "Mish", "SiLU", "Swish", "BiLSTM", "PSROIPool", "NpuFairseqDropout", "NpuCachedDropout",
+           "NpuPreGenDropout", "MultiheadAttention", "FusedColorJitter", "NpuDropPath", "Focus", "FastBatchNorm1d",
+           "FastBatchNorm2d", "FastBatchNorm3d", "FastSyncBatchNorm", "LinearA8W8Quant", "LinearQuant",
+           "LinearWeightQuant", "DropoutWithByteMask", "QuantConv2d"]
+
+
+class ChannelShuffle(nn.Module):
+    """ShuffleNetV2's channel shuffle of ``cat([x1, x2], 1)``: channel ``g * group_len + j`` goes to
+    ``j * groups + g``; ``split_shuffle`` returns the two halves of the result."""
+
+    def __init__(self, in_channels, groups=2, split_shuffle=True):
+        super().__init__()
+        self.split_shuffle = split_shuffle
+        self.group_len = in_channels // groups
+        self.register_buffer("order", torch.arange(in_channels).reshape(groups, self.group_len).t().reshape(-1),
+                             persistent=False)
+
+    def forward(self, x1, x2):
+        x = torch.cat([x1, x2], dim=1)
+        order = self.order.to(x.device)
+        if not self.split_shuffle:
+            return x.index_select(1, order)
+        return x.index_select(1, order[:self.group_len]), x.index_select(1, order[self.group_len:])
+
+
+class Prefetcher:
+    """Loads the next ``(input, target)`` of ``loader`` onto the npu on a side stream; ``next()`` returns the
+    current pair (``(None, None)`` once the loader is exhausted)."""
+
+    def __init__(self, loader, stream=None):
+        self.loader = iter(loader)
+        self.stream = stream if stream is not None else torch.npu.Stream()
+        self.preload()
+
+    def preload(self):
+        try:
+            self.next_input, self.next_target = next(self.loader)
+        except StopIteration:
+            self.next_input = self.next_target = None
+            return
+        with torch.npu.stream(self.stream):
+            self.next_input = self.next_input.npu(non_blocking=True)
+            self.next_target = self.next_target.npu(non_blocking=True)
+
+    def next(self):
+        torch.npu.current_stream().wait_stream(self.stream)
+        pair = (self.next_input, self.next_target)
+        if self.next_target is not None:
+            self.preload()
+        return pair
+
+
+class LabelSmoothingCrossEntropy(nn.Module):
+    """Cross entropy against a smoothed one-hot target (``1 - smooth_factor`` on the class,
+    ``smooth_factor / (num_classes - 1)`` elsewhere), mean over the batch, in fp32."""
+
+    def __init__(self, num_classes=1000, smooth_factor=0.0):
+        super().__init__()
+        self.on_value = 1.0 - smooth_factor
+        self.off_value = 1.0 * smooth_factor / (num_classes - 1)
+
+    def forward(self, pred, target):
+        label = torch_npu.npu_one_hot(target.int(), -1, pred.size(1), self.on_value, self.off_value)
+        loss = torch_npu.npu_softmax_cross_entropy_with_logits(pred, label)
+        return torch.mean(loss, [0], keepdim=False, dtype=torch.float32)
+
+
+class ROIAlign(nn.Module):
+    """detectron2-style RoIAlign over ``rois`` ``[K, 5]`` (npu_roi_align; ``aligned`` shifts by half a pixel)."""
+
+    def __init__(self, output_size, spatial_scale, sampling_ratio, aligned=True):
+        super().__init__()
+        self.output_size = output_size
+        self.spatial_scale = spatial_scale
+        self.sampling_ratio = sampling_ratio
+        self.aligned = aligned
+
+    def forward(self, input_tensor, rois):
+        if rois.dim() != 2 or rois.size(1) != 5:
+            raise ValueError(f"torch_npu.contrib.module.ROIAlign: rois must be [K, 5], got {tuple(rois.shape)}")
+        size = torch.nn.modules.utils._pair(self.output_size)
+        return torch_npu.npu_roi_align(input_tensor.float(), rois, self.spatial_scale, size[0], size[1],
+                                       self.sampling_ratio, 3 if self.aligned else 0)
+
+    def __repr__(self):
+        return (f"{type(self).__name__}(output_size={self.output_size}, spatial_scale={self.spatial_scale}, "
+                f"sampling_ratio={self.sampling_ratio}, aligned={self.aligned})")
+
+
+class Mish(nn.Module):
+    """``x * tanh(softplus(x))`` (npu_mish)."""
+
+    def __init__(self):
+        super().__init__()
+        warnings.warn("torch_npu.contrib.module.Mish is deprecated. Please use torch.nn.Mish as a replacement.",
+                      FutureWarning)
+
+    def forward(self, x):
+        return torch_npu.npu_mish(x)
+
+
+class SiLU(nn.Module):
+    """``x * sigmoid(x)`` (npu_silu)."""
+
+    def __init__(self):
+        super().__init__()
+        warnings.warn("torch_npu.contrib.module.SiLU is deprecated. Please use torch.nn.SiLU as a replacement.",
+                      FutureWarning)
+
+    def forward(self, x):
+        return torch_npu.npu_silu(x)
+
+
+Swish = SiLU
+
+
+class BiLSTM(nn.Module):
+    """Two one-directional LSTMs, the second over the time-reversed input (time first), outputs concatenated."""
+
+    def __init__(self, input_size, hidden_size):
+        super().__init__()
+        warnings.warn("torch_npu.contrib.BiLSTM is deprecated. Please check the documentation for a replacement.",
+                      FutureWarning)
+        self.fw_rnn = nn.LSTM(input_size, hidden_size, bidirectional=False)
+        self.bw_rnn = nn.LSTM(input_size, hidden_size, bidirectional=False)
+
+    def forward(self, inputs):
+        fw, _ = self.fw_rnn(inputs)
+        bw, _ = self.bw_rnn(torch.flip(inputs, [0]))
+        return torch.cat((fw, torch.flip(bw, [0])), 2)
+
+
+class _MaskQueue:
+    """Pre-generated random draws for one (shape, dtype, device, p) key, as the card's ensemble dropout keeps."""
+
+    def __init__(self):
+        self.requests = 0
+        self.queue: list = []
+
+
+class NpuCachedDropout(nn.Dropout):
+    """Dropout with masks generated ahead (after each forward of the model passed to
+    :meth:`enable_dropout_ensemble`). As on the card, until a mask exists for a shape the input passes unchanged
+    (so without ``enable_dropout_ensemble`` no dropout is applied); a list ``[shape, dtype, device]`` asks for
+    the mask itself."""
+
+    task_dict: dict = {}
+    dropout_stream = None
+
+    def __init__(self, p, module_name=None):
+        super().__init__(p)
+        self.module_name = module_name
+
+    def forward(self, x):
+        if isinstance(x, torch.Tensor):
+            key, ret = (x.shape, x.dtype, x.device, self.p), x
+        elif isinstance(x, list):
+            key, ret = (x[0], x[1], x[2], self.p), None
+        else:
+            raise RuntimeError(f"torch_npu.contrib.module.NpuCachedDropout: input must be a tensor or "
+                               f"[shape, dtype, device], got {type(x).__name__}")
+        if self.p == 0:
+            return ret
+        task = NpuCachedDropout.task_dict.setdefault(key, _MaskQueue())
+        if not task.queue:
+            task.requests += 1
+            return ret
+        mask = task.queue.pop(0)
+        return torch_npu.npu_dropout_do_mask(x, mask, self.p)[0] if ret is not None else mask
+
+    @classmethod
+    def enable_dropout_ensemble(cls, model):
+        if cls.dropout_stream is None:
+            cls.dropout_stream = torch.npu.Stream()
+
+        def wait(module, inputs):
+            torch.npu.current_stream().wait_stream(cls.dropout_stream)
+
+        def refill(module, inputs, outputs):
+            for (shape, dtype, device, p), task in cls.task_dict.items():
+                while len(task.queue) < task.requests:
+                    task.queue.append(torch_npu.npu_dropout_gen_mask(shape, p=p, dtype=dtype, device=device))
+
+        model.register_forward_pre_hook(wait)
+        model.register_forward_hook(refill)
+
+
+NpuFairseqDropout = NpuCachedDropout
+
+
+class NpuPreGenDropout(nn.Dropout):
+    """torch_npu's pre-generated-mask dropout: here an ordinary dropout (the card's mask pool is a speed matter);
+    ``enable_dropout_ensemble`` is accepted."""
+
+    def __init__(self, p, module_name=None):
+        super().__init__(p)
+        self.module_name = module_name
+
+    @classmethod
+    def enable_dropout_ensemble(cls, model):
+        return None
+
+
+class NpuDropPath(nn.Module):
+    """Stochastic depth with random draws generated ahead (in a forward pre-hook of the model passed to
+    :meth:`enable_droppath_ensemble`); as on the card, until a draw exists for a shape the input passes unchanged.
+    A sample is kept with ``1 - drop_prob`` and scaled by its inverse."""
+
+    task_dict: dict = {}
+    droppath_stream = None
+
+    def __init__(self, drop_prob=None):
+        super().__init__()
+        self.drop_prob = drop_prob
+        self.keep_prob = 1 - drop_prob
+
+    def forward(self, x):
+        if self.drop_prob == 0.0 or not self.training:
+            return x
+        if not isinstance(x, torch.Tensor):
+            raise RuntimeError(f"torch_npu.contrib.module.NpuDropPath: input must be a tensor, got {type(x).__name__}")
+        task = NpuDropPath.task_dict.setdefault((x.shape, x.device, x.dtype, x.ndim), _MaskQueue())
+        if not task.queue:
+            task.requests += 1
+            return x
+        keep = (task.queue.pop(0) + self.keep_prob).floor_()
+        return x.div(self.keep_prob) * keep
+
+    @classmethod
+    def enable_droppath_ensemble(cls, model):
+        if cls.droppath_stream is None:
+            cls.droppath_stream = torch.npu.Stream()
+
+        def wait(module, inputs):
+            torch.npu.current_stream().wait_stream(cls.droppath_stream)
+
+        def refill(module, inputs):
+            with torch.npu.stream(cls.droppath_stream), torch.no_grad():
+                for (shape, device, dtype, ndim), task in cls.task_dict.items():
+                    while len(task.queue) < task.requests:
+                        task.queue.append(torch.rand((shape[0],) + (1,) * (ndim - 1), dtype=dtype, device=device))
+
+        model.register_forward_pre_hook(wait)
+        model.register_forward_pre_hook(refill)
+
+
+class _ConvBnAct(nn.Module):
+    def __init__(self, c1, c2, k=1, s=1, p=None, g=1, act=True):
+        super().__init__()
+        p = (k // 2 if isinstance(k, int) else [v // 2 for v in k]) if p is None else p
+        self.conv = nn.Conv2d(c1, c2, k, s, p, groups=g, bias=False)
+        self.bn = nn.BatchNorm2d(c2)
+        self.act = nn.LeakyReLU(0.1, inplace=True) if act else nn.Identity()
+
+    def forward(self, x):
+        return self.act(self.bn(self.conv(x)))
+
+
+class Focus(nn.Module):
+    """YOLOv5's Focus: the four pixel-phase slices of ``x`` stacked on channels, then conv-BN-LeakyReLU(0.1)."""
+
+    def __init__(self, c1, c2, k=1, s=1, p=None, g=1, act=True):
+        super().__init__()
+        self.conv = _ConvBnAct(c1 * 4, c2, k, s, p, g, act)
+
+    def forward(self, x):
+        return self.conv(torch.cat([x[..., ::2, ::2], x[..., 1::2, ::2], x[..., ::2, 1::2], x[..., 1::2, 1::2]], 1))
+
+
+class FastBatchNorm1d(nn.BatchNorm1d):
+    """BatchNorm1d (the card's variant keeps an int32 batch count; the arithmetic is the same)."""
+
+
+class FastBatchNorm2d(nn.BatchNorm2d):
+    """BatchNorm2d (the card's variant keeps an int32 batch count; the arithmetic is the same)."""
+
+
+class FastBatchNorm3d(nn.BatchNorm3d):
+    """BatchNorm3d (the card's variant keeps an int32 batch count; the arithmetic is the same)."""
+
+
+class FastSyncBatchNorm(nn.SyncBatchNorm):
+    """SyncBatchNorm (the card's variant keeps an int32 batch count; the arithmetic is the same)."""
+
+    def __init__(self, num_features, eps=1e-05, momentum=0.1, affine=True, track_running_stats=True,
+                 process_group=None, device=None, dtype=None):
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, process_group, device=device,
+                         dtype=dtype)
+
+
+class DropoutWithByteMask(nn.Module):
+    """Dropout through torch_npu.dropout_with_byte_mask."""
+
+    def __init__(self, p=0.5, inplace=False, max_seed=2 ** 10 - 1):
+        super().__init__()
+        if p < 0 or p > 1:
+            raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+        self.p = p
+        self.inplace = inplace
+
+    def forward(self, input1):
+        from torch_npu.contrib.function import dropout_with_byte_mask
+
+        return dropout_with_byte_mask(input1, self.p, self.training, self.inplace)
+
+
+def _refused_module(name: str, why: str):
+    refuse = refusal(name, "torch_npu.contrib.module", why)
+
+    def __init__(self, *args, **kwargs):
+        refuse()
+
+    cls = type(name, (nn.Module,), {"__init__": __init__, "__doc__": f"Not emulated: {why}.",
+                                    "__torchport_refused__": True, "__module__": __name__})
+    return cls
+
+
+PSROIPool = _refused_module("PSROIPool", "it runs torch_npu.npu_ps_roi_pooling, which has no composition here")
+ModulatedDeformConv = _refused_module("ModulatedDeformConv", "it runs torch_npu.npu_deformable_conv2d, which has "
+                                      "no composition here")
+DCNv2 = ModulatedDeformConv
+MultiheadAttention = _refused_module("MultiheadAttention", "it runs torch_npu.npu_multi_head_attention, which has no "
+                                     "composition here; use torch.nn.MultiheadAttention")
+FusedColorJitter = _refused_module("FusedColorJitter", "the card's fused image kernel; use "
+                                   "torchvision.transforms.ColorJitter")
+LinearA8W8Quant = _refused_module("LinearA8W8Quant", "it runs torch_npu.npu_quant_matmul (int8 inference)")
+LinearQuant = _refused_module("LinearQuant", "it runs torch_npu.npu_quant_matmul (int8 inference)")
+LinearWeightQuant = _refused_module("LinearWeightQuant", "it runs torch_npu.npu_weight_quant_batchmatmul "
+                                    "(quantised inference)")
+QuantConv2d = _refused_module("QuantConv2d", "it runs torch_npu.npu_quant_conv2d (int8 inference)")

@@ -1,0 +1,6 @@
+"""``torch_npu.contrib.module.fusedcolorjitter`` (emulated): the names torch_npu defines there, from the package."""
+
+from torch_npu.contrib.module import FusedColorJitter  # noqa: F401
+
+__torchport_emulated__ = True
+__all__ = ["FusedColorJitter"]

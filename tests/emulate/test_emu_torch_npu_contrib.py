@@ -1,0 +1,326 @@
+"""torch_npu's Python surfaces beside its ops on the emulated NPU: ``contrib.function``, ``contrib.module``,
+``utils.npu_combine_tensors`` ... and ``testing.decorator``. Every name of the wheel's list exists; each emulated
+one is checked against hand-computed values or the documented formula in plain CPU torch; the rest refuse in
+one line naming themselves."""
+
+from __future__ import annotations
+
+import importlib
+import math
+import warnings
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+#: names of the wheel's list that refuse (one line, "is not emulated"); every other name works (tests below)
+REFUSED = {"npu_fused_attention", "npu_fused_attention_with_layernorm", "PSROIPool", "ModulatedDeformConv", "DCNv2",
+           "MultiheadAttention", "FusedColorJitter", "LinearA8W8Quant", "LinearQuant", "LinearWeightQuant",
+           "QuantConv2d", "FlopsCounter", "set_thread_affinity", "reset_thread_affinity", "save_async",
+           "set_asd_loss_scale", "register_asd_hook"}
+
+
+@pytest.fixture
+def tnpu(emulated_npu):
+    import torch_npu
+
+    warnings.filterwarnings("ignore", category=FutureWarning)   # contrib's deprecation notes, as on the card
+    return torch_npu
+
+
+def _close(a, b, tol=1e-5):
+    torch.testing.assert_close(a.detach().cpu().float(), torch.as_tensor(b).detach().cpu().float(), atol=tol, rtol=tol)
+
+
+def test_every_name_of_the_wheels_list_exists_and_refused_ones_fail_in_one_line(tnpu):
+    from torch_npu._ops._registry import NotEmulated, python_names
+
+    entries = [e.split() for e in python_names()]
+    assert len(entries) > 90 and {m for m, _ in entries} == {
+        "torch_npu.contrib", "torch_npu.contrib.function", "torch_npu.contrib.module", "torch_npu.utils",
+        "torch_npu.testing.decorator"}
+    refused_seen = set()
+    for module, name in entries:
+        obj = getattr(importlib.import_module(module), name, None)
+        assert obj is not None, f"{module}.{name} missing from the stand-in"
+        if getattr(obj, "__torchport_refused__", False):
+            refused_seen.add(name)
+            with pytest.raises(NotEmulated) as exc:
+                obj()
+            msg = str(exc.value)
+            assert "\n" not in msg and f".{obj.__name__} is not emulated (" in msg and msg.startswith("torch_npu."), msg
+    assert refused_seen == REFUSED
+
+
+# --- contrib.function ---------------------------------------------------------------------------------------
+
+def test_iou_family(tnpu):
+    from torch_npu.contrib.function import npu_ciou, npu_diou, npu_giou, npu_iou, npu_ptiou
+
+    b1 = torch.tensor([[0.0, 0.0, 2.0, 2.0]])
+    b2 = torch.tensor([[1.0, 1.0, 3.0, 3.0], [0.0, 0.0, 2.0, 2.0]])
+    # overlap / (union + 0.001): 1 / 7.001 and 4 / 4.001; [len(boxes1), len(boxes2)]
+    _close(npu_ptiou(b1.npu(), b2.npu()), [[1 / 7.001, 4 / 4.001]])
+    _close(npu_iou(b1.npu(), b2.npu(), mode="iou"), [[1.001 / 7.001, 4.001 / 4.001]])
+    _close(npu_iou(b1.npu() / 100, b2.npu() / 100, is_normalized=True), [[1 / 7.001, 4 / 4.001]], 1e-4)
+    with pytest.raises(ValueError, match="mode must be 'iou' or 'ptiou'"):
+        npu_iou(b1.npu(), b2.npu(), mode="giou")
+    # (cx, cy, w, h): boxes (0,0)-(2,2) and (1,1)-(3,3): IoU 1/7, enclosing 9, centres 2 apart squared, diag^2 18
+    p, g = torch.tensor([[1.0, 1.0, 2.0, 2.0]]), torch.tensor([[2.0, 2.0, 2.0, 2.0]])
+    _close(npu_giou(p.npu(), g.npu()), [[1 / 7 - 2 / 9]])
+    _close(npu_diou(p.t().npu(), g.t().npu()), [[1 / 7 - 2 / 18]])
+    _close(npu_ciou(p.t().npu(), g.t().npu()), [[1 / 7 - 2 / 18]])        # same aspect: v = 0
+    # a wider gt: w/h 4/2 vs 2/2; CIoU = DIoU - alpha v, v = 4/pi^2 (atan 2 - atan 1)^2, alpha = v / (1 - IoU + v)
+    g2 = torch.tensor([[2.0, 1.0, 4.0, 2.0]])                               # (0,0)-(4,2): IoU 4/8, centres 1 apart
+    iou, diou = 0.5, 0.5 - 1 / 20
+    v = 4 / math.pi ** 2 * (math.atan(2) - math.atan(1)) ** 2
+    _close(npu_ciou(p.t().npu(), g2.t().npu()), [[diou - v / (1 - iou + v) * v]])
+    x = p.t().clone().npu().requires_grad_()
+    npu_diou(x, g2.t().npu()).sum().backward()                            # the card has a backward: so here
+    assert x.grad is not None and x.grad.abs().sum() > 0
+    with pytest.raises(ValueError, match="must have the same shape"):
+        npu_giou(p.npu(), torch.ones(2, 4).npu())
+
+
+def test_multiclass_nms(tnpu):
+    from torch_npu.contrib.function import npu_batched_multiclass_nms, npu_multiclass_nms
+
+    boxes = torch.tensor([[0.0, 0.0, 10.0, 10.0], [1.0, 1.0, 10.0, 10.0], [20.0, 20.0, 30.0, 30.0]])
+    scores = torch.tensor([[0.9, 0.1, 0.0], [0.8, 0.1, 0.0], [0.1, 0.7, 0.0]])    # 2 classes + background
+    dets, labels = npu_multiclass_nms(boxes.npu(), scores.npu(), score_thr=0.5, nms_thr=0.5, max_num=4)
+    # class 0: box 0 (0.9) suppresses box 1 (IoU 81/100); class 1: box 2 (0.7); the rest zero-padded
+    assert dets.shape == (4, 5) and labels.shape == (4,)
+    _close(dets[:2], [[0, 0, 10, 10, 0.9], [20, 20, 30, 30, 0.7]], 1e-3)
+    assert labels.cpu().tolist()[:2] == [0, 1] and dets.cpu()[2:].eq(0).all()
+    bd, bl = npu_batched_multiclass_nms(boxes[None].npu(), scores[None].npu(), score_thr=0.5, nms_thr=0.5, max_num=4)
+    _close(bd[0], dets, 1e-3)
+    assert bl[0].cpu().tolist() == labels.cpu().tolist()
+
+
+def test_box_coders_flags_and_index_put(tnpu):
+    from torch_npu.contrib import function as f
+
+    anchors = torch.tensor([[0.0, 0.0, 10.0, 10.0], [5.0, 5.0, 25.0, 15.0]])
+    gts = torch.tensor([[0.0, 0.0, 10.0, 10.0], [7.0, 4.0, 23.0, 18.0]])
+    deltas = f.npu_bbox_coder_encode_xyxy2xywh(anchors.npu(), gts.npu())
+    _close(deltas[0], [0, 0, 0, 0], 1e-4)                                  # a box encodes to zero against itself
+    _close(f.npu_bbox_coder_decode_xywh2xyxy(anchors.npu(), deltas), gts, 1e-3)   # decode inverts encode
+    with pytest.raises(ValueError, match=r"must both be \[n, 4\]"):
+        f.npu_bbox_coder_encode_xyxy2xywh(anchors.npu(), gts[:1].npu())
+    # featmap 2x2, stride 16: a gt centred at (24, 8) lies in cell (row 0, col 1); 2 anchors a cell
+    flags = f.npu_single_level_responsible_flags((2, 2), torch.tensor([[16.0, 0.0, 32.0, 16.0]]).npu(), (16, 16), 2)
+    assert flags.cpu().tolist() == [0, 0, 1, 1, 0, 0, 0, 0]
+    x = torch.tensor([[1.0, 2.0], [3.0, 4.0]])
+    out = f.npu_fast_condition_index_put(x.npu(), (x > 2).npu(), 0.5)
+    _close(out, [[1.0, 2.0], [0.5, 0.5]])
+    with pytest.raises(TypeError, match="condition must be bool"):
+        f.npu_fast_condition_index_put(x.npu(), x.npu(), 0)
+
+
+def test_roll_matmul_transpose_and_softmax_dropout(tnpu):
+    from torch_npu.contrib.function import fuse_add_softmax_dropout, matmul_transpose, roll
+
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(2, 4, 5, 3, generator=g)
+    xn = x.npu().requires_grad_()
+    out = roll(xn, (1, -2), (1, 2))
+    _close(out, torch.roll(x, (1, -2), (1, 2)))
+    (out * torch.arange(120.0).reshape(2, 4, 5, 3).npu()).sum().backward()
+    _close(xn.grad, torch.roll(torch.arange(120.0).reshape(2, 4, 5, 3), (-1, 2), (1, 2)))
+    with pytest.raises(ValueError, match="4-d"):
+        roll(torch.ones(2, 3).npu(), (1, 1), (0, 1))
+    a, b = torch.randn(3, 4, 5, generator=g), torch.randn(3, 6, 5, generator=g)
+    an, bn = a.npu().requires_grad_(), b.npu().requires_grad_()
+    out = matmul_transpose(an, bn)
+    _close(out, torch.einsum("bik,bjk->bij", a, b), 1e-5)
+    go = torch.randn(3, 4, 6, generator=g)
+    out.backward(go.npu())
+    _close(an.grad, go @ b, 1e-5)
+    _close(bn.grad, go.transpose(1, 2) @ a, 1e-5)
+    for shape in ((1, 2, 4, 4), (4, 8, 128, 16)):                         # the general path, the fused-kernel path
+        scores, mask = torch.randn(*shape, generator=g), torch.randn(*shape, generator=g)
+        want = F.softmax(mask + scores / math.sqrt(16), dim=-1)
+        got = fuse_add_softmax_dropout(False, nn.Dropout(0.3).eval(), mask.npu(), scores.npu(), 16, p=0.3)
+        _close(got, want, 1e-5)
+
+
+def test_dropout_with_byte_mask(tnpu):
+    from torch_npu.contrib.function import dropout_with_byte_mask
+
+    x = torch.ones(64, 64).npu()
+    _close(dropout_with_byte_mask(x, 0.25, training=False), torch.ones(64, 64))
+    out = dropout_with_byte_mask(x, 0.25).cpu()
+    kept = torch.tensor(1 / 0.75)
+    assert (out.eq(0) | out.eq(kept)).all() and 0.15 < out.eq(0).float().mean() < 0.35
+    xr = torch.ones(8, 8).npu().requires_grad_()
+    out = tnpu.dropout_with_byte_mask(xr, 0.5, True)
+    out.sum().backward()
+    _close(xr.grad, out.detach())                                          # d(x m / (1-p))/dx = m / (1-p)
+    with pytest.raises(ValueError, match="between 0 and 1"):
+        dropout_with_byte_mask(x, 1.5)
+    with pytest.raises(ValueError, match="inplace=True"):
+        dropout_with_byte_mask(x, 0.5, inplace=True)
+
+
+# --- contrib.module -----------------------------------------------------------------------------------------
+
+def test_channel_shuffle(tnpu):
+    from torch_npu.contrib.module import ChannelShuffle
+
+    x1 = torch.arange(2.0).reshape(1, 2, 1, 1).npu().requires_grad_()
+    x2 = torch.arange(2.0, 4.0).reshape(1, 2, 1, 1).npu().requires_grad_()
+    a, b = ChannelShuffle(4, groups=2)(x1, x2)
+    assert a.flatten().cpu().tolist() == [0, 2] and b.flatten().cpu().tolist() == [1, 3]
+    (a.flatten() * torch.tensor([1.0, 2.0]).npu()).sum().backward()          # channel 0 weighs 1, channel 2 weighs 2
+    assert x1.grad.flatten().tolist() == [1, 0] and x2.grad.flatten().tolist() == [2, 0]
+    full = ChannelShuffle(6, groups=3, split_shuffle=False)(torch.arange(3.0).reshape(1, 3, 1, 1).npu(),
+                                                            torch.arange(3.0, 6.0).reshape(1, 3, 1, 1).npu())
+    assert full.flatten().cpu().tolist() == [0, 2, 4, 1, 3, 5]
+
+
+def test_label_smoothing_and_activations(tnpu):
+    from torch_npu.contrib.module import LabelSmoothingCrossEntropy, Mish, SiLU, Swish
+
+    g = torch.Generator().manual_seed(1)
+    logits, target = torch.randn(5, 4, generator=g), torch.tensor([0, 3, 1, 1, 2])
+    q = torch.full((5, 4), 0.1 / 3).scatter_(1, target[:, None], 0.9)
+    want = -(q * F.log_softmax(logits, 1)).sum(1).mean()
+    _close(LabelSmoothingCrossEntropy(4, 0.1)(logits.npu(), target.npu()), want)
+    x = torch.linspace(-3, 3, 13)
+    _close(Mish()(x.npu()), x * torch.tanh(F.softplus(x)))
+    _close(SiLU()(x.npu()), x / (1 + torch.exp(-x)))
+    assert Swish is SiLU
+
+
+def test_roi_align(tnpu):
+    from torch_npu.contrib.module import ROIAlign
+
+    feat = torch.arange(4.0).repeat(4, 1)[None, None]                       # f(y, x) = x on a 4x4 map
+    rois = torch.tensor([[0.0, 0.0, 0.0, 4.0, 4.0]])
+    # aligned: the RoI shifts by -0.5 -> bins [-0.5, 1.5], [1.5, 3.5]; 2 samples a bin at x = 0, 1 and 2, 3
+    _close(ROIAlign((2, 2), 1.0, 2, aligned=True)(feat.npu(), rois.npu()), [[[[0.5, 2.5], [0.5, 2.5]]]])
+    # not aligned: samples at 0.5, 1.5 and 2.5, 3.5 (3.5 clamps to the last column, 3)
+    _close(ROIAlign((2, 2), 1.0, 2, aligned=False)(feat.npu(), rois.npu()), [[[[1.0, 2.75], [1.0, 2.75]]]])
+    with pytest.raises(ValueError, match=r"rois must be \[K, 5\]"):
+        ROIAlign(2, 1.0, 2)(feat.npu(), rois[:, 1:].npu())
+
+
+def test_bilstm_focus_batchnorm_and_byte_mask_dropout(tnpu):
+    from torch_npu.contrib.module import BiLSTM, DropoutWithByteMask, FastBatchNorm2d, Focus
+
+    torch.manual_seed(0)
+    m = BiLSTM(3, 4).npu()
+    x = torch.randn(5, 2, 3)
+    out = m(x.npu())
+    fw, _ = m.fw_rnn(x.npu())
+    bw, _ = m.bw_rnn(x.flip(0).npu())
+    assert out.shape == (5, 2, 8)
+    _close(out[..., :4], fw)
+    _close(out[..., 4:], bw.flip(0))
+    f = Focus(1, 4)
+    f.conv = nn.Identity()                                                  # look at what reaches the conv
+    img = torch.tensor([[[[1.0, 2.0], [3.0, 4.0]]]])
+    assert f(img.npu()).flatten().cpu().tolist() == [1.0, 3.0, 2.0, 4.0]   # (even,even) (odd,even) (even,odd) (odd,odd)
+    assert Focus(3, 8, k=3).npu()(torch.randn(2, 3, 8, 8).npu()).shape == (2, 8, 4, 4)
+    y = torch.randn(4, 3, 2, 2)
+    _close(FastBatchNorm2d(3).npu()(y.npu()), (y - y.mean((0, 2, 3), keepdim=True))
+           / torch.sqrt(y.var((0, 2, 3), unbiased=False, keepdim=True) + 1e-5), 1e-4)
+    d = DropoutWithByteMask(0.5).eval()
+    _close(d(torch.ones(3).npu()), [1, 1, 1])
+    with pytest.raises(ValueError, match="between 0 and 1"):
+        DropoutWithByteMask(2.0)
+
+
+def test_cached_dropout_and_drop_path_follow_the_cards_queue(tnpu):
+    from torch_npu.contrib.module import NpuCachedDropout, NpuDropPath, NpuFairseqDropout
+
+    assert NpuFairseqDropout is NpuCachedDropout
+    torch.manual_seed(0)
+    NpuCachedDropout.task_dict.clear()
+    NpuDropPath.task_dict.clear()
+    drop, path = NpuCachedDropout(0.5), NpuDropPath(0.5)
+    model = nn.Sequential(drop, path).npu()
+    x = torch.ones(16, 32).npu()
+    _close(model(x), torch.ones(16, 32))            # no mask yet: unchanged, as on the card
+    NpuCachedDropout.enable_dropout_ensemble(model)
+    NpuDropPath.enable_droppath_ensemble(model)
+    # drop path's draws are made before the model's forward (so it applies now), dropout's masks after it
+    out = model(x).cpu()
+    rows = {tuple(r.unique().tolist()) for r in out}
+    assert rows == {(0.0,), (2.0,)}                 # whole samples dropped, or kept and scaled by 1 / keep_prob
+    out = drop(x).cpu()
+    assert set(out.unique().tolist()) == {0.0, 2.0}
+    _close(path.eval()(x), torch.ones(16, 32))
+    NpuCachedDropout.task_dict.clear()
+    NpuDropPath.task_dict.clear()
+
+
+def test_prefetcher_moves_batches_to_the_npu(tnpu):
+    from torch_npu.contrib.module import Prefetcher
+
+    loader = [(torch.ones(2, 3), torch.tensor([0, 1])), (torch.zeros(2, 3), torch.tensor([1, 0]))]
+    p = Prefetcher(loader)
+    x, y = p.next()
+    assert x.device.type == "npu" and y.cpu().tolist() == [0, 1]
+    x, y = p.next()
+    assert x.cpu().sum() == 0 and y.cpu().tolist() == [1, 0]
+    assert p.next() == (None, None)
+
+
+# --- utils, testing.decorator -------------------------------------------------------------------------------
+
+def test_npu_combine_tensors(tnpu):
+    from torch_npu.utils import get_part_combined_tensor, is_combined_tensor_valid, npu_combine_tensors
+
+    a, b = torch.tensor([1.0, 2.0]).npu(), torch.tensor([[3.0], [4.0], [5.0]]).npu()
+    combined = npu_combine_tensors([a, b])
+    assert combined.cpu().tolist() == [1.0, 2.0, 3.0, 4.0, 5.0] and b.shape == (3, 1)
+    combined.mul_(10)                               # the tensors are views of the buffer now
+    assert a.cpu().tolist() == [10.0, 20.0] and b.flatten().cpu().tolist() == [30.0, 40.0, 50.0]
+    assert is_combined_tensor_valid(combined, [a, b]) and not is_combined_tensor_valid(combined, [torch.ones(2).npu()])
+    part = get_part_combined_tensor(combined, 2, 3)
+    part.zero_()
+    assert b.flatten().cpu().tolist() == [0.0, 0.0, 0.0]
+    assert npu_combine_tensors([]) is None and get_part_combined_tensor(combined, 0, 0) is None
+    with pytest.raises(RuntimeError, match="must not be None"):
+        npu_combine_tensors([a, None])
+    with pytest.raises(RuntimeError, match="must be on npu"):
+        npu_combine_tensors([torch.ones(2)])
+    with pytest.raises(RuntimeError, match=r"index \+ size \(9\)"):
+        get_part_combined_tensor(combined, 4, 5)
+
+
+def test_testing_decorator_generates_one_test_per_combination(tnpu):
+    from torch_npu.testing.decorator import Dtypes, Formats, instantiate_tests
+
+    seen = []
+
+    @instantiate_tests
+    class T:
+        @Dtypes(torch.float16, torch.float32)
+        @Formats(0, 2)
+        def test_x(self, device, dtype, npu_format):
+            seen.append((device, dtype, npu_format))
+
+        def test_plain(self):
+            return "kept"
+
+    names = sorted(n for n in vars(T) if n.startswith("test_"))
+    assert names == ["test_plain", "test_x_float16_0", "test_x_float16_2", "test_x_float32_0", "test_x_float32_2"]
+    T().test_x_float32_2()
+    assert seen == [("npu", torch.float32, 2)] and T().test_plain() == "kept"
+    with pytest.raises(RuntimeError, match="No dtypes given"):
+        Dtypes()
+
+
+def test_the_wheels_submodule_paths_import(tnpu):
+    """ModelZoo writes ``from torch_npu.contrib.module.deform_conv import ModulatedDeformConv``."""
+    from torch_npu.contrib import function, module
+    from torch_npu.contrib.function.iou import npu_giou
+    from torch_npu.contrib.module._ensemble_dropout import NpuPreGenDropout
+    from torch_npu.contrib.module.deform_conv import ModulatedDeformConv
+
+    assert npu_giou is function.npu_giou and NpuPreGenDropout is module.NpuPreGenDropout
+    assert ModulatedDeformConv is module.ModulatedDeformConv
+    assert callable(function.roll) and callable(function.matmul_transpose)

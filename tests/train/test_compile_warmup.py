@@ -1,0 +1,68 @@
+"""--compile: the first (compiling) step is warm-up in the trainer -- timed apart, reported as "compile: X s",
+left out of images/s. The compile backend here is torch's "eager" behind a deliberate 1.5 s stall, so a
+throughput that counted the compile would be visibly lower than one that does not."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+
+import pytest
+
+from torchport.train import TrainConfig, train
+
+STALL_S = 1.5
+
+
+def slow_eager(gm, example_inputs):
+    """A torch.compile backend: eager, after a stall that stands for compile time."""
+    time.sleep(STALL_S)
+    return gm.forward
+
+
+@pytest.fixture
+def slow_compiler_cpu():
+    from torchport import backends
+    from torchport.runtime import device as runtime_device
+
+    spec = backends.get("cpu")
+    backends.register(dataclasses.replace(spec, compile_backend=slow_eager), replace=True)
+    runtime_device.reset_selection()
+    yield
+    backends.register(spec, replace=True)
+    runtime_device.reset_selection()
+
+
+def test_trainer_counts_the_compile_as_warm_up_and_reports_it(slow_compiler_cpu, tiny_data, tmp_path, capsys):
+    cfg = TrainConfig(data=str(tiny_data), model="tinycnn", image_size=32, batch_size=8, epochs=1, workers=0,
+                      run_dir=str(tmp_path / "run"), progress="plain", device="cpu", compile=True, log_every=1,
+                      max_steps=4, precision="fp32")
+    result = train(cfg)
+    out = capsys.readouterr().out
+    # the compile stall is the first step's, reported apart
+    assert result.compile_s is not None and result.compile_s >= STALL_S
+    assert f"compile: {result.compile_s:.2f} s (backend slow_eager; first step, warm-up" in out
+    records = [json.loads(ln) for ln in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    comp = [r for r in records if r["kind"] == "compile"]
+    assert len(comp) == 1 and comp[0]["step"] == 1 and comp[0]["seconds"] >= STALL_S
+    steps = [r for r in records if r["kind"] == "step"]
+    assert [r["step"] for r in steps] == [1, 2, 3, 4]
+    assert steps[0]["images_per_s"] is None                                # that window held only the warm-up step
+    assert all(r["images_per_s"] > 0 for r in steps[1:])
+    # the epoch's throughput: the 3 timed steps' images over the epoch's time less the compile step's
+    epoch = [r for r in records if r["kind"] == "epoch"][0]
+    assert epoch["epoch_time_s"] > result.compile_s
+    want = 3 * 8 / (epoch["epoch_time_s"] - result.compile_s)
+    assert epoch["images_per_s"] == pytest.approx(want, rel=0.03)
+    assert result.images_per_s == pytest.approx(want, rel=0.15)            # steps only (no loader wait between)
+    assert result.images_per_s > 1.5 * 4 * 8 / epoch["epoch_time_s"]        # counting the compile would be far lower
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["compile_s"] == result.compile_s
+
+
+def test_no_compile_no_compile_report(tiny_data, tmp_path):
+    cfg = TrainConfig(data=str(tiny_data), model="tinycnn", image_size=32, batch_size=8, epochs=1, workers=0,
+                      run_dir=str(tmp_path / "run"), progress="none", device="cpu", max_steps=2)
+    assert train(cfg).compile_s is None
+    assert '"kind": "compile"' not in (tmp_path / "run" / "metrics.jsonl").read_text()
