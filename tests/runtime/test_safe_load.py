@@ -174,3 +174,30 @@ def test_a_missing_shard_file_is_one_line(ckpt):
     with pytest.raises(CheckpointError, match="a file is missing: __0_0.distcp") as info:
         load_state(ckpt, model=model, optimizer=opt)
     assert "\n" not in str(info.value)
+
+
+def test_trust_checkpoint_reaches_the_resume_check_for_a_legacy_metadata(tmp_path):
+    """``--trust-checkpoint`` lifts the guard on the check before a resume too (explicit path and ``auto``):
+    a file you made with a class outside the allow-list is refused by default and accepted with trust."""
+    import fractions
+    import pickle
+    import warnings
+
+    from torchport.runtime.dcp import DcpCheckpointManager
+
+    manager = DcpCheckpointManager(tmp_path / "ckpts", keep_last=2)
+    model, opt = _model()
+    model(torch.randn(5, 6)).sum().backward()
+    opt.step()
+    path = manager.save(step=1, model=model, optimizer=opt, extra={"progress": {"step": 1}})
+    meta = pickle.loads((Path(path) / ".metadata").read_bytes())      # our own file: plain pickle is fine here
+    meta.planner_data = {"note": fractions.Fraction(1, 3)}           # harmless, but not on the allow-list
+    (Path(path) / ".metadata").write_bytes(pickle.dumps(meta))
+    _hostile.reseal(Path(path))
+    with pytest.raises(CheckpointRefusedError, match="fractions"):
+        manager.resolve(str(path))
+    assert manager.resolve(str(path), trust=True) is not None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)              # "no checkpoint verifies; skipped ..."
+        assert manager.resolve("auto") is None
+    assert str(manager.resolve("auto", trust=True)).rstrip("/").endswith(Path(path).name)

@@ -33,6 +33,7 @@ file and the rename (lets tests SIGKILL a process in the middle of a save).
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import platform
 import re
@@ -496,7 +497,7 @@ class CheckpointManager:
                 found.append((int(m.group(1)), p))
         return [p for _, p in sorted(found)]
 
-    def latest(self) -> Path | None:
+    def latest(self, *, trust: bool = False) -> Path | None:
         """The newest checkpoint that reads and verifies (:func:`verify_file`), or None.
 
         Newer ones that fail (truncated, damaged, checksum mismatch, refused content) are skipped with a
@@ -504,14 +505,15 @@ class CheckpointManager:
         ``latest.json`` pointer names (the pointer moves only after the object is complete)."""
         if self.remote:
             return self._remote_latest()
-        return newest_verified(self.checkpoints())
+        return newest_verified(self.checkpoints(), check=functools.partial(verify_file, trust=trust))
 
-    def resolve(self, resume: str | os.PathLike | None) -> Path | None:
-        """``None`` -> None; ``"auto"`` -> :meth:`latest` (None on a fresh run); a path -> that path."""
+    def resolve(self, resume: str | os.PathLike | None, *, trust: bool = False) -> Path | None:
+        """``None`` -> None; ``"auto"`` -> :meth:`latest` (None on a fresh run); a path -> that path.
+        ``trust`` (``--trust-checkpoint``): candidates are verified with torch's full unpickler."""
         if resume is None:
             return None
         if str(resume) == "auto":
-            return self.latest()
+            return self.latest(trust=trust)
         if storage_fs.remote(resume):
             from torchport.storage import store
 
@@ -666,10 +668,11 @@ def verify(state: Mapping[str, Any], path: str | os.PathLike = "<checkpoint>") -
     return True
 
 
-def verify_file(path: str | os.PathLike) -> None:
-    """Load and verify the checkpoint at ``path``; raises :class:`CheckpointError` (with the reason) when it fails."""
+def verify_file(path: str | os.PathLike, *, trust: bool = False) -> None:
+    """Load and verify the checkpoint at ``path``; raises :class:`CheckpointError` (with the reason) when it fails.
+    ``trust``: load with ``weights_only=False`` (a file you made yourself; ``--trust-checkpoint``)."""
     try:
-        load(path)
+        load(path, weights_only=not trust)
     except (CheckpointIntegrityError, CheckpointRefusedError):
         raise
     except CheckpointError:

@@ -30,6 +30,7 @@ Converting between a single-file checkpoint (DDP, one process) and a DCP directo
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -336,7 +337,7 @@ class DcpCheckpointManager(CheckpointManager):
         paths = [self.path_for(s) for s in steps]
         return [p for p in paths if _read(fs.join(p, _MANIFEST)) is not None]
 
-    def latest(self):
+    def latest(self, *, trust: bool = False):
         """The committed checkpoint that verifies (:func:`verify`): the one ``latest.json`` names, else the
         newest older one that does (with a warning naming what was skipped and why); None on a fresh run."""
         raw = _read(fs.join(self.directory, _POINTER))
@@ -350,19 +351,20 @@ class DcpCheckpointManager(CheckpointManager):
         candidates = [p for p in self.checkpoints() if committed is None or self._step_of(str(p)) <= committed]
         if committed is None and raw is None:
             candidates = []          # nothing was ever committed: a leftover half-written dir is not a checkpoint
-        return newest_verified(candidates, check=verify)
+        return newest_verified(candidates, check=functools.partial(verify, trust=trust))
 
-    def resolve(self, resume: str | os.PathLike | None):
-        """``None`` -> None; ``"auto"`` -> :meth:`latest`; a checkpoint directory -> it, once verified."""
+    def resolve(self, resume: str | os.PathLike | None, *, trust: bool = False):
+        """``None`` -> None; ``"auto"`` -> :meth:`latest`; a checkpoint directory -> it, once verified
+        (``trust``: its ``.metadata`` read by torch's own reader, see :func:`verify`)."""
         if resume is None:
             return None
         if str(resume) == "auto":
-            return self.latest()
+            return self.latest(trust=trust)
         if not is_dcp_checkpoint(resume):
             raise CheckpointError(f"resume checkpoint {str(resume)!r} is not a sharded (DCP) checkpoint directory "
                                   "(use 'auto' for the latest one; a single-file checkpoint converts with "
                                   "`python -m torchport.train.convert SRC DST`)")
-        verify(resume)
+        verify(resume, trust=trust)
         return fs.location(resume)
 
     def save(self, *, step: int, model, optimizer=None, extra: Mapping[str, Any] | None = None):

@@ -55,7 +55,10 @@ def _unwritable(run_dir: Path, exc: OSError) -> RunDirError:
 
 
 def _newest_run_with_checkpoint(cfg, root: Path) -> Path | None:
-    runs = [p for p in root.iterdir() if p.is_dir() and manager_for(cfg, p / "checkpoints").latest()] if root.is_dir() else []
+    def has_one(run: Path) -> bool:
+        return run.is_dir() and manager_for(cfg, run / "checkpoints").latest(trust=cfg.trust_checkpoint) is not None
+
+    runs = [p for p in root.iterdir() if has_one(p)] if root.is_dir() else []
     return max(runs, key=lambda p: p.stat().st_mtime) if runs else None
 
 
@@ -129,7 +132,7 @@ def _decide(cfg) -> tuple[Path, Path | str | None]:
         raise ConfigError(f"{where} holds --strategy {other} checkpoints, and this run is --strategy {cfg.strategy}: "
                           f"pass --strategy {other}, or convert the latest one with `python -m torchport.train.convert "
                           "SRC DST` and --resume DST")
-    return run_dir, manager.resolve(cfg.resume)
+    return run_dir, manager.resolve(cfg.resume, trust=cfg.trust_checkpoint)
 
 
 def prepare_run_dir(cfg, *, main: bool, device=None) -> tuple[Path, Path | None]:
