@@ -122,7 +122,7 @@ class AutocastCudaDevice(Rule):
                  "`*args` / `**kwargs` only the device-type string becomes `torchport.current().type`. A device type "
                  "named at run time is kept as `device_type=` (`torchport.autocast(device_type=device.type, "
                  "dtype=...)`; in `functools.partial(torch.autocast, ...)` the callee becomes `torchport.autocast` "
-                 "and its positional arguments keywords): on CUDA and the NPU that is `torch.autocast` as asked, on a "
+                 "and its positional arguments keywords; an `enabled=False` region is left alone): on CUDA and the NPU that is `torch.autocast` as asked, on a "
                  "CPU without native fp16/bf16 the region runs in fp32 -- what `run` does for the script's CUDA "
                  "device; a script that deliberately autocasts its CPU runs there in fp32 too (the backend's AMP "
                  "policy) instead of ~10x slower. `--emit torch` leaves a device type named at run time alone "
@@ -137,7 +137,7 @@ class AutocastCudaDevice(Rule):
         ds = ctx.device_string(arg.value) if arg is not None else None
         plain = call_args_plain(node) and sum(a.keyword is None for a in node.args) <= len(_TORCH_AUTOCAST_POSITIONAL)
         if ds is None:
-            if arg is not None and plain and not ctx.emit_torch and not _literal(arg.value):
+            if arg is not None and plain and not ctx.emit_torch and not _literal(arg.value) and not _off(node):
                 ctx.report(self, node, "autocast on a device type named at run time runs a precision the backend may "
                                        "not run fast; use `torchport.autocast(device_type=...)`",
                            fix=autocast_fix(ctx, _TORCH_AUTOCAST_POSITIONAL))
@@ -182,6 +182,12 @@ class AutocastCudaDevice(Rule):
 
         ctx.report(self, node, "a partial of `torch.autocast` runs a precision the backend may not run fast; use "
                                "`functools.partial(torchport.autocast, ...)`", fix=fix)
+
+
+def _off(node: cst.Call) -> bool:
+    """``enabled=False`` (or the third positional ``False``): a region that turns autocast off, no precision to pick."""
+    arg = keyword(node, "enabled") or positional(node, 2)
+    return arg is not None and isinstance(arg.value, cst.Name) and arg.value.value == "False"
 
 
 def _literal(expr: cst.BaseExpression) -> bool:
