@@ -122,7 +122,8 @@ class AutocastCudaDevice(Rule):
                  "`*args` / `**kwargs` only the device-type string becomes `torchport.current().type`. A device type "
                  "named at run time is kept as `device_type=` (`torchport.autocast(device_type=device.type, "
                  "dtype=...)`; in `functools.partial(torch.autocast, ...)` the callee becomes `torchport.autocast` "
-                 "and its positional arguments keywords; an `enabled=False` region is left alone): on CUDA and the NPU that is `torch.autocast` as asked, on a "
+                 "and its positional arguments keywords; an `enabled=False` region, and an expression that itself names a "
+                 "device type (`device.type if device.type != 'mps' else 'cpu'`), are left alone): on CUDA and the NPU that is `torch.autocast` as asked, on a "
                  "CPU without native fp16/bf16 the region runs in fp32 -- what `run` does for the script's CUDA "
                  "device; a script that deliberately autocasts its CPU runs there in fp32 too (the backend's AMP "
                  "policy) instead of ~10x slower. `--emit torch` leaves a device type named at run time alone "
@@ -137,7 +138,8 @@ class AutocastCudaDevice(Rule):
         ds = ctx.device_string(arg.value) if arg is not None else None
         plain = call_args_plain(node) and sum(a.keyword is None for a in node.args) <= len(_TORCH_AUTOCAST_POSITIONAL)
         if ds is None:
-            if arg is not None and plain and not ctx.emit_torch and not _literal(arg.value) and not _off(node):
+            if arg is not None and plain and not ctx.emit_torch and not _literal(arg.value) and not _off(node) \
+                    and not _chooses(arg.value):
                 ctx.report(self, node, "autocast on a device type named at run time runs a precision the backend may "
                                        "not run fast; use `torchport.autocast(device_type=...)`",
                            fix=autocast_fix(ctx, _TORCH_AUTOCAST_POSITIONAL))
@@ -182,6 +184,16 @@ class AutocastCudaDevice(Rule):
 
         ctx.report(self, node, "a partial of `torch.autocast` runs a precision the backend may not run fast; use "
                                "`functools.partial(torchport.autocast, ...)`", fix=fix)
+
+
+def _chooses(expr: cst.BaseExpression) -> bool:
+    """A device-type expression that itself names a device type (``device.type if device.type != 'mps' else
+    'cpu'``): the script picks among types there -- on a CPU host ``run`` takes its CPU branch and autocasts as
+    asked -- so the line is left as written."""
+    import libcst.matchers as m
+
+    return any(s.evaluated_value in ("cpu", "cuda", "mps", "npu", "xpu")
+               for s in m.findall(expr, m.SimpleString()) if isinstance(s, cst.SimpleString))
 
 
 def _off(node: cst.Call) -> bool:
