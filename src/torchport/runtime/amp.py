@@ -176,7 +176,7 @@ class Amp:
 
         if self.dtype is None or not enabled:
             return contextlib.nullcontext()
-        return torch.autocast(device_type=self.target.type, dtype=self.dtype)
+        return torch.autocast(device_type=self.target.type, dtype=self.dtype)  # noqa: TP203 (the policy chose dtype)
 
     # -- backward / step -----------------------------------------------------------
     def scale(self, loss):
@@ -376,7 +376,7 @@ def autocast(dtype: Any = None, enabled: bool = True, cache_enabled: bool | None
             warn_once(note, stacklevel=2)
         if dtype is None:   # no fast low precision here: fp32, and custom_fwd(cast_inputs=...) still casts
             return _policy_fp32_autocast(device_type, cache_enabled)
-    return torch.autocast(device_type, dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
+    return torch.autocast(device_type, dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)  # noqa: TP203 (the policy, above)
 
 
 class _AutocastForward:

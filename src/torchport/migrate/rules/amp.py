@@ -105,29 +105,106 @@ class AutocastCudaDevice(Rule):
     code = "TP203"
     name = "autocast-cuda-device"
     fix = "safe"
-    names = ("torch.amp.autocast",)
-    summary = 'Finds `torch.autocast("cuda")` / `torch.amp.autocast(device_type="cuda")`.'
-    why = "Autocast for the `cuda` device type does nothing for ops that run on another device."
+    names = ("torch.amp.autocast", "functools.partial")
+    needles = ("autocast",)
+    summary = ('Finds `torch.autocast("cuda")` / `torch.amp.autocast(device_type="cuda")`, and a `torch.autocast` whose '
+               "device type is named at run time (`torch.autocast(device_type=device.type)`, also as "
+               "`functools.partial(torch.autocast, device_type=...)`).")
+    why = ("Autocast for the `cuda` device type does nothing for ops that run on another device. A device-agnostic "
+           "`torch.autocast(device.type, dtype=torch.float16)` runs fp16 as asked on a CPU without native fp16/bf16 "
+           "(~10x slower there, other numerics) where `torchport run` applies the backend's AMP policy (fp32): the "
+           "fixed file and `run` would disagree.")
     example = 'import torch\n\nwith torch.autocast("cuda", dtype=torch.bfloat16):\n    loss = model(x)\n'
     use_instead = ("import torch\nimport torchport\n\n"
                    "with torchport.autocast(dtype=torch.bfloat16):\n    loss = model(x)\n")
     fix_notes = ("Safe: becomes `torchport.autocast(...)` with the other arguments as keywords -- the selected device "
                  "type, in a precision the backend runs fast (as `torchport run` does for the same line); with "
-                 "`*args` / `**kwargs` only the device-type string becomes `torchport.current().type`.")
-    after_fix = ("fixed")
+                 "`*args` / `**kwargs` only the device-type string becomes `torchport.current().type`. A device type "
+                 "named at run time is kept as `device_type=` (`torchport.autocast(device_type=device.type, "
+                 "dtype=...)`; in `functools.partial(torch.autocast, ...)` the callee becomes `torchport.autocast` "
+                 "and its positional arguments keywords; an `enabled=False` region, and an expression that itself names a "
+                 "device type (`device.type if device.type != 'mps' else 'cpu'`), are left alone): on CUDA and the NPU that is `torch.autocast` as asked, on a "
+                 "CPU without native fp16/bf16 the region runs in fp32 -- what `run` does for the script's CUDA "
+                 "device; a script that deliberately autocasts its CPU runs there in fp32 too (the backend's AMP "
+                 "policy) instead of ~10x slower. `--emit torch` leaves a device type named at run time alone "
+                 "(torch's form already).")
+    after_fix = ("fixed (a bare reference such as `ctx = torch.autocast` is not rewritten: its calls keep torch's "
+                 "argument order)")
 
     def on_call(self, ctx, node: cst.Call, qualname: str) -> None:
+        if qualname == "functools.partial":
+            return self._partial(ctx, node)
         arg = positional(node, 0) or keyword(node, "device_type")
         ds = ctx.device_string(arg.value) if arg is not None else None
-        if ds is None or ds.device_type != "cuda":
+        plain = call_args_plain(node) and sum(a.keyword is None for a in node.args) <= len(_TORCH_AUTOCAST_POSITIONAL)
+        if ds is None:
+            if arg is not None and plain and not ctx.emit_torch and not _literal(arg.value) and not _off(node) \
+                    and not _chooses(arg.value):
+                ctx.report(self, node, "autocast on a device type named at run time runs a precision the backend may "
+                                       "not run fast; use `torchport.autocast(device_type=...)`",
+                           fix=autocast_fix(ctx, _TORCH_AUTOCAST_POSITIONAL))
             return
-        if call_args_plain(node) and sum(a.keyword is None for a in node.args) <= len(_TORCH_AUTOCAST_POSITIONAL):
+        if ds.device_type != "cuda":
+            return
+        if plain:
             ctx.claim(arg.value)    # the "cuda" string goes with the call: one finding, not a TP104 as well
             ctx.report(self, node, 'autocast for "cuda" only; use `torchport.autocast()`',
                        fix=autocast_fix(ctx, _TORCH_AUTOCAST_POSITIONAL, drop="device_type"))
             return
         ctx.report(self, arg.value, 'autocast for "cuda" only; use `torchport.current().type`',
                    fix=lambda n: ctx.type_expr())
+
+    def _partial(self, ctx, node: cst.Call) -> None:
+        """``functools.partial(torch.autocast, <device type>, ...)`` -> ``functools.partial(torchport.autocast, ...)``
+        (the partial's positional arguments after the callee as keywords, a ``"cuda"`` device type dropped)."""
+        if ctx.emit_torch or not node.args or node.args[0].keyword is not None or not call_args_plain(node):
+            return
+        func = node.args[0].value
+        if ctx.qualname(func) != "torch.amp.autocast":
+            return
+        rest = node.args[1:]
+        if sum(a.keyword is None for a in rest) > len(_TORCH_AUTOCAST_POSITIONAL):
+            return
+        pos = [a for a in rest if a.keyword is None]
+        arg = pos[0] if pos else next((a for a in rest if a.keyword is not None and a.keyword.value == "device_type"),
+                                      None)
+        if arg is None:     # the device type comes with each call: its order is torch's
+            return
+        ds = ctx.device_string(arg.value)
+        if ds is not None and ds.device_type != "cuda" or ds is None and _literal(arg.value):
+            return
+        drop = "device_type" if ds is not None else None
+        ctx.claim(func, *([arg.value] if ds is not None else []))
+        inner = autocast_fix(ctx, _TORCH_AUTOCAST_POSITIONAL, drop=drop)
+
+        def fix(n: cst.Call) -> cst.Call:
+            mapped = inner(n.with_changes(args=n.args[1:]))     # the autocast arguments, as keywords
+            head = n.args[0].with_changes(value=ctx.expr(f"{ctx.tp}.autocast"))
+            return with_args(n, [head.with_changes(comma=_COMMA) if mapped.args else head, *mapped.args])
+
+        ctx.report(self, node, "a partial of `torch.autocast` runs a precision the backend may not run fast; use "
+                               "`functools.partial(torchport.autocast, ...)`", fix=fix)
+
+
+def _chooses(expr: cst.BaseExpression) -> bool:
+    """A device-type expression that itself names a device type (``device.type if device.type != 'mps' else
+    'cpu'``): the script picks among types there -- on a CPU host ``run`` takes its CPU branch and autocasts as
+    asked -- so the line is left as written."""
+    import libcst.matchers as m
+
+    return any(s.evaluated_value in ("cpu", "cuda", "mps", "npu", "xpu")
+               for s in m.findall(expr, m.SimpleString()) if isinstance(s, cst.SimpleString))
+
+
+def _off(node: cst.Call) -> bool:
+    """``enabled=False`` (or the third positional ``False``): a region that turns autocast off, no precision to pick."""
+    arg = keyword(node, "enabled") or positional(node, 2)
+    return arg is not None and isinstance(arg.value, cst.Name) and arg.value.value == "False"
+
+
+def _literal(expr: cst.BaseExpression) -> bool:
+    """A string literal (``"cpu"``): a device type the script names itself."""
+    return isinstance(expr, (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString))
 
 
 class GradScalerDefaultDevice(Rule):
