@@ -203,3 +203,20 @@ def test_common_torch_code_never_reaches_libcst(monkeypatch):
     assert calls and [f.code for f in found.findings] == ["TP109"]
     monkeypatch.setattr(engine, "analyze", orig)
     assert _same(local, "local.py", DEFAULT)[0] == _same(local, "local.py", DEFAULT)[1]
+
+
+@pytest.mark.parametrize("src", [
+    "import torch\nimport torch.distributed as dist\nr = dist.get_rank()\nmodel = torch.nn.Linear(2, 2)\nmodel.to(r)\n",
+    "import torch\nfrom torch.distributed import get_local_rank\nlr = get_local_rank()\nx = torch.ones(3, device=lr)\n",
+    "import torch\nimport torch.distributed as dist\n\n\nclass T:\n    def __init__(self):\n        self.dev = dist.get_rank()\n"
+    "        self.m = torch.nn.Linear(2, 2).to(self.dev)\n",
+    "import torch\n\n\ndef main(args):\n    x = torch.zeros(2, device=args.gpu)\n",
+    "import torch\n\n\ndef run(rank):\n    torch.ones(1).to(rank)\n",
+    "import torch\nfor i in range(torch.cuda.device_count()):\n    torch.zeros(1, device=i)\n",
+])
+def test_the_int_device_gate_lets_every_int_device_form_through(src):
+    """The fast engine's gate for TP109 mirrors ``FileContext.int_device`` by hand: every form that the full pass
+    calls an integer device index (a rank from torch.distributed under any alias, a parameter or attribute named
+    as an index, a loop over the device count, ``int(...) % n``) must still reach LibCST and be found."""
+    (full, full_error), (quick, quick_error) = _same(src, "gate.py", DEFAULT)
+    assert "TP109" in [f["code"] for f in full] and (quick, quick_error) == (full, full_error)

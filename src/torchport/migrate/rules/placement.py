@@ -650,8 +650,10 @@ def _maybe_int_device(expr: ast.AST, bound, seen: frozenset[str] = frozenset()) 
         return expr.value.id != "self" and expr.attr in DEVICE_INDEX_NAMES
     if t is ast.Subscript:
         return type(expr.value) is ast.Name and expr.value.id in DEVICE_INDEX_LISTS
-    if t is ast.Call:
-        return type(expr.func) is ast.Name and expr.func.id == "int"
+    if t is ast.Call:      # int(...), or (any alias of) torch.distributed.get_rank / get_local_rank
+        f = expr.func
+        name = f.id if type(f) is ast.Name else f.attr if type(f) is ast.Attribute else ""
+        return name in ("int", "get_rank", "get_local_rank")
     if t is ast.BinOp:
         return type(expr.op) is ast.Mod
     return t is ast.Starred     # *args: anything
