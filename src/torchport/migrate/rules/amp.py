@@ -171,7 +171,15 @@ class AutocastCudaDevice(Rule):
         if arg is None:     # the device type comes with each call: its order is torch's
             return
         ds = ctx.device_string(arg.value)
-        if ds is not None and ds.device_type != "cuda" or ds is None and _literal(arg.value):
+        if ds is not None and ds.device_type != "cuda" or ds is None and (_literal(arg.value) or _chooses(arg.value)):
+            return
+        if _off(node.with_changes(args=rest)):
+            return          # an autocast-off region, as for a call: no precision to pick
+        message = ("a partial of `torch.autocast` runs a precision the backend may not run fast; use "
+                   "`functools.partial(torchport.autocast, ...)`")
+        if len(pos) > 1:    # its later calls' positional arguments continue torch's order (enabled, ...), which
+            ctx.claim(func)  # torchport.autocast's (dtype, enabled, ...) would shift: reported, not rewritten
+            ctx.report(self, node, message + " (bind only the device type positionally to get a fix)")
             return
         drop = "device_type" if ds is not None else None
         ctx.claim(func, *([arg.value] if ds is not None else []))
@@ -182,8 +190,7 @@ class AutocastCudaDevice(Rule):
             head = n.args[0].with_changes(value=ctx.expr(f"{ctx.tp}.autocast"))
             return with_args(n, [head.with_changes(comma=_COMMA) if mapped.args else head, *mapped.args])
 
-        ctx.report(self, node, "a partial of `torch.autocast` runs a precision the backend may not run fast; use "
-                               "`functools.partial(torchport.autocast, ...)`", fix=fix)
+        ctx.report(self, node, message, fix=fix)
 
 
 def _chooses(expr: cst.BaseExpression) -> bool:
