@@ -172,6 +172,7 @@ def _train(cfg: TrainConfig, stop, callbacks: Sequence[Callable[..., None]]) -> 
     meter = _Meter(target.device)
     halted = False      # a stop signal reached some rank: every rank agreed to stop after the same step
     compile_s = None    # --compile: the first step of this process compiles; it is warm-up (see _Meter.warm_up)
+    step_started = None  # when that step's first batch had arrived (the loader's start-up is not compile time)
     for epoch in range(start_epoch, cfg.epochs):
         halted = halted or _stop_agreed(stop, target)   # a signal during start-up or the last evaluation
         if step >= total_steps or halted:
@@ -200,6 +201,8 @@ def _train(cfg: TrainConfig, stop, callbacks: Sequence[Callable[..., None]]) -> 
                 # Every file of this batch was unreadable (bad_files=skip): nothing to learn from, so
                 # no step either. (Under DDP the other ranks would wait for this one: rare, documented.)
                 continue
+            if cfg.compile and compile_s is None and step_started is None:
+                step_started = time.perf_counter()      # the batch is here: what follows is the compiling step
             # Accumulating: skip the gradient all-reduce / reduce-scatter on all but the last micro-batch.
             with strategy.accumulate(wrapped, sync_now):
                 with amp.autocast():
@@ -222,7 +225,7 @@ def _train(cfg: TrainConfig, stop, callbacks: Sequence[Callable[..., None]]) -> 
             meter.add_step(step_loss)
             step_loss = torch.zeros((), device=target.device)
             if cfg.compile and compile_s is None:
-                compile_s = meter.warm_up()
+                compile_s = meter.warm_up(step_started)
                 log.write("compile", step=step, backend=compile_backend_name(target),
                           seconds=round(compile_s, 2))
                 if main:
@@ -449,13 +452,15 @@ class _Meter:
         self.epoch_warmup_s = 0.0
         self.t0 = self.t_epoch = time.perf_counter()
 
-    def warm_up(self) -> float:
-        """The window so far (the first compiled step: compile time) is warm-up: its seconds and images leave
-        the throughput figures (its loss stays in the window). Syncs the device; returns the seconds."""
+    def warm_up(self, started: float) -> float:
+        """The step since ``started`` (the first compiled step, from when its first batch had arrived: compile
+        time) is warm-up: its seconds and images leave the throughput figures, while the wait for the data
+        before it stays in the window, as in an eager run (its loss stays too). Syncs the device; returns the
+        step's seconds."""
         self.loss.item()
         now = time.perf_counter()
-        seconds = now - self.t0
-        self.images, self.t0 = 0, now
+        seconds = now - started
+        self.images, self.t0 = 0, self.t0 + seconds
         self.epoch_warmup_s += seconds
         return seconds
 
