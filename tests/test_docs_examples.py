@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from torchport.cli.main import command
+from clean_env import clean_env
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -138,7 +139,7 @@ def test_doc_block(path, line, lang, body, runnable, prelude, tmp_path):
 
 
 def _env(tmp_path: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHPORT_")}
+    env = clean_env()
     env.update({"TORCHPORT_CACHE": str(tmp_path / "cache"), "OMP_NUM_THREADS": "1",
                 "PATH": f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"})
     return env

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from clean_env import clean_env
 
 HERE = Path(__file__).resolve().parent
 
@@ -17,7 +17,7 @@ def _run(tmp_path, body: str, *args: str) -> subprocess.CompletedProcess:
     shutil.copy(HERE / "conftest.py", tmp_path / "conftest.py")
     shutil.copy(HERE / "skip_allowlist.txt", tmp_path / "skip_allowlist.txt")
     (tmp_path / "test_inner.py").write_text(body)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHPORT_")}
+    env = clean_env()
     return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:torchport", *args, "test_inner.py"],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
 

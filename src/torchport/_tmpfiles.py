@@ -20,13 +20,14 @@ import shutil
 import tempfile
 from pathlib import Path
 
-__all__ = ["mkstemp_owned", "mkdtemp_owned", "sweep_dead"]
+__all__ = ["mkstemp_owned", "mkdtemp_owned", "pid_alive", "sweep_dead"]
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: object) -> bool:
+    """Whether process ``pid`` (this machine's) still runs; a value that is not a pid is not alive."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        os.kill(int(pid), 0)  # type: ignore[call-overload]
+    except (ProcessLookupError, ValueError, TypeError):
         return False
     except (PermissionError, OverflowError):   # another user's live process (or a pid out of range: keep)
         return True
@@ -46,7 +47,7 @@ def sweep_dead(folder: str | os.PathLike, prefix: str) -> list[str]:
         return removed
     for entry in entries:
         m = owned.match(entry.name)
-        if m is None or int(m.group(1)) == os.getpid() or _alive(int(m.group(1))):
+        if m is None or int(m.group(1)) == os.getpid() or pid_alive(m.group(1)):
             continue
         with contextlib.suppress(OSError):
             if entry.is_dir(follow_symlinks=False):

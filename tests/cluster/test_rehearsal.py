@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -143,3 +144,24 @@ def test_an_unreachable_rendezvous_endpoint_is_one_line(data, tmp_path):
     assert node1.returncode == 8, node1.output[-3000:]
     last = node1.output.strip().splitlines()[-1]
     assert "cannot reach the rendezvous endpoint 127.0.0.1:" in last and "(PET_MASTER_ADDR)" in last
+
+
+def test_closing_the_namespaces_kills_what_still_runs_inside():
+    """A worker orphaned by its launcher keeps running in a deleted namespace; close() kills it first."""
+    if netns.unavailable() is not None:       # nothing can be made here: nothing can run inside one
+        assert netns.kill_inside(f"{netns.PREFIX}0x0-n0") == []
+        return
+    spaces = netns.create(1)
+    orphan = subprocess.Popen(["ip", "netns", "exec", spaces.node_ns(0), "sleep", "120"], start_new_session=True)
+    try:
+        deadline = time.monotonic() + 10
+        while not subprocess.run(["ip", "netns", "pids", spaces.node_ns(0)], capture_output=True,
+                                 text=True).stdout.split() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        spaces.close()
+        assert orphan.wait(timeout=10) == -9
+        assert not [n for n in netns.list_namespaces() if n.startswith(f"{netns.PREFIX}{spaces.tag}-")]
+    finally:
+        if orphan.poll() is None:
+            orphan.kill()
+        spaces.close()

@@ -8,7 +8,6 @@ fixed training script with torchport made unimportable.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import textwrap
@@ -18,6 +17,7 @@ import pytest
 
 from torchport.migrate import fix_source, scan_source
 from torchport.migrate.runner import Options
+from clean_env import clean_env
 
 DEVICE = 'DEVICE = torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")'
 AVAILABLE = "torch.accelerator.is_available()"
@@ -307,7 +307,7 @@ def test_a_torch_only_fixed_script_trains_without_torchport(tmp_path, emulate):
     script = tmp_path / "train.py"
     script.write_text(_torch(TRAIN), encoding="utf-8")
     assert "torchport" not in script.read_text(encoding="utf-8")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHPORT_")}
+    env = clean_env()
     if emulate:
         env["TORCHPORT_EMULATE"] = emulate
     else:  # a `torchport` package that cannot be imported, first on the path

@@ -9,7 +9,6 @@ on every ``portable_device``: cpu, the emulated npu, and cuda where a GPU exists
 from __future__ import annotations
 
 import math
-import os
 import re
 import shutil
 import subprocess
@@ -22,6 +21,7 @@ from typer.testing import CliRunner
 from migrate_helpers import REPO
 from torchport.cli.main import app
 from torchport.migrate import scan_source
+from clean_env import clean_env
 
 SCRIPT = REPO / "tests" / "fixtures" / "cuda_train_script.py"
 
@@ -54,7 +54,7 @@ def test_fixed_script_is_device_agnostic(fixed_script):
 def test_fixed_script_trains(fixed_script, portable_device, tmp_path):
     """Runs in a fresh interpreter so the script sees a clean process (as a user would run it)."""
     kind = portable_device.type
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHPORT_")}
+    env = clean_env()
     env["TORCHPORT_DEVICE"] = kind
     if kind == "npu":
         env["TORCHPORT_EMULATE"] = "npu"

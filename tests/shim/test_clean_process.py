@@ -4,9 +4,10 @@ restores every attribute of torch it could have touched, identically; so does a 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
+
+from clean_env import clean_env
 
 SCRIPT = r'''
 import json, sys
@@ -52,7 +53,7 @@ print(json.dumps({"patched": changed[0], "ok": True}))
 
 
 def test_install_uninstall_restores_everything_in_a_clean_process():
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHPORT_")}
+    env = clean_env()
     proc = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=180)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     doc = json.loads(proc.stdout.strip().splitlines()[-1])

@@ -14,6 +14,7 @@ import textwrap
 import pytest
 
 from shim_helpers import FIXTURE_SCRIPT, ROOT, fixture_line, run_cli
+from clean_env import clean_env
 
 LOSS = re.compile(r"^step (\d+) loss (\d+\.\d+)$", re.M)
 
@@ -157,10 +158,9 @@ def test_import_torchport_auto(tmp_path):
         print("on", next(net.parameters()).device.type, torch.cuda.is_available())
     """))
     report = tmp_path / "auto.json"
-    import os
     import subprocess
 
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHPORT_")}
+    env = clean_env()
     env.update(TORCHPORT_DEVICE="cpu", TORCHPORT_SHIM_REPORT=str(report))
     proc = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr

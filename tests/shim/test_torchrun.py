@@ -8,18 +8,17 @@ into gloo on CPU and hccl on two emulated npus.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 
 import pytest
 from shim_helpers import FIXTURE_SCRIPT, ROOT, require_emulator
+from clean_env import clean_env
 
 
 def torchrun_fixture(tmp_path, env_extra: dict[str, str], device_args: list[str]) -> tuple[subprocess.CompletedProcess, list[dict]]:
     report = tmp_path / "ddp.json"
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("TORCHPORT_") and k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_PORT")}
+    env = clean_env("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_PORT")
     env.update(env_extra)
     env["OMP_NUM_THREADS"] = "1"
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
+from clean_env import clean_env
 
 
 @pytest.fixture(scope="session")
@@ -22,6 +22,6 @@ def tiny_data(tmp_path_factory) -> Path:
 def env(tmp_path) -> dict[str, str]:
     """Subprocess environment: private cache, 1 thread, no device overrides (the CPU precision pin of
     tests/conftest.py stays: ``--precision auto`` means fp32 on every machine)."""
-    e = {k: v for k, v in os.environ.items() if not k.startswith("TORCHPORT_") or k.startswith("TORCHPORT_CPU_")}
+    e = clean_env()
     e.update({"TORCHPORT_CACHE": str(tmp_path / "cache"), "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"})
     return e

@@ -21,6 +21,7 @@ import pytest
 from train_helpers import TINY, fault_cmd, records, run, step_losses, train_cmd
 
 from torchport.errors import ExitCode
+from clean_env import clean_env
 
 ARGS = ["--epochs", "2", "--log-every", "1", "--workers", "1", "--keep-last", "2"]
 
@@ -29,7 +30,7 @@ ARGS = ["--epochs", "2", "--log-every", "1", "--workers", "1", "--keep-last", "2
 def reference(tiny_data, tmp_path_factory):
     """Per-step losses of the uninterrupted run (24 steps)."""
     tmp = tmp_path_factory.mktemp("ref")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHPORT_")}
+    env = clean_env()
     env.update({"TORCHPORT_CACHE": str(tmp / "cache"), "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"})
     out = run(train_cmd("--data", tiny_data, *TINY, *ARGS, "--run-dir", tmp / "run"), env, timeout=400)
     assert out.returncode == 0, out.stderr

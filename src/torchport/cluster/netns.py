@@ -34,6 +34,8 @@ import shutil
 import subprocess
 from dataclasses import dataclass, field
 
+from torchport._tmpfiles import pid_alive
+
 __all__ = ["NetNamespaces", "create", "cleanup_stale", "unavailable", "list_namespaces", "PREFIX", "IFNAME"]
 
 #: Every namespace a rehearsal makes starts with this.
@@ -76,14 +78,18 @@ def unavailable() -> str | None:
     return None
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+def kill_inside(name: str) -> list[int]:
+    """SIGKILL every process still running in namespace ``name`` (``ip netns pids``); returns their pids."""
+    import signal
+
+    listed = _ip("netns", "pids", name, check=False)
+    pids = [int(p) for p in listed.stdout.split() if p.isdigit()] if listed.returncode == 0 else []
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return pids
 
 
 def cleanup_stale() -> list[str]:
@@ -91,7 +97,8 @@ def cleanup_stale() -> list[str]:
     gone = []
     for name in list_namespaces():
         m = _NAME.match(name)
-        if m and not _alive(int(m.group(1))):
+        if m and not pid_alive(m.group(1)):
+            kill_inside(name)
             _ip("netns", "del", name, check=False)
             gone.append(name)
     return gone
@@ -151,8 +158,10 @@ class NetNamespaces:
             _ip("-n", ns, "link", "set", "lo", "up")
 
     def close(self) -> None:
-        """Delete every namespace made (node namespaces first; their veths and the bridge go with them)."""
+        """Delete every namespace made (node namespaces first; their veths and the bridge go with them), after
+        killing what still runs inside (a worker orphaned by its launcher would keep a deleted namespace alive)."""
         for name in reversed(self.names):
+            kill_inside(name)
             _ip("netns", "del", name, check=False)
         self.names.clear()
 

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from torchport._json import write_text
+from torchport._tmpfiles import pid_alive
 from torchport.errors import ExitCode, TorchportError
 from torchport.storage import fs
 
@@ -155,16 +156,6 @@ def output_lock(dst: Any, *, what: str = "data pack"):
         lock.release()
 
 
-def _pid_alive(pid: Any) -> bool:
-    try:
-        os.kill(int(pid), 0)
-    except (ProcessLookupError, ValueError, TypeError):
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _lease_ttl() -> float:
     return float(os.environ.get("TORCHPORT_LEASE_TTL_S") or 300)
 
@@ -211,7 +202,7 @@ def _stale(url: str, owner: dict[str, Any]) -> str | None:
     if owner.get("host") == socket.gethostname():
         pid = owner.get("pid")
         ours = any(kind == "store" and obj.owner.get("token") == owner.get("token") for kind, obj in _HELD.values())
-        if (pid == os.getpid() and not ours) or not _pid_alive(pid):   # our pid, not our lease: a restarted container
+        if (pid == os.getpid() and not ours) or not pid_alive(pid):   # our pid, not our lease: a restarted container
             return f"its writer (pid {pid}) is gone"
     meta = store.info(url) or {}
     modified = meta.get("LastModified")
