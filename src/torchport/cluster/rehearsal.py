@@ -90,6 +90,7 @@ class Rehearsal:
     env: dict = field(default_factory=dict)
     rdzv_id: str = "rehearsal"
     net: str = "loopback"
+    overrides: dict = field(default_factory=dict)   # {rank: {var: value}}: set last (a node's wrong variable)
     nodes: list = field(default_factory=list)
     netns: object = None            # the NetNamespaces when net == "netns"
     net_note: str = ""
@@ -137,6 +138,7 @@ class Rehearsal:
         base.setdefault("PYTHONUNBUFFERED", "1")      # node logs line by line (a test watches them)
         if self.emulate:
             base["TORCHPORT_EMULATE"] = self.emulate
+        base.update(self.overrides.get(rank, {}))
         return base
 
     def command(self, rank: int, program: Sequence[str]) -> list[str]:
