@@ -6,6 +6,7 @@ namespace of its own (``--net netns``, the default; needs root and ``ip``, else 
 measured in the same run.
 
     .venv/bin/python benchmarks/bench_cluster.py [--only matrix,faults,envs] [--quick] [--net netns|loopback]
+    (further --only sections: loss, loss0, hang, data, wrongaddr, loss-s3)
 
 * ``matrix``: nodes x ranks x device (cpu/gloo, emulated npu/hccl) x strategy (ddp, fsdp): per-step losses vs ONE
   node with the same number of ranks (the same global batch), wall time of both;
@@ -18,6 +19,7 @@ measured in the same run.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shlex
 import subprocess
@@ -171,13 +173,48 @@ def _said(r) -> str:
 #: (checkpoints every 4 steps and at each epoch's end: 2x1 has 12 steps per epoch, 2x2 has 6)
 NODE_LOSS = [("ddp cpu/gloo", 2, 1, "cpu", "ddp", 1, 10), ("fsdp + DCP cpu/gloo", 2, 1, "cpu", "fsdp", 1, 10),
              ("fsdp + DCP, emulated npu:2 / hccl", 2, 2, "npu", "fsdp", 1, 7)]
+#: --only loss-s3: the fsdp + DCP row with --checkpoint-dir s3://... on moto's S3 server (in the bridge namespace)
+NODE_LOSS_S3 = [("fsdp + DCP in S3 (moto), cpu/gloo", 2, 1, "cpu", "fsdp", 1, 10)]
 
 
-def node_loss(work: Path, data: Path, rows=NODE_LOSS) -> None:
+class _S3:
+    """moto's S3 server for a rehearsal: inside its bridge namespace (10.213.x.254:9000) when there is one, else on
+    127.0.0.1; ``env`` is what a node needs to reach it. Stopped (its process group) by :meth:`close`."""
+
+    def __init__(self, rh: Rehearsal) -> None:
+        from torchport.cluster.rehearsal import free_port
+
+        self.rh, inside = rh, rh.netns is not None
+        host = rh.netns.service_address if inside else "127.0.0.1"
+        port = 9000 if inside else free_port()
+        self.env = {"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench", "AWS_REGION": "us-east-1",
+                    "AWS_ENDPOINT_URL": f"http://{host}:{port}"}
+        self.server = subprocess.Popen([*(rh.netns.exec_prefix(None) if inside else []), PY, "-m", "moto.server",
+                                        "-H", host, "-p", str(port)], stdout=subprocess.DEVNULL,
+                                       stderr=subprocess.DEVNULL, start_new_session=True)
+
+    def run(self, *args: str, env: dict) -> subprocess.CompletedProcess:
+        """``cluster_data_worker.py ARGS`` inside node 0's namespace (where the server is reachable)."""
+        return subprocess.run([*(self.rh.netns.exec_prefix(0) if self.rh.netns is not None else []), PY, DATA_WORKER,
+                               *args], env={**env, **self.env}, capture_output=True, text=True, timeout=300)
+
+    def close(self) -> None:
+        import signal
+
+        os.killpg(self.server.pid, signal.SIGTERM)
+        self.server.wait(10)
+
+
+def node_loss(work: Path, data: Path, rows=NODE_LOSS, *, s3: bool = False) -> None:
     """N nodes, 2 epochs, checkpoint every 4 steps; node K (agent and workers) SIGKILLed once rank 0 has logged
     step KILL_AT; a replacement node K is started (in the same namespace: the same address); the surviving node's
     torchrun restarts the job (--max-restarts 1) and every rank resumes from the last checkpoint (--resume auto).
-    Reference: one node of N x ranks, uninterrupted, same flags (the same global batch)."""
+    Reference: one node of N x ranks, uninterrupted, same flags (the same global batch).
+
+    ``s3``: the rehearsal's checkpoints go to ``--checkpoint-dir s3://bench/<row>`` on moto's S3 server (:class:`_S3`;
+    the run directory stays local); after the job the prefix is copied from inside node 0's namespace into the run's
+    ``checkpoints`` folder, so the final DCP weights are compared as for a local run. The reference (one node, in the
+    root namespace, which must send nothing off loopback) keeps its checkpoints local: they do not change its losses."""
     env = {**base_env(work), "TORCHPORT_FAULT_STEP_DELAY_S": "0.4"}
     extra = ("--checkpoint-every", "4", "--resume", "auto")
     print("\n| fault | job | surviving node | killed node | replacement node | steps lost | result vs uninterrupted | "
@@ -194,18 +231,42 @@ def node_loss(work: Path, data: Path, rows=NODE_LOSS) -> None:
         t0 = time.monotonic()
         with Rehearsal(net=NET, nnodes=nnodes, nproc=nproc, emulate=emulate, workdir=work / f"{tag}-nodes", env=env,
                        join_timeout=120, max_restarts=1) as rh:
-            program = [FAULT_TRAIN, *train_args(data, el_dir, device=device, strategy=strategy, epochs=2, extra=extra)]
-            rh.start(program)
-            seen = 0
-            while time.monotonic() - t0 < 400:
-                seen = logged_step(rh.nodes[0].log)
-                if seen >= kill_at:
-                    break
-                time.sleep(0.1)
-            rh.kill(rh.nodes[victim])
-            t_kill = time.monotonic() - t0
-            rh.start_node(victim, program, tag="-replacement")
-            results = rh.wait(timeout=600)
+            store = _S3(rh) if s3 else None
+            try:
+                el_extra = extra
+                if store is not None:
+                    url = f"s3://bench/{tag}"
+                    made = store.run("bucket", url, env=env)
+                    if made.returncode != 0:
+                        print(f"| {label} | S3 server not ready: {last_line(made.stderr)} | | | | | | |")
+                        continue
+                    rh.env.update(store.env)
+                    el_extra = (*extra, "--checkpoint-dir", url)
+                program = [FAULT_TRAIN, *train_args(data, el_dir, device=device, strategy=strategy, epochs=2,
+                                                    extra=el_extra)]
+                rh.start(program)
+                seen = 0
+                while time.monotonic() - t0 < 400:
+                    seen = logged_step(rh.nodes[0].log)
+                    if seen >= kill_at:
+                        break
+                    time.sleep(0.1)
+                rh.kill(rh.nodes[victim])
+                t_kill = time.monotonic() - t0
+                rh.start_node(victim, program, tag="-replacement")
+                results = rh.wait(timeout=600)
+                if store is not None:
+                    got = store.run("fetch", url, str(el_dir / "checkpoints"), env=env)
+                    try:
+                        listing = json.loads(got.stdout.strip().splitlines()[-1])
+                        steps = sorted({k.split("/")[1] for k in listing["keys"] if "/step-" in k})
+                        print(f"<!-- {url}: {len(listing['keys'])} objects; checkpoints {', '.join(steps)}; latest.json "
+                              f"{(listing['latest'] or '').strip()[:200]} -->", flush=True)
+                    except (IndexError, ValueError, KeyError):
+                        print(f"<!-- fetch {url} failed: {last_line(got.stderr)} -->", flush=True)
+            finally:
+                if store is not None:
+                    store.close()
         t_el = time.monotonic() - t0
         a, b = step_losses(el_dir), step_losses(ref_dir)
         lines, at = _resumed_at(results[0].output if victim else results[1].output)
@@ -221,6 +282,43 @@ def node_loss(work: Path, data: Path, rows=NODE_LOSS) -> None:
         for r in results:
             if r.returncode not in (0, None):
                 print(f"<!-- node {r.rank}: {r.output[-2500:]} -->")
+
+
+#: --only wrongaddr: (case, node, its variables) -- ``X`` is the rehearsal's 10.213.x prefix
+WRONG_ADDR = [("MASTER_ADDR in the nodes' /24 that no node has (no ARP answer)", 1,
+               {"MASTER_ADDR": "X.99", "PET_MASTER_ADDR": "X.99"}),
+              ("MASTER_ADDR off every node's network (no route)", 1,
+               {"MASTER_ADDR": "10.214.0.1", "PET_MASTER_ADDR": "10.214.0.1"}),
+              ("HCCL_IF_IP / node address that node 1 does not have", 1,
+               {"HCCL_IF_IP": "X.77", "TORCHPORT_NODE_ADDR": "X.77"}),
+              ("HCCL_IF_IP / node address that node 0 does not have", 0,
+               {"HCCL_IF_IP": "X.77", "TORCHPORT_NODE_ADDR": "X.77"})]
+
+
+def wrong_address(work: Path, data: Path, join_timeout: float = 10, connect_timeout: float = 5) -> None:
+    """2 nodes x 1 rank, ddp on cpu, one node started with a wrong address variable (WRONG_ADDR): what each node
+    prints last, its exit code and when it ended (every case must end by the join / connect timeout)."""
+    print(f"\n| wrong variable (join timeout {join_timeout:g} s, connect timeout {connect_timeout:g} s) | node 0 | "
+          "node 1 |")
+    print("|---|---|---|")
+    for n, (case, rank, bad) in enumerate(WRONG_ADDR):
+        with Rehearsal(net=NET, nnodes=2, nproc=1, workdir=work / f"wrongaddr-{n}", env=base_env(work),
+                       join_timeout=join_timeout, connect_timeout=connect_timeout) as rh:
+            x = rh.address(0).rsplit(".", 1)[0]
+            rh.overrides = {rank: {k: v.replace("X", x) for k, v in bad.items()}}
+            t0 = time.monotonic()
+            rh.start(["train", *train_args(data, work / f"wrongaddr-{n}" / "run", device="cpu", strategy="ddp")])
+            ends = {}
+            while len(ends) < 2 and time.monotonic() - t0 < 300:
+                for node in rh.nodes:
+                    if node.rank not in ends and node.proc.poll() is not None:
+                        ends[node.rank] = time.monotonic() - t0
+                time.sleep(0.1)
+            results = rh.wait(timeout=5)
+        shown = ", ".join(f"{k}={v.replace('X', '10.213.x')}" for k, v in bad.items())
+        print(f"| node {rank}: {shown} ({case}) | "
+              + " | ".join(f"exit {r.returncode} after {ends.get(r.rank, float('nan')):.1f} s: `{last_line(r.output)}`"
+                           for r in results) + " |", flush=True)
 
 
 def node0_loss(work: Path, data: Path) -> None:
@@ -448,6 +546,10 @@ def main() -> None:
         envs(work)
     if "faults" in only or "loss" in only:
         node_loss(work, data)
+    if "wrongaddr" in only:
+        wrong_address(work, data)
+    if "loss-s3" in only:
+        node_loss(work, data, NODE_LOSS_S3, s3=True)
     if "faults" in only or "loss0" in only:
         node0_loss(work, data)
     if "faults" in only or "hang" in only:

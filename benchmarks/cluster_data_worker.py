@@ -1,6 +1,8 @@
-"""The per-process half of ``bench_cluster.py --only data`` (issue 33 #5). Two modes:
+"""The per-process half of ``bench_cluster.py --only data`` (issue 33 #5), and its S3 helper for ``--only loss-s3``:
 
     python benchmarks/cluster_data_worker.py setup URL SRC    # wait for the S3 server, make the bucket, pack SRC to URL
+    python benchmarks/cluster_data_worker.py bucket URL       # wait for the S3 server, make the bucket
+    python benchmarks/cluster_data_worker.py fetch URL DST    # copy every object under URL to DST (JSON: keys, latest)
     torchrun ... benchmarks/cluster_data_worker.py read URL OUT [EPOCHS]   # every rank: read its share, 2 epochs
 
 ``setup`` runs where the server is reachable (inside node 0's network namespace, or on loopback); ``read`` runs
@@ -19,7 +21,8 @@ import time
 from pathlib import Path
 
 
-def setup(url: str, src: str) -> None:
+def bucket(url: str) -> None:
+    """Wait for the S3 server (AWS_ENDPOINT_URL) and make the bucket of ``url``."""
     import urllib.request
 
     import boto3
@@ -34,8 +37,27 @@ def setup(url: str, src: str) -> None:
             if time.time() > deadline:
                 raise SystemExit(f"setup: the S3 server at {endpoint} did not answer within 60 s")
             time.sleep(0.3)
-    bucket = url.split("/")[2]
-    boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1").create_bucket(Bucket=bucket)
+    boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1").create_bucket(Bucket=url.split("/")[2])
+
+
+def fetch(url: str, dst: str) -> None:
+    """Copy every object under ``url`` to the folder ``dst``; print ``{"keys": [...], "latest": ...}``."""
+    import boto3
+
+    b, _, prefix = url[len("s3://"):].partition("/")
+    s3 = boto3.client("s3", endpoint_url=os.environ["AWS_ENDPOINT_URL"], region_name="us-east-1")
+    keys = [o["Key"] for page in s3.get_paginator("list_objects_v2").paginate(Bucket=b, Prefix=prefix.rstrip("/") + "/")
+            for o in page.get("Contents", [])]
+    for k in keys:
+        out = Path(dst) / k[len(prefix.rstrip("/")) + 1:]
+        out.parent.mkdir(parents=True, exist_ok=True)
+        s3.download_file(b, k, str(out))
+    latest = Path(dst) / "latest.json"
+    print(json.dumps({"keys": sorted(keys), "latest": latest.read_text() if latest.is_file() else None}), flush=True)
+
+
+def setup(url: str, src: str) -> None:
+    bucket(url)
     from torchport.data.pack import pack
 
     report = pack(src, url, mode="jpeg", workers=1, shard_bytes=int(os.environ.get("BENCH_SHARD_BYTES", 1 << 16)))
@@ -105,5 +127,9 @@ def read(url: str, out: str, epochs: int = 2) -> None:
 if __name__ == "__main__":
     if sys.argv[1] == "setup":
         setup(sys.argv[2], sys.argv[3])
+    elif sys.argv[1] == "bucket":
+        bucket(sys.argv[2])
+    elif sys.argv[1] == "fetch":
+        fetch(sys.argv[2], sys.argv[3])
     else:
         read(sys.argv[2], sys.argv[3], int(sys.argv[4]) if len(sys.argv) > 4 else 2)

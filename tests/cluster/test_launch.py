@@ -146,3 +146,28 @@ def test_check_distributed_needs_two_ranks_in_all():
                           "--nnodes", "1", "--device", "cpu"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 2 and out.stderr.strip().splitlines()[-1] == (
         "torchport check: error: --nproc 1 x --nnodes 1: the distributed smoke needs at least 2 ranks"), out.stderr
+
+
+@pytest.mark.parametrize("extra,shown", [
+    ({"HCCL_IF_IP": "192.0.2.77"}, "HCCL_IF_IP=192.0.2.77"),              # TEST-NET-1: never this host's
+    ({"TORCHPORT_NODE_ADDR": "192.0.2.78"}, "TORCHPORT_NODE_ADDR=192.0.2.78"),
+])
+def test_an_address_this_node_does_not_have_is_one_line_exit_2_before_torchrun_starts(extra, shown):
+    # measured in the namespace rehearsal (docs/cluster.md, fault table): before this check, a wrong HCCL_IF_IP
+    # on CPU/gloo (GLOO_SOCKET_IFNAME pinned) ran to the end, silently advertising an address nobody has
+    env = {"PET_NNODES": "2", "PET_NODE_RANK": "1", "PET_MASTER_ADDR": "127.0.0.1", "PET_MASTER_PORT": "9", **extra}
+    out = _launch(env, "--nproc-per-node", "1", "--join-timeout", "2", "--", "train")
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.count("\n") == 1 and "torch.distributed" not in out.stderr, out.stderr
+    assert out.stderr.startswith(f"torchport launch: error: node 1 of 2: {shown} is not an address of this node")
+    assert "127.0.0.1 (lo)" in out.stderr and "set it to this node's address" in out.stderr
+
+
+def test_local_address_problem_accepts_this_nodes_own_addresses():
+    from torchport.cluster.launch import local_address_problem
+
+    plan = detect({"PET_NNODES": "2", "PET_NODE_RANK": "1", "PET_MASTER_ADDR": "n0", "TORCHPORT_NODE_ADDR": "127.0.0.2"})
+    assert local_address_problem(plan, {"HCCL_IF_IP": "127.0.0.1"}) is None
+    assert local_address_problem(plan.replace(local_addr="no-such-host.invalid"), {}).startswith(
+        "node 1 of 2: --local-addr no-such-host.invalid is not an address of this node")
+    assert local_address_problem(detect({}), {"HCCL_IF_IP": "192.0.2.1"}) is None     # one node: nothing to check

@@ -165,3 +165,20 @@ def test_closing_the_namespaces_kills_what_still_runs_inside():
         if orphan.poll() is None:
             orphan.kill()
         spaces.close()
+
+
+def test_a_master_addr_that_routes_nowhere_is_one_line_not_a_hang(data, tmp_path):
+    # in the namespaces an address of the node's /24 that no node has gets no ARP answer: nothing ever refuses,
+    # the connect just never completes -- the connect timeout bounds it (loopback can only show a refusal)
+    if netns.unavailable() is not None:
+        pytest.fail(f"network namespaces unavailable here: {netns.unavailable()}")
+    with Rehearsal(nnodes=2, workdir=tmp_path / "nodes", join_timeout=3, connect_timeout=3, env=_env(tmp_path),
+                   net="netns") as rh:
+        nowhere = rh.address(0).rsplit(".", 1)[0] + ".99"
+        rh.overrides = {1: {"MASTER_ADDR": nowhere, "PET_MASTER_ADDR": nowhere}}
+        rh.start(_train(data, tmp_path / "run"), ranks=[1])
+        [node1] = rh.wait(timeout=90)
+    assert node1.returncode == 8, node1.output[-3000:]
+    last = node1.output.strip().splitlines()[-1]
+    assert f"cannot reach the rendezvous endpoint {nowhere}:" in last and "(PET_MASTER_ADDR)" in last
+    assert node1.seconds < 60

@@ -74,6 +74,35 @@ def test_same_pixels_from_disk_and_store(folder, tmp_path, store_env, mode, monk
     assert blocks and max(p.stat().st_size for p in blocks) <= 65536
 
 
+def test_opening_checks_headers_without_fetching_blocks(folder, tmp_path, store_env, monkeypatch):
+    """Opening (verify="quick") reads each shard's 64-byte header with a ranged GET of its own: the block cache
+    stays empty (before: block 0 plus 2 read-ahead blocks of every shard, on every node of a cluster)."""
+    from torchport.data.format import ShardSet
+
+    monkeypatch.setenv("TORCHPORT_STORAGE_BLOCK_MB", "0.0625")
+    url = store_env + "/open"
+    _, rep = _local_and_remote(folder, tmp_path, url)
+    s = ShardSet.open(url, verify="quick")
+    assert rep["shards"] >= 3 and s.remote is not None
+    import time
+
+    time.sleep(0.5)                                    # read-ahead, had any been scheduled, runs in threads
+    cache = Path(os.environ["TORCHPORT_STORAGE_CACHE"])
+    blocks = [p for p in cache.rglob("*") if p.is_file() and "-65536-" in p.name]
+    assert blocks == []
+    assert len(s.raw(len(s) - 1))                      # samples still stream after the light open
+    # the light read still checks the header: same size, one header byte changed -> named, not opened
+    from torchport.data.errors import ShardCorruptError
+    from torchport.storage import store
+
+    name = sorted(n for n in store.listdir(url) if n.endswith(".tps"))[1]
+    data = bytearray(store.read_bytes(store.join(url, name)))
+    data[0] ^= 0xFF
+    store.write_bytes(store.join(url, name), bytes(data))
+    with pytest.raises(ShardCorruptError, match=f"{name}.*bad header"):
+        ShardSet.open(url, verify="quick")
+
+
 def test_damaged_object_is_named(folder, tmp_path, store_env):
     from torchport.data.errors import ShardCorruptError
     from torchport.data.format import ShardSet

@@ -12,7 +12,8 @@ script. Environments read (first match): an HCCL rank table (``RANK_TABLE_FILE``
 (``SLURM_*``), Kubeflow PyTorchJob (``PET_*``; per pod ``MASTER_ADDR`` / ``WORLD_SIZE`` / ``RANK``), Volcano
 (``VC_*``); none: one standalone node. See docs/cluster.md.
 
-Exit codes: 0 the job succeeded; 2 bad scheduler variables or options; 8 the rendezvous failed (nodes missing,
+Exit codes: 0 the job succeeded; 2 bad scheduler variables or options (also ``HCCL_IF_IP`` / this node's address
+not an address of this node, checked before torchrun starts); 8 the rendezvous failed (nodes missing,
 endpoint unreachable) or workers failed; otherwise torchrun's own code.
 """
 
@@ -64,7 +65,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Run torchrun for this node from the scheduler's environment (Slurm, Kubernetes, ModelArts, rank table)."""
         from torchport.cluster.environments import detect, read
-        from torchport.cluster.launch import run_torchrun, torchrun_command, torchrun_env
+        from torchport.cluster.launch import local_address_problem, run_torchrun, torchrun_command, torchrun_env
 
         program = list(ctx.args)
         plan = detect() if env_name == "auto" else read(env_name)
@@ -87,6 +88,9 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"# environment: {plan.source}; " + "; ".join(f"{k} <- {v}" for k, v in origin.items() if v),
                        err=True)
             return
+        problem = local_address_problem(plan)
+        if problem:
+            fail("launch", problem)
         raise typer.Exit(run_torchrun(cmd, plan, join_timeout=join_timeout,
                                       env=torchrun_env(plan, max_restarts=max_restarts)))
 

@@ -9,6 +9,10 @@ when torchrun fails, adds one line saying what went wrong across the nodes:
 * the rendezvous endpoint cannot be reached (wrong ``MASTER_ADDR`` / port, node 0 not started);
 * the rendezvous store went away while the job ran (node 0, whose agent hosts the c10d store, was lost): torchrun
   cannot re-rendezvous without it, so the job ends on every surviving node;
+* before torchrun starts, :func:`local_address_problem`: ``HCCL_IF_IP`` or the address this node advertises
+  (``--local-addr``: ``TORCHPORT_NODE_ADDR``, ``MA_CURRENT_IP``, a rank table's ``HCCL_IF_IP``) is not an
+  address of this node -- exit 2 at once (on CPU/gloo with a pinned ``GLOO_SOCKET_IFNAME`` such a job would run
+  and silently advertise an address nobody can reach; HCCL would fail to bind it);
 * a worker failed (a rank died, a node was lost and the restarts ran out) -- the ranks and exit codes torchrun
   reported.
 
@@ -32,7 +36,8 @@ from typing import Sequence
 from torchport.cluster.environments import NodePlan
 from torchport.errors import ConfigError
 
-__all__ = ["torchrun_command", "torchrun_env", "program_args", "run_torchrun", "explain_failure", "TORCHPORT_VERBS"]
+__all__ = ["torchrun_command", "torchrun_env", "program_args", "run_torchrun", "explain_failure", "TORCHPORT_VERBS",
+           "local_address_problem"]
 
 #: Words after ``--`` that are torchport verbs: ``launch -- train ARGS`` runs ``-m torchport train ARGS``.
 TORCHPORT_VERBS = ("train", "check", "run", "bench", "profile")
@@ -87,6 +92,46 @@ def explain_failure(plan: NodePlan, text: str, rc: int, *, join_timeout: float |
     if failed:
         parts = ", ".join(f"rank {r} " + (f"exit {c}" if int(c) >= 0 else f"signal {-int(c)}") for r, _, c in failed[:4])
         return f"{where}: worker(s) failed ({parts}); their own error lines are above"
+    return None
+
+
+def _is_local(addr: str) -> bool:
+    """Whether ``addr`` (an IP or a host name) is an address of this host: a socket can bind it (no packet sent)."""
+    import socket
+
+    try:
+        infos = socket.getaddrinfo(addr, None, proto=socket.IPPROTO_TCP)
+    except OSError:
+        return False
+    for family, _type, _proto, _name, sockaddr in infos:
+        try:
+            with socket.socket(family, socket.SOCK_STREAM) as s:
+                s.bind((sockaddr[0], 0))
+            return True
+        except OSError:
+            continue
+    return False
+
+
+def local_address_problem(plan: NodePlan, environ: dict | None = None) -> str | None:
+    """One line when, in a job of several nodes, ``HCCL_IF_IP`` or the address this node advertises to the others
+    (``plan.local_addr``) is not an address of this node (it does not bind here); None when they are, or unset."""
+    import os
+
+    env = os.environ if environ is None else environ
+    if plan.nnodes <= 1:
+        return None
+    checks = [("HCCL_IF_IP", (env.get("HCCL_IF_IP") or "").strip())]
+    if plan.local_addr:
+        checks.append((plan.origin.get("local_addr") or "--local-addr", plan.local_addr))
+    for var, addr in checks:
+        if addr and not _is_local(addr):
+            from torchport.cluster.doctor import interfaces
+
+            have = ", ".join(f"{a} ({n})" for n, a in sorted(interfaces().items())) or "none"
+            shown = f"--local-addr {addr}" if var in ("command line", "--local-addr") else f"{var}={addr}"
+            return (f"node {plan.node_rank} of {plan.nnodes}: {shown} is not an address of this node (its addresses: "
+                    f"{have}); set it to this node's address on the cluster network (ip -4 addr), or unset it")
     return None
 
 

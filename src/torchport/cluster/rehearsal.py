@@ -7,7 +7,8 @@ its ``kubeflow`` environment): ``PET_NNODES``, ``PET_NODE_RANK``, ``PET_NPROC_PE
 ``PET_MASTER_PORT`` (node 0), ``TORCHPORT_NODE_ADDR`` = its address (the one the agent advertises;
 ``127.0.0.<rank + 1>`` on loopback), ``GLOO_SOCKET_IFNAME`` (gloo, and the emulated hccl over it, binds that
 interface: ``lo`` on loopback), ``TORCHPORT_CACHE`` = a folder of its own, and ``TORCHPORT_EMULATE=<emulate>``
-when given (emulated accelerators per node, e.g. 2 per node).
+when given (emulated accelerators per node, e.g. 2 per node). ``overrides={rank: {var: value}}`` is set last on
+that node (a rehearsed mistake: a wrong ``MASTER_ADDR`` or ``HCCL_IF_IP`` on one node).
 
 ``net="loopback"`` (the default): every address is loopback, nothing is sent outside this host.
 ``net="netns"``: each node runs in a Linux network namespace of its own (:mod:`torchport.cluster.netns`: a bridge
@@ -90,6 +91,7 @@ class Rehearsal:
     env: dict = field(default_factory=dict)
     rdzv_id: str = "rehearsal"
     net: str = "loopback"
+    overrides: dict = field(default_factory=dict)   # {rank: {var: value}}: set last (a node's wrong variable)
     nodes: list = field(default_factory=list)
     netns: object = None            # the NetNamespaces when net == "netns"
     net_note: str = ""
@@ -137,6 +139,7 @@ class Rehearsal:
         base.setdefault("PYTHONUNBUFFERED", "1")      # node logs line by line (a test watches them)
         if self.emulate:
             base["TORCHPORT_EMULATE"] = self.emulate
+        base.update(self.overrides.get(rank, {}))
         return base
 
     def command(self, rank: int, program: Sequence[str]) -> list[str]:

@@ -438,7 +438,7 @@ class ShardSet:
                 )
                 continue
             if self.remote is not None:
-                raw = self.remote.read(sid, 0, _HEADER.size)
+                raw = self.remote.header(sid, _HEADER.size)
             else:
                 with open(path, "rb") as f:
                     raw = f.read(_HEADER.size)
