@@ -15,7 +15,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 #: names of the wheel's list that refuse (one line, "is not emulated"); every other name works (tests below)
-REFUSED = {"npu_fused_attention", "npu_fused_attention_with_layernorm", "PSROIPool", "ModulatedDeformConv", "DCNv2",
+REFUSED = {"npu_fused_attention", "npu_fused_attention_with_layernorm",
            "MultiheadAttention", "FusedColorJitter", "LinearA8W8Quant", "LinearQuant", "LinearWeightQuant",
            "QuantConv2d", "FlopsCounter", "set_thread_affinity", "reset_thread_affinity", "save_async",
            "set_asd_loss_scale", "register_asd_hook"}
@@ -324,3 +324,60 @@ def test_the_wheels_submodule_paths_import(tnpu):
     assert npu_giou is function.npu_giou and NpuPreGenDropout is module.NpuPreGenDropout
     assert ModulatedDeformConv is module.ModulatedDeformConv
     assert callable(function.roll) and callable(function.matmul_transpose)
+
+
+def test_ps_roi_pool(tnpu):
+    from torch_npu.contrib.module import PSROIPool
+
+    gs, dim = 2, 3
+    # channel c holds the constant c: bin (i, j) of output channel o averages channel o * gs * gs + i * gs + j
+    feat = torch.arange(dim * gs * gs, dtype=torch.float32)[None, :, None, None].expand(2, -1, 8, 8).contiguous()
+    feat[1] += 100.0                                                        # image 1 = image 0 + 100
+    rois = torch.tensor([[[0.0], [0.0], [0.0], [7.0], [7.0]], [[1.0], [2.0], [2.0], [5.0], [6.0]]])  # [2, 5, 1]
+    out = PSROIPool(gs, gs, 1.0, gs, dim)(feat.npu(), rois.npu())
+    assert out.device.type == "npu" and out.shape == (2, dim, gs, gs)
+    want = torch.arange(dim * gs * gs, dtype=torch.float32).reshape(dim, gs, gs)
+    _close(out, torch.stack([want, want + 100.0]))
+    # on f(y, x) = x over 10 x 10, RoI (0, 0)-(8, 8) at scale 1 (corners rounded, end exclusive: torchvision's
+    # rule, assumed for the card): bins are columns [0, 4) and [4, 8) -> 1.5, 5.5; x2 = 7: [0, 4), [3, 7) -> 4.5
+    ramp = torch.arange(10.0).repeat(10, 1).expand(1, dim * gs * gs, 10, 10).contiguous()
+    full = torch.tensor([[[0.0], [0.0], [0.0], [8.0], [8.0]]])
+    _close(PSROIPool(gs, gs, 1.0, gs, dim)(ramp.npu(), full.npu())[0, 0], [[1.5, 5.5], [1.5, 5.5]])
+    _close(PSROIPool(gs, gs, 1.0, gs, dim)(ramp.npu(), rois[:1].npu())[0, 0], [[1.5, 4.5], [1.5, 4.5]])
+    with pytest.raises(ValueError, match="pooled_height == pooled_width == group_size"):
+        PSROIPool(2, 3, 1.0, 2, 3)
+    with pytest.raises(ValueError, match=r"rois must be \[batch, 5, rois_num\]"):
+        PSROIPool(gs, gs, 1.0, gs, dim)(feat.npu(), rois[:, :, 0].npu())
+
+
+def test_modulated_deform_conv(tnpu):
+    from torch_npu.contrib.module import DCNv2, ModulatedDeformConv
+
+    assert DCNv2 is ModulatedDeformConv
+    torch.manual_seed(0)
+    x = torch.randn(2, 4, 6, 6)
+    m = ModulatedDeformConv(4, 5, 3, 1, 1).npu()
+    assert torch.count_nonzero(m.conv_offset.weight) == 0 and torch.count_nonzero(m.bias) == 0
+    with torch.no_grad():
+        m.bias.copy_(torch.arange(5.0))
+    xn = x.npu().requires_grad_()
+    out = m(xn)
+    # zero-initialised offset conv: offset 0, mask sigmoid(0) = 1/2 -> half a plain convolution, plus the bias
+    want = 0.5 * F.conv2d(x, m.weight.detach().cpu(), padding=1) + torch.arange(5.0)[:, None, None]
+    assert out.device.type == "npu"
+    _close(out, want, 1e-5)
+    out.sum().backward()
+    _close(xn.grad, 0.5 * F.conv_transpose2d(torch.ones(2, 5, 6, 6), m.weight.detach().cpu(), padding=1), 1e-5)
+    assert m.weight.grad is not None and m.conv_offset.weight.grad is not None
+    # unpacked, mmcv's (y, x) offset pairs: x offset +1 everywhere, mask 1 = convolution of the image shifted left
+    u = ModulatedDeformConv(4, 5, 3, 1, 1, bias=False, pack=False).npu()
+    offset = torch.zeros(2, 18, 6, 6)
+    offset[:, 1::2] = 1.0
+    got = u((x.npu(), offset.npu(), torch.ones(2, 9, 6, 6).npu()))
+    # tap t of output column j reads x column j + t (zero outside): a valid convolution of x padded (0, 2) in x
+    _close(got, F.conv2d(F.pad(x, (0, 2, 1, 1)), u.weight.detach().cpu()), 1e-5)
+    # y offset +1, mask 0.25: a quarter of the convolution of the image shifted up
+    offset = torch.zeros(2, 18, 6, 6)
+    offset[:, 0::2] = 1.0
+    got = u((x.npu(), offset.npu(), torch.full((2, 9, 6, 6), 0.25).npu()))
+    _close(got, 0.25 * F.conv2d(F.pad(x, (1, 1, 0, 2)), u.weight.detach().cpu()), 1e-5)

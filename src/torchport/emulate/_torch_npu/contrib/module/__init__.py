@@ -1,11 +1,12 @@
 """``torch_npu.contrib.module`` (emulated): torch_npu's ``nn.Module`` helpers.
 
 Composed from the emulated ops of ``torch_npu._ops`` (npu_roi_align, npu_one_hot,
-npu_softmax_cross_entropy_with_logits, npu_mish, npu_silu, npu_dropout_gen_mask / npu_dropout_do_mask,
-dropout_with_byte_mask) and plain torch modules, with the semantics of torch_npu 2.14.0's ``contrib/module``
+npu_softmax_cross_entropy_with_logits, npu_mish, npu_silu, npu_ps_roi_pooling, npu_deformable_conv2d,
+npu_dropout_gen_mask / npu_dropout_do_mask, dropout_with_byte_mask) and plain torch modules, with the semantics of torch_npu 2.14.0's ``contrib/module``
 (read from the wheel; constructor arguments as there). The modules built on kernels that have no composition
-here (PS-RoI pooling, deformable convolution, fairseq's fused multi-head attention, the quantised matmul /
-conv family, the fused colour jitter) refuse in one line when constructed.
+here (fairseq's fused multi-head attention, the quantised matmul / conv family) refuse in one line when
+constructed. PSROIPool and ModulatedDeformConv/DCNv2 run the emulated npu_ps_roi_pooling /
+npu_deformable_conv2d (torchvision's ps_roi_pool / deform_conv2d).
 
 The wheel's submodules (``deform_conv``, ``roi_align``, ``_ensemble_dropout`` ...) re-export their names from here.
 """
@@ -340,9 +341,73 @@ def _refused_module(name: str, why: str):
     return cls
 
 
-PSROIPool = _refused_module("PSROIPool", "it runs torch_npu.npu_ps_roi_pooling, which has no composition here")
-ModulatedDeformConv = _refused_module("ModulatedDeformConv", "it runs torch_npu.npu_deformable_conv2d, which has "
-                                      "no composition here")
+class PSROIPool(nn.Module):
+    """Position-sensitive RoI pooling through torch_npu.npu_ps_roi_pooling (rois ``[batch, 5, rois_num]``)."""
+
+    def __init__(self, pooled_height=7, pooled_width=7, spatial_scale=1 / 16.0, group_size=7, output_dim=22):
+        super().__init__()
+        if not pooled_height == pooled_width == group_size:
+            raise ValueError("PSROIPool: only pooled_height == pooled_width == group_size supported (as on the card)")
+        self.pooled_height, self.pooled_width = pooled_height, pooled_width
+        self.group_size, self.spatial_scale, self.output_dim = group_size, spatial_scale, output_dim
+
+    def forward(self, features, rois):
+        return torch_npu.npu_ps_roi_pooling(features, rois, self.spatial_scale, self.group_size, self.output_dim)
+
+
+class ModulatedDeformConv(nn.Module):
+    """mmcv-style modulated deformable convolution (DCNv2) through torch_npu.npu_deformable_conv2d, float32.
+
+    ``pack=True``: ``conv_offset`` (zero-initialised) predicts the offsets (mmcv's (y, x) pairs) and the mask
+    logits from the input; ``pack=False``: ``forward((x, offset, mask))``. Without bias the output has none.
+    """
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
+                 deformable_groups=1, bias=True, pack=True):
+        super().__init__()
+        from torch.nn.modules.utils import _pair
+
+        self.in_channels, self.out_channels = in_channels, out_channels
+        self.kernel_size = _pair(kernel_size)
+        self.stride, self.padding, self.dilation = stride, padding, dilation
+        self.groups, self.deformable_groups = groups, deformable_groups
+        self.with_bias, self.pack = bias, pack
+        self.weight = nn.Parameter(torch.empty(out_channels, in_channels // groups, *self.kernel_size))
+        self.bias = nn.Parameter(torch.empty(out_channels)) if bias else torch.zeros(out_channels)
+        if pack:
+            self.conv_offset = nn.Conv2d(in_channels, deformable_groups * 3 * self.kernel_size[0] * self.kernel_size[1],
+                                         kernel_size=self.kernel_size, stride=_pair(stride), padding=_pair(padding),
+                                         bias=True)
+        self.split_num = deformable_groups * 2 * self.kernel_size[0] * self.kernel_size[1]
+        self.init_param()
+
+    def init_param(self):
+        fan_in = self.in_channels * self.kernel_size[0] * self.kernel_size[1]
+        bound = 1.0 / fan_in ** 0.5
+        with torch.no_grad():
+            self.weight.uniform_(-bound, bound)
+            self.bias.zero_()
+            if self.pack:
+                self.conv_offset.weight.zero_()
+                self.conv_offset.bias.zero_()
+
+    def forward(self, x):
+        if self.pack:
+            out = self.conv_offset(x)
+            offset, mask = out[:, :self.split_num], torch.sigmoid(out[:, self.split_num:])
+        else:
+            x, offset, mask = x
+        offset = offset.float()
+        # the card's layout: all x offsets, then all y offsets, then the mask
+        offset_all = torch.cat([offset[:, 1::2], offset[:, 0::2], mask.float()], dim=1)
+        s, p, d = self.stride, self.padding, self.dilation
+        out, _ = torch_npu.npu_deformable_conv2d(
+            x.float(), self.weight, offset_all, self.bias if self.with_bias else None,
+            kernel_size=[self.kernel_size[1], self.kernel_size[0]], stride=[1, 1, s, s], padding=[p, p, p, p],
+            dilation=[1, 1, d, d], groups=self.groups, deformable_groups=self.deformable_groups, modulated=True)
+        return out
+
+
 DCNv2 = ModulatedDeformConv
 MultiheadAttention = _refused_module("MultiheadAttention", "it runs torch_npu.npu_multi_head_attention, which has no "
                                      "composition here; use torch.nn.MultiheadAttention")
