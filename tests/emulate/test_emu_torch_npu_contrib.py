@@ -16,7 +16,7 @@ import torch.nn.functional as F
 
 #: names of the wheel's list that refuse (one line, "is not emulated"); every other name works (tests below)
 REFUSED = {"npu_fused_attention", "npu_fused_attention_with_layernorm",
-           "MultiheadAttention", "FusedColorJitter", "LinearA8W8Quant", "LinearQuant", "LinearWeightQuant",
+           "MultiheadAttention", "LinearA8W8Quant", "LinearQuant", "LinearWeightQuant",
            "QuantConv2d", "FlopsCounter", "set_thread_affinity", "reset_thread_affinity", "save_async",
            "set_asd_loss_scale", "register_asd_hook"}
 
@@ -381,3 +381,45 @@ def test_modulated_deform_conv(tnpu):
     offset[:, 0::2] = 1.0
     got = u((x.npu(), offset.npu(), torch.full((2, 9, 6, 6), 0.25).npu()))
     _close(got, 0.25 * F.conv2d(F.pad(x, (1, 1, 0, 2)), u.weight.detach().cpu()), 1e-5)
+
+
+def test_fused_color_jitter(tnpu):
+    import random
+
+    import numpy as np
+    from PIL import Image
+    from torch_npu.contrib.module import FusedColorJitter
+
+    with pytest.warns(FutureWarning, match="deprecated"):
+        jit = FusedColorJitter(brightness=0, contrast=0, saturation=0, hue=0.5)
+    assert jit.hue == [-0.5, 0.5] and jit.brightness is None
+    # the card hands hue=0.5 to the brightness draw (4th of 4 uniforms): a gray pixel v -> v * b (blue: the
+    # constants' column sums are 1, 1, 0.998)
+    gray = np.full((2, 3, 3), 100.0, dtype=np.float32)
+    random.seed(3)
+    draws = [random.uniform(0, 0), random.uniform(1, 1), random.uniform(1, 1), random.uniform(0.5, 1.5)]
+    random.seed(3)
+    out = jit(gray)
+    assert out.dtype == np.float32 and out.shape == (2, 3, 3)
+    np.testing.assert_allclose(out[0, 0], [100 * draws[3], 100 * draws[3], 99.8 * draws[3]], rtol=1e-5)
+    # contrast=0.8 reaches the saturation draw: out = luma + s * (pixel - luma) (textbook saturation, to the
+    # 3-digit constants), clipped to [0, 255]; a PIL image comes back as a PIL image
+    with pytest.warns(FutureWarning):
+        sat = FusedColorJitter(contrast=0.8)
+    px = np.array([[[200.0, 50.0, 10.0]]], dtype=np.float32)
+    random.seed(7)
+    s = [random.uniform(0, 0), random.uniform(0.2, 1.8)][1]
+    random.seed(7)
+    luma = 0.299 * 200 + 0.587 * 50 + 0.114 * 10
+    np.testing.assert_allclose(sat(px)[0, 0], np.clip(luma + s * (px[0, 0] - luma), 0, 255), atol=0.6)
+    img = Image.fromarray(np.full((4, 4, 3), 200, dtype=np.uint8))
+    random.seed(0)
+    res = FusedColorJitter(hue=0.4)(img)                                  # brightness in [0.6, 1.4]
+    random.seed(0)
+    b = [random.uniform(0, 0), random.uniform(1, 1), random.uniform(1, 1), random.uniform(0.6, 1.4)][3]
+    assert isinstance(res, Image.Image) and res.mode == "RGB"
+    assert np.asarray(res)[0, 0, 0] == int(min(200 * b, 255.0))
+    with pytest.raises(ValueError, match="non negative"):
+        FusedColorJitter(brightness=-1)
+    with pytest.raises(ValueError, match="hue values should be between"):
+        FusedColorJitter(hue=(0.2, 0.9))

@@ -5,7 +5,7 @@ npu_softmax_cross_entropy_with_logits, npu_mish, npu_silu, npu_ps_roi_pooling, n
 npu_dropout_gen_mask / npu_dropout_do_mask, dropout_with_byte_mask) and plain torch modules, with the semantics of torch_npu 2.14.0's ``contrib/module``
 (read from the wheel; constructor arguments as there). The modules built on kernels that have no composition
 here (fairseq's fused multi-head attention, the quantised matmul / conv family) refuse in one line when
-constructed. PSROIPool and ModulatedDeformConv/DCNv2 run the emulated npu_ps_roi_pooling /
+constructed. FusedColorJitter is host (numpy) code on the card as well and runs as there. PSROIPool and ModulatedDeformConv/DCNv2 run the emulated npu_ps_roi_pooling /
 npu_deformable_conv2d (torchvision's ps_roi_pool / deform_conv2d).
 
 The wheel's submodules (``deform_conv``, ``roi_align``, ``_ensemble_dropout`` ...) re-export their names from here.
@@ -409,10 +409,95 @@ class ModulatedDeformConv(nn.Module):
 
 
 DCNv2 = ModulatedDeformConv
+
+
+class FusedColorJitter(nn.Module):
+    """torch_npu's one-matmul colour jitter of an HWC image (PIL image or array; host code on the card too).
+
+    Per call, uniform draws from Python's ``random`` (in this order: hue in [-h, h], saturation in
+    [max(0, 1 - s), 1 + s], contrast in [max(0, 1 - c), 1 + c], brightness in [max(0, 1 - b), 1 + b]) make
+    one 3x3 matrix -- YIQ hue rotation by ``hue * 255`` degrees and saturation scaling, times brightness *
+    contrast -- and an offset ``(1 - contrast) * brightness * 127.5``; ``pixel @ matrix + offset``, clipped to
+    [0, 255], in the input's dtype (a PIL image comes back as an RGB PIL image). As torch_npu 2.14.0 does, the
+    constructor's (brightness, contrast, saturation, hue) reach those draws in the order (hue, saturation,
+    contrast, brightness): ``brightness`` sets the hue range, ``contrast`` the saturation range, and so on.
+    """
+
+    #: RGB -> luma rows, and the saturation (cos) / hue (sin) terms of the YIQ rotation, as 3-digit constants
+    _LUMA = (0.299, 0.587, 0.114)
+    _COS = ((0.701, -0.299, -0.300), (-0.587, 0.413, -0.588), (-0.114, -0.114, 0.886))
+    _SIN = ((0.168, -0.328, 1.250), (0.330, 0.035, -1.050), (-0.497, 0.292, -0.203))
+
+    def __init__(self, brightness=0, contrast=0, saturation=0, hue=0):
+        super().__init__()
+        warnings.warn("torch_npu.contrib.module.FusedColorJitter is deprecated. Please use "
+                      "torchvision.transforms.ColorJitter as a replacement.", FutureWarning)
+        self.brightness = self._check_input(brightness, "brightness")
+        self.contrast = self._check_input(contrast, "contrast")
+        self.saturation = self._check_input(saturation, "saturation")
+        self.hue = self._check_input(hue, "hue", center=0, bound=(-0.5, 0.5), clip_first_on_zero=False)
+        # the card's positional hand-over (see the class note)
+        self._ranges = {"hue": brightness, "saturation": contrast, "contrast": saturation, "brightness": hue}
+
+    @staticmethod
+    def _check_input(value, name, center=1, bound=(0, float("inf")), clip_first_on_zero=True):
+        import numbers
+
+        if isinstance(value, numbers.Number):
+            if value < 0:
+                raise ValueError(f"If {name} is a single number, it must be non negative.")
+            value = [center - float(value), center + float(value)]
+            if clip_first_on_zero:
+                value[0] = max(value[0], 0.0)
+        elif isinstance(value, (tuple, list)) and len(value) == 2:
+            if not bound[0] <= value[0] <= value[1] <= bound[1]:
+                raise ValueError(f"{name} values should be between {bound}")
+        else:
+            raise TypeError(f"{name} should be a single number or a list/tuple with length 2.")
+        return None if value[0] == value[1] == center else value
+
+    def transform(self):
+        """One draw: ``(matrix [3, 3], offset)`` for ``pixel_row @ matrix + offset``."""
+        import math
+        import random
+
+        import numpy as np
+
+        r = self._ranges
+        hue = random.uniform(-r["hue"], r["hue"])
+        sat = random.uniform(max(0, 1.0 - r["saturation"]), 1 + r["saturation"])
+        con = random.uniform(max(0, 1.0 - r["contrast"]), 1 + r["contrast"])
+        bri = random.uniform(max(0, 1.0 - r["brightness"]), 1 + r["brightness"])
+        angle = hue * 255.0 * math.pi / 180.0
+        luma = np.repeat(np.array(self._LUMA, dtype=np.float32)[:, None], 3, axis=1)
+        m = luma + sat * math.cos(angle) * np.array(self._COS, np.float32) + \
+            sat * math.sin(angle) * np.array(self._SIN, np.float32)
+        return m * bri * con, (1.0 - con) * bri * 127.5
+
+    def forward(self, img):
+        import numpy as np
+        from PIL import Image
+
+        matrix, offset = self.transform()
+        is_pil = isinstance(img, Image.Image)
+        arr = np.asarray(img, dtype=np.float32) if is_pil else img
+        dtype = np.uint8 if is_pil else arr.dtype
+        if arr.ndim != 3 or arr.shape[2] not in (1, 3, 4):
+            raise ValueError(f"FusedColorJitter: expected an HWC image with 1, 3 or 4 channels, got {arr.shape}")
+        if arr.shape[2] == 4:
+            arr = arr[:, :, :3]
+        elif arr.shape[2] == 1:
+            arr = arr.repeat(3, axis=-1)
+        h, w, _ = arr.shape
+        out = (np.matmul(arr.reshape(-1, 3), matrix) + offset).reshape(h, w, 3)
+        out = out.clip(0.0, 255.0).astype(dtype)
+        return Image.fromarray(out) if is_pil else out   # uint8 HxWx3: RGB
+
+    def __repr__(self):
+        return (f"{type(self).__name__}(brightness={self.brightness}, contrast={self.contrast}, "
+                f"saturation={self.saturation}, hue={self.hue})")
 MultiheadAttention = _refused_module("MultiheadAttention", "it runs torch_npu.npu_multi_head_attention, which has no "
                                      "composition here; use torch.nn.MultiheadAttention")
-FusedColorJitter = _refused_module("FusedColorJitter", "the card's fused image kernel; use "
-                                   "torchvision.transforms.ColorJitter")
 LinearA8W8Quant = _refused_module("LinearA8W8Quant", "it runs torch_npu.npu_quant_matmul (int8 inference)")
 LinearQuant = _refused_module("LinearQuant", "it runs torch_npu.npu_quant_matmul (int8 inference)")
 LinearWeightQuant = _refused_module("LinearWeightQuant", "it runs torch_npu.npu_weight_quant_batchmatmul "
