@@ -16,7 +16,7 @@ import torch.nn.functional as F
 
 #: names of the wheel's list that refuse (one line, "is not emulated"); every other name works (tests below)
 REFUSED = {"npu_fused_attention", "npu_fused_attention_with_layernorm",
-           "MultiheadAttention", "LinearA8W8Quant", "LinearQuant", "LinearWeightQuant",
+           "LinearA8W8Quant", "LinearQuant", "LinearWeightQuant",
            "QuantConv2d", "FlopsCounter", "set_thread_affinity", "reset_thread_affinity", "save_async",
            "set_asd_loss_scale", "register_asd_hook"}
 
@@ -423,3 +423,49 @@ def test_fused_color_jitter(tnpu):
         FusedColorJitter(brightness=-1)
     with pytest.raises(ValueError, match="hue values should be between"):
         FusedColorJitter(hue=(0.2, 0.9))
+
+
+def test_fairseq_multihead_attention(tnpu, monkeypatch):
+    from torch_npu.contrib.module import MultiheadAttention
+    from torch_npu.contrib.module.multihead_attention import _MHAConfig
+
+    torch.manual_seed(0)
+    bsz, tgt, src, embed, heads = 2, 3, 4, 8, 2
+    m = MultiheadAttention(embed, heads, dropout=0.0).npu()
+    with torch.no_grad():
+        for proj in (m.q_proj, m.k_proj, m.v_proj, m.out_proj):
+            proj.bias.normal_()
+    q, k = torch.randn(bsz * tgt, embed), torch.randn(bsz * src, embed)
+    v = torch.randn(bsz * src, embed)
+    mask = torch.zeros(bsz, 1, tgt, src)
+    mask[1, :, :, -1] = -1e4                                                 # batch 1: the last key is padding
+    monkeypatch.setattr(_MHAConfig, "use_fussion_mha", False)
+    assert m(q.npu(), k.npu(), v.npu(), bsz, tgt, src) == (None, None)       # as on the card before set_fussion()
+    _MHAConfig.set_fussion()
+    qn = q.npu().requires_grad_()
+    out, weights = m(qn, k.npu(), v.npu(), bsz, tgt, src, key_padding_mask=mask.npu())
+    assert weights is None and out.shape == (bsz * tgt, embed) and out.device.type == "npu"
+    # reference: torch's own multi-head attention (time-major, packed in-projection) on the CPU
+    w = {n: p.detach().cpu() for n, p in m.named_parameters()}
+    qr = q.clone().requires_grad_()
+    ref, _ = F.multi_head_attention_forward(
+        qr.view(bsz, tgt, embed).transpose(0, 1), k.view(bsz, src, embed).transpose(0, 1),
+        v.view(bsz, src, embed).transpose(0, 1), embed, heads,
+        torch.cat([w["q_proj.weight"], w["k_proj.weight"], w["v_proj.weight"]]),
+        torch.cat([w["q_proj.bias"], w["k_proj.bias"], w["v_proj.bias"]]), None, None, False, 0.0,
+        w["out_proj.weight"], w["out_proj.bias"], training=False, need_weights=False,
+        attn_mask=mask.expand(bsz, heads, tgt, src).reshape(bsz * heads, tgt, src))
+    ref = ref.transpose(0, 1).reshape(bsz * tgt, embed)
+    _close(out, ref, 1e-5)
+    (out * torch.arange(embed).float().npu()).sum().backward()
+    (ref * torch.arange(embed).float()).sum().backward()
+    _close(qn.grad, qr.grad, 1e-5)
+    assert m.q_proj.weight.grad is not None
+    # the packed state dict of older fairseq checkpoints splits into q/k/v
+    sd = {"att.in_proj_weight": torch.arange(6.0).repeat_interleave(2).view(6, 2), "att.in_proj_bias": torch.arange(6.0)}
+    m.upgrade_state_dict_named(sd, "att")
+    assert sorted(sd) == ["att.k_proj.bias", "att.k_proj.weight", "att.q_proj.bias", "att.q_proj.weight",
+                          "att.v_proj.bias", "att.v_proj.weight"]
+    assert sd["att.v_proj.bias"].tolist() == [4.0, 5.0]
+    with pytest.raises(NotImplementedError, match=r"q_noise > 0\) is not emulated"):
+        MultiheadAttention(embed, heads, q_noise=0.1)

@@ -4,8 +4,8 @@ Composed from the emulated ops of ``torch_npu._ops`` (npu_roi_align, npu_one_hot
 npu_softmax_cross_entropy_with_logits, npu_mish, npu_silu, npu_ps_roi_pooling, npu_deformable_conv2d,
 npu_dropout_gen_mask / npu_dropout_do_mask, dropout_with_byte_mask) and plain torch modules, with the semantics of torch_npu 2.14.0's ``contrib/module``
 (read from the wheel; constructor arguments as there). The modules built on kernels that have no composition
-here (fairseq's fused multi-head attention, the quantised matmul / conv family) refuse in one line when
-constructed. FusedColorJitter is host (numpy) code on the card as well and runs as there. PSROIPool and ModulatedDeformConv/DCNv2 run the emulated npu_ps_roi_pooling /
+here (the quantised matmul / conv family) refuse in one line when constructed. MultiheadAttention
+(fairseq's) runs the emulated npu_multi_head_attention. FusedColorJitter is host (numpy) code on the card as well and runs as there. PSROIPool and ModulatedDeformConv/DCNv2 run the emulated npu_ps_roi_pooling /
 npu_deformable_conv2d (torchvision's ps_roi_pool / deform_conv2d).
 
 The wheel's submodules (``deform_conv``, ``roi_align``, ``_ensemble_dropout`` ...) re-export their names from here.
@@ -411,6 +411,127 @@ class ModulatedDeformConv(nn.Module):
 DCNv2 = ModulatedDeformConv
 
 
+class _NpuLinear(nn.Linear):
+    """nn.Linear through torch_npu.npu_linear, for 2-D and 3-D inputs (as contrib's attention uses it)."""
+
+    def forward(self, x):
+        if x.dim() == 3:
+            b, t = x.shape[:2]
+            return torch_npu.npu_linear(x.reshape(-1, self.in_features), self.weight, self.bias).view(
+                b, t, self.out_features)
+        if x.dim() == 2:
+            return torch_npu.npu_linear(x, self.weight, self.bias)
+        raise RuntimeError(f"torch_npu.contrib.module.MultiheadAttention: a linear input must be 2-D or 3-D, "
+                           f"got {x.dim()}-D")
+
+
+class _MHAConfig:
+    """``_MHAConfig.set_fussion()`` turns the fused path on (without it ``forward`` returns ``(None, None)``,
+    as on the card)."""
+
+    use_fussion_mha = False
+
+    @classmethod
+    def set_fussion(cls):
+        cls.use_fussion_mha = True
+
+
+def Matmul_transpose(tensor1, tensor2):  # noqa: N802 (torch_npu's name)
+    from torch_npu.contrib.function import matmul_transpose
+
+    return matmul_transpose(tensor1, tensor2)
+
+
+class MultiheadAttention(nn.Module):
+    """fairseq's multi-head attention as torch_npu's contrib builds it over torch_npu.npu_multi_head_attention.
+
+    ``forward(query, key, value, bsz, tgt_len, s_len, key_padding_mask=None, ...)`` with batch-major 2-D rows
+    (``[bsz * len, embed]``) and ``key_padding_mask`` an additive mask (broadcast to ``[bsz, heads, tgt, src]``)
+    returns ``(attn [bsz * tgt_len, embed], None)`` once ``_MHAConfig.set_fussion()`` was called and
+    ``(None, None)`` before. Dropout: an ``NpuCachedDropout`` mask (none until its ensemble has generated one).
+    ``q_noise > 0`` (fairseq's quantisation noise) is not emulated.
+    """
+
+    def __init__(self, embed_dim, num_heads, kdim=None, vdim=None, dropout=0.0, bias=True, add_bias_kv=False,
+                 add_zero_attn=False, self_attention=False, encoder_decoder_attention=False, q_noise=0.0,
+                 qn_block_size=8):
+        super().__init__()
+        if q_noise > 0:
+            refusal("MultiheadAttention(q_noise > 0)", "torch_npu.contrib.module",
+                    "fairseq's quantisation noise; use q_noise=0")()
+        self.embed_dim = embed_dim
+        self.kdim = embed_dim if kdim is None else kdim
+        self.vdim = embed_dim if vdim is None else vdim
+        self.qkv_same_dim = self.kdim == embed_dim and self.vdim == embed_dim
+        self.num_heads = num_heads
+        self.dropout_module = NpuCachedDropout(dropout, module_name=type(self).__name__)
+        self.dropout_prob = dropout
+        self.use_dropout_optim = True
+        self.head_dim = embed_dim // num_heads
+        if self.head_dim * num_heads != embed_dim:
+            raise ValueError("MultiheadAttention: embed_dim must be divisible by num_heads")
+        self.scaling = self.head_dim ** -0.5
+        self.self_attention, self.encoder_decoder_attention = self_attention, encoder_decoder_attention
+        if self_attention and not self.qkv_same_dim:
+            raise ValueError("MultiheadAttention: self-attention requires query, key and value of the same size")
+        self.k_proj = _NpuLinear(self.kdim, embed_dim, bias=bias)
+        self.v_proj = _NpuLinear(self.vdim, embed_dim, bias=bias)
+        self.q_proj = _NpuLinear(embed_dim, embed_dim, bias=bias)
+        self.out_proj = _NpuLinear(embed_dim, embed_dim, bias=bias)
+        if add_bias_kv:
+            self.bias_k = nn.Parameter(torch.empty(1, 1, embed_dim))
+            self.bias_v = nn.Parameter(torch.empty(1, 1, embed_dim))
+        else:
+            self.bias_k = self.bias_v = None
+        self.add_zero_attn = add_zero_attn
+        self.reset_parameters()
+        self.onnx_trace = self.tpu = False
+
+    def prepare_for_onnx_export_(self):
+        self.onnx_trace = True
+
+    def prepare_for_tpu_(self, **kwargs):
+        self.tpu = True
+
+    def reset_parameters(self):
+        gain = 1 / 2 ** 0.5 if self.qkv_same_dim else 1.0
+        for proj in (self.k_proj, self.v_proj, self.q_proj):
+            nn.init.xavier_uniform_(proj.weight, gain=gain)
+        nn.init.xavier_uniform_(self.out_proj.weight)
+        if self.out_proj.bias is not None:
+            nn.init.constant_(self.out_proj.bias, 0.0)
+        for b in (self.bias_k, self.bias_v):
+            if b is not None:
+                nn.init.xavier_normal_(b)
+
+    def forward(self, query, key, value, bsz, tgt_len, s_len, key_padding_mask=None, incremental_state=None,
+                need_weights=True, static_kv=False, attn_mask=None, before_softmax=False, need_head_weights=False):
+        if not _MHAConfig.use_fussion_mha:
+            return None, None
+        return self.multi_attn(query, key, value, key_padding_mask, bsz, tgt_len), None
+
+    def multi_attn(self, query, key, value, key_padding_mask, bsz, tgt_len):
+        src_len = key.size(0) // bsz
+        mask = self.dropout_module([(bsz, self.num_heads, tgt_len, src_len), query.dtype, query.device])
+        return torch_npu.npu_multi_head_attention(
+            query, key, value, self.q_proj.weight, self.k_proj.weight, self.v_proj.weight, key_padding_mask,
+            self.out_proj.weight, self.q_proj.bias, self.k_proj.bias, self.v_proj.bias, self.out_proj.bias, mask,
+            self.num_heads, self.head_dim, src_len, tgt_len, self.dropout_prob, True)[0]
+
+    def apply_sparse_mask(self, attn_weights, tgt_len: int, src_len: int, bsz: int):
+        return attn_weights
+
+    def upgrade_state_dict_named(self, state_dict, name):
+        """A packed ``in_proj_weight`` / ``in_proj_bias`` becomes the q/k/v projections (fairseq's upgrade)."""
+        prefix = name + "." if name else ""
+        for suffix in ("weight", "bias"):
+            for k in [k for k in state_dict if k.endswith(prefix + "in_proj_" + suffix)]:
+                packed = state_dict.pop(k)
+                dim = packed.shape[0] // 3
+                for i, part in enumerate("qkv"):
+                    state_dict[f"{prefix}{part}_proj.{suffix}"] = packed[i * dim:(i + 1) * dim]
+
+
 class FusedColorJitter(nn.Module):
     """torch_npu's one-matmul colour jitter of an HWC image (PIL image or array; host code on the card too).
 
@@ -496,8 +617,6 @@ class FusedColorJitter(nn.Module):
     def __repr__(self):
         return (f"{type(self).__name__}(brightness={self.brightness}, contrast={self.contrast}, "
                 f"saturation={self.saturation}, hue={self.hue})")
-MultiheadAttention = _refused_module("MultiheadAttention", "it runs torch_npu.npu_multi_head_attention, which has no "
-                                     "composition here; use torch.nn.MultiheadAttention")
 LinearA8W8Quant = _refused_module("LinearA8W8Quant", "it runs torch_npu.npu_quant_matmul (int8 inference)")
 LinearQuant = _refused_module("LinearQuant", "it runs torch_npu.npu_quant_matmul (int8 inference)")
 LinearWeightQuant = _refused_module("LinearWeightQuant", "it runs torch_npu.npu_weight_quant_batchmatmul "
