@@ -13,8 +13,10 @@ Two checks make ``ok``, because a training trajectory amplifies float32 rounding
 2x2 maps at batch 8 does so ~1e4-fold in 6 SGD steps; eager itself moves that far when its thread count
 changes):
 * step 1, tight: the gradients, the parameters after the update and the buffers (BatchNorm running
-  statistics, ``num_batches_tracked`` exactly) of compiled vs eager, each within ``--step1-tol`` relative
-  (``||a - b|| / ||b||``, the worst tensor);
+  statistics; integer buffers such as ``num_batches_tracked`` exactly) of compiled vs eager, relative
+  (``||a - b|| / ||b||``, the worst tensor): parameters within ``--step1-tol``, gradients and buffers within
+  max(``--step1-tol``, ``--floor-factor`` x the same diff of the noisy copy below after its step 1) -- a BatchNorm
+  over 4 values a channel (resnet18 at 32 px, batch 4) makes even step-1 gradients rounding-sensitive at 1e-4;
 * the trajectory, against the rounding floor: a third copy, eager with its initial weights multiplied by
   ``1 + 1e-7 * N(0, 1)`` (float32 rounding-sized noise), gives the max |loss diff| that rounding alone
   causes; compiled is within when its max |loss diff| <= max(``--tol``, ``--floor-factor`` x that floor).
@@ -153,6 +155,8 @@ def _measure(device: str, backend: str, model_name: str, steps: int, batch: int,
     warm_c, lc = step(compiled, opt_c, *data[0])
     warm_e, le = step(eager, opt_e, *data[0])
     step1 = _step1_diffs(_state_after_step1(comp_model), _state_after_step1(eager))
+    losses_n = [step(noisy, opt_n, *data[0])[1]]
+    step1_floor = _step1_diffs(_state_after_step1(noisy), _state_after_step1(eager))
     losses_e.append(le)
     losses_c.append(lc)
     for x, y in data[1:]:
@@ -162,11 +166,15 @@ def _measure(device: str, backend: str, model_name: str, steps: int, batch: int,
         times_e.append(te)
         losses_e.append(le)
         losses_c.append(lc)
-    losses_n = [step(noisy, opt_n, x, y)[1] for x, y in data]
+    losses_n += [step(noisy, opt_n, x, y)[1] for x, y in data[1:]]
     loss_diff = max(abs(a - b) for a, b in zip(losses_e, losses_c))
     floor = max(abs(a - b) for a, b in zip(losses_e, losses_n))
     traj_tol = max(tol, floor_factor * floor)
-    step1_ok = max(step1["grad"], step1["param"], step1["buffer"]) <= step1_tol and step1["int_buffers_equal"]
+    # the noisy copy's step-1 gradient and buffer diffs are the rounding floor there (its parameters differ
+    # by the noise itself, so they are compared to --step1-tol alone)
+    step1_lim = {"grad": max(step1_tol, floor_factor * step1_floor["grad"]), "param": step1_tol,
+                 "buffer": max(step1_tol, floor_factor * step1_floor["buffer"])}
+    step1_ok = all(step1[k] <= step1_lim[k] for k in step1_lim) and step1["int_buffers_equal"]
     param_diff = max((a - b).abs().max().item() for a, b in zip(eager.parameters(), comp_model.parameters()))
     med_e, med_c = statistics.median(times_e), statistics.median(times_c)
     return {"model": model_name, "device": device, "backend": backend, "compile_s": round(warm_c - warm_e, 2),
@@ -174,7 +182,8 @@ def _measure(device: str, backend: str, model_name: str, steps: int, batch: int,
             "eager_step_ms": round(med_e * 1e3, 2), "compiled_step_ms": round(med_c * 1e3, 2),
             "ratio_compiled_over_eager": round(med_c / med_e, 3), "max_loss_diff": loss_diff,
             "max_param_diff": param_diff, "tol": tol,
-            "step1_rel_diff": step1, "step1_tol": step1_tol, "step1_ok": step1_ok,
+            "step1_rel_diff": step1, "step1_rel_diff_rounding_floor": step1_floor, "step1_tol": step1_lim,
+            "step1_ok": step1_ok,
             "rounding_floor_loss_diff": floor, "trajectory_tol": traj_tol, "trajectory_ok": loss_diff <= traj_tol,
             "ok": step1_ok and loss_diff <= traj_tol,
             "losses_eager": [round(v, 6) for v in losses_e], "losses_compiled": [round(v, 6) for v in losses_c],
@@ -216,9 +225,11 @@ def main(argv: list[str] | None = None) -> int:
                       f"{'ok' if row['trajectory_ok'] else 'OVER'})  "
                       f"max |param diff| {row['max_param_diff']:.2e}", flush=True)
                 d = row["step1_rel_diff"]
-                print(f"    step 1 rel diff: grads {d['grad']:.1e} params {d['param']:.1e} buffers {d['buffer']:.1e}"
-                      f" int buffers equal {d['int_buffers_equal']} ({'ok' if row['step1_ok'] else 'OVER'} "
-                      f"tol {args.step1_tol:g})", flush=True)
+                f, lim = row["step1_rel_diff_rounding_floor"], row["step1_tol"]
+                print(f"    step 1 rel diff: grads {d['grad']:.1e} (floor {f['grad']:.1e}, tol {lim['grad']:.1e}) "
+                      f"params {d['param']:.1e} (tol {lim['param']:.1e}) buffers {d['buffer']:.1e} (floor "
+                      f"{f['buffer']:.1e}, tol {lim['buffer']:.1e}) int buffers equal {d['int_buffers_equal']}: "
+                      f"{'ok' if row['step1_ok'] else 'OVER'}", flush=True)
                 print(f"    losses eager    {' '.join(f'{v:.6f}' for v in row['losses_eager'])}", flush=True)
                 print(f"    losses compiled {' '.join(f'{v:.6f}' for v in row['losses_compiled'])}", flush=True)
                 print(f"    losses noisy    {' '.join(f'{v:.6f}' for v in row['losses_eager_noisy'])}", flush=True)
