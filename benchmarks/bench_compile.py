@@ -14,7 +14,7 @@ Two checks make ``ok``, because a training trajectory amplifies float32 rounding
 changes):
 * step 1, tight: the gradients, the parameters after the update and the buffers (BatchNorm running
   statistics; integer buffers such as ``num_batches_tracked`` exactly) of compiled vs eager, relative
-  (``||a - b|| / ||b||``, the worst tensor): parameters within ``--step1-tol``, gradients and buffers within
+  (``||a - b|| / ||b||``, the worst tensor): gradients (and parameters) and buffers each within
   max(``--step1-tol``, ``--floor-factor`` x the same diff of the noisy copy below after its step 1) -- a BatchNorm
   over 4 values a channel (resnet18 at 32 px, batch 4) makes even step-1 gradients rounding-sensitive at 1e-4;
 * the trajectory, against the rounding floor: a third copy, eager with its initial weights multiplied by
@@ -170,9 +170,11 @@ def _measure(device: str, backend: str, model_name: str, steps: int, batch: int,
     loss_diff = max(abs(a - b) for a, b in zip(losses_e, losses_c))
     floor = max(abs(a - b) for a, b in zip(losses_e, losses_n))
     traj_tol = max(tol, floor_factor * floor)
-    # the noisy copy's step-1 gradient and buffer diffs are the rounding floor there (its parameters differ
-    # by the noise itself, so they are compared to --step1-tol alone)
-    step1_lim = {"grad": max(step1_tol, floor_factor * step1_floor["grad"]), "param": step1_tol,
+    # the noisy copy's step-1 gradient and buffer diffs are the rounding floor there; its parameters differ by
+    # the noise itself, so the parameters take the gradients' limit (p - lr g: a zero-initialised parameter,
+    # a BatchNorm bias, differs after step 1 exactly as relatively as its gradient)
+    grad_lim = max(step1_tol, floor_factor * step1_floor["grad"])
+    step1_lim = {"grad": grad_lim, "param": grad_lim,
                  "buffer": max(step1_tol, floor_factor * step1_floor["buffer"])}
     step1_ok = all(step1[k] <= step1_lim[k] for k in step1_lim) and step1["int_buffers_equal"]
     param_diff = max((a - b).abs().max().item() for a, b in zip(eager.parameters(), comp_model.parameters()))
