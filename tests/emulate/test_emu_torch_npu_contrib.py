@@ -15,8 +15,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 #: names of the wheel's list that refuse (one line, "is not emulated"); every other name works (tests below)
-REFUSED = {"npu_fused_attention", "npu_fused_attention_with_layernorm", "PSROIPool", "ModulatedDeformConv", "DCNv2",
-           "MultiheadAttention", "FusedColorJitter", "LinearA8W8Quant", "LinearQuant", "LinearWeightQuant",
+REFUSED = {"npu_fused_attention", "npu_fused_attention_with_layernorm",
+           "LinearA8W8Quant", "LinearQuant", "LinearWeightQuant",
            "QuantConv2d", "FlopsCounter", "set_thread_affinity", "reset_thread_affinity", "save_async",
            "set_asd_loss_scale", "register_asd_hook"}
 
@@ -324,3 +324,148 @@ def test_the_wheels_submodule_paths_import(tnpu):
     assert npu_giou is function.npu_giou and NpuPreGenDropout is module.NpuPreGenDropout
     assert ModulatedDeformConv is module.ModulatedDeformConv
     assert callable(function.roll) and callable(function.matmul_transpose)
+
+
+def test_ps_roi_pool(tnpu):
+    from torch_npu.contrib.module import PSROIPool
+
+    gs, dim = 2, 3
+    # channel c holds the constant c: bin (i, j) of output channel o averages channel o * gs * gs + i * gs + j
+    feat = torch.arange(dim * gs * gs, dtype=torch.float32)[None, :, None, None].expand(2, -1, 8, 8).contiguous()
+    feat[1] += 100.0                                                        # image 1 = image 0 + 100
+    rois = torch.tensor([[[0.0], [0.0], [0.0], [7.0], [7.0]], [[1.0], [2.0], [2.0], [5.0], [6.0]]])  # [2, 5, 1]
+    out = PSROIPool(gs, gs, 1.0, gs, dim)(feat.npu(), rois.npu())
+    assert out.device.type == "npu" and out.shape == (2, dim, gs, gs)
+    want = torch.arange(dim * gs * gs, dtype=torch.float32).reshape(dim, gs, gs)
+    _close(out, torch.stack([want, want + 100.0]))
+    # on f(y, x) = x over 10 x 10, RoI (0, 0)-(8, 8) at scale 1 (corners rounded, end exclusive: torchvision's
+    # rule, assumed for the card): bins are columns [0, 4) and [4, 8) -> 1.5, 5.5; x2 = 7: [0, 4), [3, 7) -> 4.5
+    ramp = torch.arange(10.0).repeat(10, 1).expand(1, dim * gs * gs, 10, 10).contiguous()
+    full = torch.tensor([[[0.0], [0.0], [0.0], [8.0], [8.0]]])
+    _close(PSROIPool(gs, gs, 1.0, gs, dim)(ramp.npu(), full.npu())[0, 0], [[1.5, 5.5], [1.5, 5.5]])
+    _close(PSROIPool(gs, gs, 1.0, gs, dim)(ramp.npu(), rois[:1].npu())[0, 0], [[1.5, 4.5], [1.5, 4.5]])
+    with pytest.raises(ValueError, match="pooled_height == pooled_width == group_size"):
+        PSROIPool(2, 3, 1.0, 2, 3)
+    with pytest.raises(ValueError, match=r"rois must be \[batch, 5, rois_num\]"):
+        PSROIPool(gs, gs, 1.0, gs, dim)(feat.npu(), rois[:, :, 0].npu())
+
+
+def test_modulated_deform_conv(tnpu):
+    from torch_npu.contrib.module import DCNv2, ModulatedDeformConv
+
+    assert DCNv2 is ModulatedDeformConv
+    torch.manual_seed(0)
+    x = torch.randn(2, 4, 6, 6)
+    m = ModulatedDeformConv(4, 5, 3, 1, 1).npu()
+    assert torch.count_nonzero(m.conv_offset.weight) == 0 and torch.count_nonzero(m.bias) == 0
+    with torch.no_grad():
+        m.bias.copy_(torch.arange(5.0))
+    xn = x.npu().requires_grad_()
+    out = m(xn)
+    # zero-initialised offset conv: offset 0, mask sigmoid(0) = 1/2 -> half a plain convolution, plus the bias
+    want = 0.5 * F.conv2d(x, m.weight.detach().cpu(), padding=1) + torch.arange(5.0)[:, None, None]
+    assert out.device.type == "npu"
+    _close(out, want, 1e-5)
+    out.sum().backward()
+    _close(xn.grad, 0.5 * F.conv_transpose2d(torch.ones(2, 5, 6, 6), m.weight.detach().cpu(), padding=1), 1e-5)
+    assert m.weight.grad is not None and m.conv_offset.weight.grad is not None
+    # unpacked, mmcv's (y, x) offset pairs: x offset +1 everywhere, mask 1 = convolution of the image shifted left
+    u = ModulatedDeformConv(4, 5, 3, 1, 1, bias=False, pack=False).npu()
+    offset = torch.zeros(2, 18, 6, 6)
+    offset[:, 1::2] = 1.0
+    got = u((x.npu(), offset.npu(), torch.ones(2, 9, 6, 6).npu()))
+    # tap t of output column j reads x column j + t (zero outside): a valid convolution of x padded (0, 2) in x
+    _close(got, F.conv2d(F.pad(x, (0, 2, 1, 1)), u.weight.detach().cpu()), 1e-5)
+    # y offset +1, mask 0.25: a quarter of the convolution of the image shifted up
+    offset = torch.zeros(2, 18, 6, 6)
+    offset[:, 0::2] = 1.0
+    got = u((x.npu(), offset.npu(), torch.full((2, 9, 6, 6), 0.25).npu()))
+    _close(got, 0.25 * F.conv2d(F.pad(x, (1, 1, 0, 2)), u.weight.detach().cpu()), 1e-5)
+
+
+def test_fused_color_jitter(tnpu):
+    import random
+
+    import numpy as np
+    from PIL import Image
+    from torch_npu.contrib.module import FusedColorJitter
+
+    with pytest.warns(FutureWarning, match="deprecated"):
+        jit = FusedColorJitter(brightness=0, contrast=0, saturation=0, hue=0.5)
+    assert jit.hue == [-0.5, 0.5] and jit.brightness is None
+    # the card hands hue=0.5 to the brightness draw (4th of 4 uniforms): a gray pixel v -> v * b (blue: the
+    # constants' column sums are 1, 1, 0.998)
+    gray = np.full((2, 3, 3), 100.0, dtype=np.float32)
+    random.seed(3)
+    draws = [random.uniform(0, 0), random.uniform(1, 1), random.uniform(1, 1), random.uniform(0.5, 1.5)]
+    random.seed(3)
+    out = jit(gray)
+    assert out.dtype == np.float32 and out.shape == (2, 3, 3)
+    np.testing.assert_allclose(out[0, 0], [100 * draws[3], 100 * draws[3], 99.8 * draws[3]], rtol=1e-5)
+    # contrast=0.8 reaches the saturation draw: out = luma + s * (pixel - luma) (textbook saturation, to the
+    # 3-digit constants), clipped to [0, 255]; a PIL image comes back as a PIL image
+    with pytest.warns(FutureWarning):
+        sat = FusedColorJitter(contrast=0.8)
+    px = np.array([[[200.0, 50.0, 10.0]]], dtype=np.float32)
+    random.seed(7)
+    s = [random.uniform(0, 0), random.uniform(0.2, 1.8)][1]
+    random.seed(7)
+    luma = 0.299 * 200 + 0.587 * 50 + 0.114 * 10
+    np.testing.assert_allclose(sat(px)[0, 0], np.clip(luma + s * (px[0, 0] - luma), 0, 255), atol=0.6)
+    img = Image.fromarray(np.full((4, 4, 3), 200, dtype=np.uint8))
+    random.seed(0)
+    res = FusedColorJitter(hue=0.4)(img)                                  # brightness in [0.6, 1.4]
+    random.seed(0)
+    b = [random.uniform(0, 0), random.uniform(1, 1), random.uniform(1, 1), random.uniform(0.6, 1.4)][3]
+    assert isinstance(res, Image.Image) and res.mode == "RGB"
+    assert np.asarray(res)[0, 0, 0] == int(min(200 * b, 255.0))
+    with pytest.raises(ValueError, match="non negative"):
+        FusedColorJitter(brightness=-1)
+    with pytest.raises(ValueError, match="hue values should be between"):
+        FusedColorJitter(hue=(0.2, 0.9))
+
+
+def test_fairseq_multihead_attention(tnpu, monkeypatch):
+    from torch_npu.contrib.module import MultiheadAttention
+    from torch_npu.contrib.module.multihead_attention import _MHAConfig
+
+    torch.manual_seed(0)
+    bsz, tgt, src, embed, heads = 2, 3, 4, 8, 2
+    m = MultiheadAttention(embed, heads, dropout=0.0).npu()
+    with torch.no_grad():
+        for proj in (m.q_proj, m.k_proj, m.v_proj, m.out_proj):
+            proj.bias.normal_()
+    q, k = torch.randn(bsz * tgt, embed), torch.randn(bsz * src, embed)
+    v = torch.randn(bsz * src, embed)
+    mask = torch.zeros(bsz, 1, tgt, src)
+    mask[1, :, :, -1] = -1e4                                                 # batch 1: the last key is padding
+    monkeypatch.setattr(_MHAConfig, "use_fussion_mha", False)
+    assert m(q.npu(), k.npu(), v.npu(), bsz, tgt, src) == (None, None)       # as on the card before set_fussion()
+    _MHAConfig.set_fussion()
+    qn = q.npu().requires_grad_()
+    out, weights = m(qn, k.npu(), v.npu(), bsz, tgt, src, key_padding_mask=mask.npu())
+    assert weights is None and out.shape == (bsz * tgt, embed) and out.device.type == "npu"
+    # reference: torch's own multi-head attention (time-major, packed in-projection) on the CPU
+    w = {n: p.detach().cpu() for n, p in m.named_parameters()}
+    qr = q.clone().requires_grad_()
+    ref, _ = F.multi_head_attention_forward(
+        qr.view(bsz, tgt, embed).transpose(0, 1), k.view(bsz, src, embed).transpose(0, 1),
+        v.view(bsz, src, embed).transpose(0, 1), embed, heads,
+        torch.cat([w["q_proj.weight"], w["k_proj.weight"], w["v_proj.weight"]]),
+        torch.cat([w["q_proj.bias"], w["k_proj.bias"], w["v_proj.bias"]]), None, None, False, 0.0,
+        w["out_proj.weight"], w["out_proj.bias"], training=False, need_weights=False,
+        attn_mask=mask.expand(bsz, heads, tgt, src).reshape(bsz * heads, tgt, src))
+    ref = ref.transpose(0, 1).reshape(bsz * tgt, embed)
+    _close(out, ref, 1e-5)
+    (out * torch.arange(embed).float().npu()).sum().backward()
+    (ref * torch.arange(embed).float()).sum().backward()
+    _close(qn.grad, qr.grad, 1e-5)
+    assert m.q_proj.weight.grad is not None
+    # the packed state dict of older fairseq checkpoints splits into q/k/v
+    sd = {"att.in_proj_weight": torch.arange(6.0).repeat_interleave(2).view(6, 2), "att.in_proj_bias": torch.arange(6.0)}
+    m.upgrade_state_dict_named(sd, "att")
+    assert sorted(sd) == ["att.k_proj.bias", "att.k_proj.weight", "att.q_proj.bias", "att.q_proj.weight",
+                          "att.v_proj.bias", "att.v_proj.weight"]
+    assert sd["att.v_proj.bias"].tolist() == [4.0, 5.0]
+    with pytest.raises(NotImplementedError, match=r"q_noise > 0\) is not emulated"):
+        MultiheadAttention(embed, heads, q_noise=0.1)

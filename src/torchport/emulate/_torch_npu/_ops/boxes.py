@@ -267,3 +267,21 @@ def npu_random_choice_with_mask(x, count=256, seed=0, seed2=0):
     mask = torch.zeros(n, dtype=torch.bool, device=x.device)
     mask[:take.shape[0]] = True
     return idx, mask
+
+
+@op(note="R-FCN position-sensitive average pooling as torchvision's ps_roi_pool (its rounding of RoI "
+         "corners to bins: an assumption, the reference does not state the card's); channels beyond "
+         "output_dim * group_size ** 2 (the card's C0 padding) are ignored")
+def npu_ps_roi_pooling(self, rois, spatial_scale, group_size, output_dim):
+    """PS-RoI pooling over ``rois`` ``[batch, 5, rois_num]`` = (batch index, x1, y1, x2, y2):
+    ``[batch * rois_num, output_dim, group_size, group_size]``."""
+    from torchvision.ops import ps_roi_pool
+
+    gs, dim = int(group_size), int(output_dim)
+    if rois.dim() != 3 or rois.shape[1] != 5:
+        raise ValueError(f"torch_npu.npu_ps_roi_pooling: rois must be [batch, 5, rois_num], got {list(rois.shape)}")
+    if self.shape[1] < dim * gs * gs:
+        raise ValueError(f"torch_npu.npu_ps_roi_pooling: x has {self.shape[1]} channels; output_dim * "
+                         f"group_size ** 2 = {dim * gs * gs} needed")
+    r = rois.transpose(1, 2).reshape(-1, 5).to(self.dtype)
+    return ps_roi_pool(self[:, :dim * gs * gs], r, (gs, gs), float(spatial_scale))
