@@ -203,3 +203,24 @@ def test_common_torch_code_never_reaches_libcst(monkeypatch):
     assert calls and [f.code for f in found.findings] == ["TP109"]
     monkeypatch.setattr(engine, "analyze", orig)
     assert _same(local, "local.py", DEFAULT)[0] == _same(local, "local.py", DEFAULT)[1]
+
+
+def test_per_backend_context_survives_the_slicing(monkeypatch):
+    """What ``handled.judge`` reads around a finding stays in the sliced module: the whole if-chain (a finding
+    in the ``if`` branch of an ``if ... elif self.is_npu:`` chain is judged in the one sliced pass, no second
+    full pass) and the neighbouring statements (``use_npu = False`` beside ``is_cuda = ...`` holds no mark, yet
+    it makes the finding moot -- blanked, the fast scan reported TP110 where the full pass reports nothing)."""
+    chain = ("import torch\n\n\ndef pick(self, x):\n    y = 1\n    if self.is_cuda:\n        y = x.cuda()\n"
+             "    elif self.is_npu:\n        y = x.to(self.dev)\n    return y\n")
+    module = "import torch\n\nuse_npu = False\nis_cuda = torch.cuda.is_available()\n"
+    local = "import torch\n\n\ndef pick(x):\n    use_npu = False\n    is_cuda = torch.cuda.is_available()\n    return x\n"
+    alone = "import torch\n\nis_cuda = torch.cuda.is_available()\n"
+    assert [f.code for f in fast.scan(alone, "t.py", DEFAULT).findings] == ["TP110"]   # the neighbour decides
+    for text in (chain, module, local):
+        full, quick = _same(text, "t.py", DEFAULT)
+        assert full == quick and full[0] == [], (text, quick)
+    calls = []
+    orig = engine.analyze
+    monkeypatch.setattr(engine, "analyze", lambda *a, **k: calls.append(bool(k.get("sliced"))) or orig(*a, **k))
+    fast.scan(chain, "t.py", DEFAULT)
+    assert calls == [True], calls     # one sliced pass
