@@ -224,3 +224,16 @@ def test_per_backend_context_survives_the_slicing(monkeypatch):
     monkeypatch.setattr(engine, "analyze", lambda *a, **k: calls.append(bool(k.get("sliced"))) or orig(*a, **k))
     fast.scan(chain, "t.py", DEFAULT)
     assert calls == [True], calls     # one sliced pass
+
+
+def test_long_line_check_matches_the_regex_it_replaced():
+    """``runner._long_line`` (a line of 10,000 characters sends the file to a process of its own) answers as
+    ``re.search(r"[^\\n]{10000}", text)`` did, at the boundary and with ``\\r`` inside a line."""
+    from torchport.migrate import runner
+
+    regex = re.compile(r"[^\n]{10000}")
+    n = runner.LONG_LINE
+    texts = ["", "x = 1\n", "a" * (n - 1), "a" * n, "b\n" + "a" * (n - 1) + "\n" + "c" * (n - 1),
+             "b\n" + "a" * n + "\n", "a" * (n // 2) + "\r" + "a" * (n // 2), ("y\n" * n)]
+    assert [runner._long_line(t) for t in texts] == [regex.search(t) is not None for t in texts]
+    assert runner._long_line("a" * n) and not runner._long_line("a" * (n - 1))
