@@ -237,3 +237,22 @@ def test_long_line_check_matches_the_regex_it_replaced():
              "b\n" + "a" * n + "\n", "a" * (n // 2) + "\r" + "a" * (n // 2), ("y\n" * n)]
     assert [runner._long_line(t) for t in texts] == [regex.search(t) is not None for t in texts]
     assert runner._long_line("a" * n) and not runner._long_line("a" * (n - 1))
+
+
+def test_a_torch_device_annotation_costs_no_libcst_pass(monkeypatch):
+    """``torch.device``'s rules act on calls only (``fast_call_gate``): an annotation or an ``isinstance`` test
+    marks nothing, while a ``torch.device("cuda")`` call still reaches LibCST and is reported as by the full pass."""
+    typed = ("import torch\nfrom typing import Optional\n\n\n# on cuda or the npu\ndef make(n, device: Optional[torch.device] = None) -> "
+             "torch.Tensor:\n    assert device is None or isinstance(device, torch.device)\n"
+             "    return torch.zeros(n, device=device)\n")
+    built = typed + "\n\nDEV = torch.device('cuda')\n"
+    calls = []
+    orig = engine.analyze
+    monkeypatch.setattr(engine, "analyze", lambda *a, **k: calls.append("x") or orig(*a, **k))
+    assert DEFAULT.prefilter.search(typed) is not None     # the marks, not the prefilter, decide
+    assert fast.scan(typed, "typed.py", DEFAULT).findings == [] and calls == []
+    assert [f.code for f in fast.scan(built, "built.py", DEFAULT).findings] == ["TP102"] and calls
+    monkeypatch.setattr(engine, "analyze", orig)
+    for text in (typed, built):
+        full, quick = _same(text, "t.py", DEFAULT)
+        assert full == quick
