@@ -220,3 +220,56 @@ def test_the_int_device_gate_lets_every_int_device_form_through(src):
     as an index, a loop over the device count, ``int(...) % n``) must still reach LibCST and be found."""
     (full, full_error), (quick, quick_error) = _same(src, "gate.py", DEFAULT)
     assert "TP109" in [f["code"] for f in full] and (quick, quick_error) == (full, full_error)
+
+
+def test_per_backend_context_survives_the_slicing(monkeypatch):
+    """What ``handled.judge`` reads around a finding stays in the sliced module: the whole if-chain (a finding
+    in the ``if`` branch of an ``if ... elif self.is_npu:`` chain is judged in the one sliced pass, no second
+    full pass) and the neighbouring statements (``use_npu = False`` beside ``is_cuda = ...`` holds no mark, yet
+    it makes the finding moot -- blanked, the fast scan reported TP110 where the full pass reports nothing)."""
+    chain = ("import torch\n\n\ndef pick(self, x):\n    y = 1\n    if self.is_cuda:\n        y = x.cuda()\n"
+             "    elif self.is_npu:\n        y = x.to(self.dev)\n    return y\n")
+    module = "import torch\n\nuse_npu = False\nis_cuda = torch.cuda.is_available()\n"
+    local = "import torch\n\n\ndef pick(x):\n    use_npu = False\n    is_cuda = torch.cuda.is_available()\n    return x\n"
+    alone = "import torch\n\nis_cuda = torch.cuda.is_available()\n"
+    assert [f.code for f in fast.scan(alone, "t.py", DEFAULT).findings] == ["TP110"]   # the neighbour decides
+    for text in (chain, module, local):
+        full, quick = _same(text, "t.py", DEFAULT)
+        assert full == quick and full[0] == [], (text, quick)
+    calls = []
+    orig = engine.analyze
+    monkeypatch.setattr(engine, "analyze", lambda *a, **k: calls.append(bool(k.get("sliced"))) or orig(*a, **k))
+    fast.scan(chain, "t.py", DEFAULT)
+    assert calls == [True], calls     # one sliced pass
+
+
+def test_long_line_check_matches_the_regex_it_replaced():
+    """``runner._long_line`` (a line of 10,000 characters sends the file to a process of its own) answers as
+    ``re.search(r"[^\\n]{10000}", text)`` did, at the boundary and with ``\\r`` inside a line."""
+    from torchport.migrate import runner
+
+    regex = re.compile(r"[^\n]{10000}")
+    n = runner.LONG_LINE
+    texts = ["", "x = 1\n", "a" * (n - 1), "a" * n, "b\n" + "a" * (n - 1) + "\n" + "c" * (n - 1),
+             "b\n" + "a" * n + "\n", "a" * (n // 2) + "\r" + "a" * (n // 2), ("y\n" * n)]
+    assert [runner._long_line(t) for t in texts] == [regex.search(t) is not None for t in texts]
+    assert runner._long_line("a" * n) and not runner._long_line("a" * (n - 1))
+
+
+def test_a_torch_device_annotation_costs_no_libcst_pass(monkeypatch):
+    """``torch.device``'s rules act on calls only (``fast_call_gate``): an annotation or an ``isinstance`` test
+    marks nothing, while a ``torch.device("cuda")`` call still reaches LibCST and is reported as by the full pass."""
+    typed = ("import torch\nfrom typing import Optional\n\n\n# on cuda or the npu\ndef make(n, device: Optional[torch.device] = None) -> "
+             "torch.Tensor:\n    assert device is None or isinstance(device, torch.device)\n"
+             "    return torch.zeros(n, device=device)\n")
+    built = typed + "\n\nDEV = torch.device('cuda')\n"
+    calls = []
+    orig = engine.analyze
+    monkeypatch.setattr(engine, "analyze", lambda *a, **k: calls.append("x") or orig(*a, **k))
+    assert DEFAULT.prefilter.search(typed) is not None     # the marks, not the prefilter, decide
+    assert fast.scan(typed, "typed.py", DEFAULT).findings == [] and calls == []
+    assert [f.code for f in fast.scan(built, "built.py", DEFAULT).findings] == ["TP102"] and calls
+    monkeypatch.setattr(engine, "analyze", orig)
+    for text in (typed, built):
+        full, quick = _same(text, "t.py", DEFAULT)
+        assert full == quick

@@ -67,16 +67,25 @@ class Prefilter:
     ``patterns``. The literal needles are looked up with ``in`` (one C-level scan each): a regular expression
     alternating ~50 literals costs several times more per file; the patterns are one expression."""
 
+    #: substrings shared by several needles: when ``text`` lacks one, the needles holding it are not looked up
+    HUBS = ("npu", "xpu", "mps", "device_", "ccl")
+
     def __init__(self, needles: Sequence[str], patterns: Sequence[str]) -> None:
         # the usual hits first: a file that has one stops at the first lookup
         self.needles = tuple(sorted(needles, key=lambda n: (n != "cuda", n)))
         self.patterns = re.compile("|".join(patterns)) if patterns else None
         self.pattern = "|".join([*map(re.escape, self.needles), *patterns])   # what a regex form would be
+        groups: dict[str, list[str]] = {}
+        for n in self.needles:   # (hub, needles holding it); a needle holding no hub is its own group
+            groups.setdefault(next((h for h in self.HUBS if h in n), n), []).append(n)
+        self.groups = tuple((hub, tuple(ns)) for hub, ns in groups.items())
 
     def search(self, text: str) -> str | re.Match[str] | None:
-        for n in self.needles:
-            if n in text:
-                return n
+        for hub, needles in self.groups:
+            if hub in text:
+                for n in needles:
+                    if n in text:
+                        return n
         return self.patterns.search(text) if self.patterns is not None else None
 
 

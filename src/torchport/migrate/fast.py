@@ -301,18 +301,35 @@ class Triggers:
     """What :func:`triggers` found: whether any hook may run, the statements to keep (``id()`` of their ast
     nodes), and which statements bind each key (``x``, ``self.x``), to keep more on demand (:meth:`extend`)."""
 
-    def __init__(self, hit: bool, parent: dict[int, ast.stmt | None], binders: dict[str, list[ast.stmt]]) -> None:
+    def __init__(self, hit: bool, parent: dict[int, ast.stmt | None], binders: dict[str, list[ast.stmt]],
+                 neighbours: dict[int, tuple[ast.stmt, ...]] | None = None) -> None:
         self.hit, self.parent, self.binders = hit, parent, binders
+        self.neighbours = neighbours or {}
         self.keep: set[int] = set()
 
+    def _chain(self, stmt: ast.stmt) -> None:
+        """Keep ``stmt`` and, for an ``if``, its ``elif`` chain: a blanked ``elif`` would leave a ``pass`` after
+        the ``if`` instead, and :func:`torchport.migrate.handled.judge` reads a finding's whole if-chain."""
+        while True:
+            self.keep.add(id(stmt))
+            if type(stmt) is not ast.If or len(stmt.orelse) != 1 or type(stmt.orelse[0]) is not ast.If:
+                return
+            stmt = stmt.orelse[0]
+
     def add(self, stmts: Iterable[ast.stmt]) -> None:
-        """Keep these statements and their frames."""
+        """Keep these statements, their frames, the ``elif`` chain of each, and each one's neighbouring ``if``
+        and single-target assignment (what :func:`~torchport.migrate.handled.judge` compares a finding's
+        statement and frames with: ``is_cuda = ...`` next to ``is_npu = ...``)."""
         todo = list(stmts)
+        done: set[int] = set()
         while todo:
             stmt = todo.pop()
-            if id(stmt) in self.keep:
+            if id(stmt) in done:
                 continue
-            self.keep.add(id(stmt))
+            done.add(id(stmt))
+            self._chain(stmt)
+            for n in self.neighbours.get(id(stmt), ()):
+                self._chain(n)
             up = self.parent[id(stmt)]
             if up is not None:
                 todo.append(up)
@@ -342,6 +359,7 @@ def triggers(tree: ast.Module, rs: RuleSet) -> Triggers:
     any_hit = False
     parent: dict[int, ast.stmt | None] = {}
     binders: dict[str, list[ast.stmt]] = {}
+    neighbours: dict[int, tuple[ast.stmt, ...]] = {}
     todo: list[ast.stmt] = []
     prekeys: set[str] = set()
 
@@ -379,8 +397,13 @@ def triggers(tree: ast.Module, rs: RuleSet) -> Triggers:
 
     def visit(stmts: list[ast.stmt], up: ast.stmt | None) -> None:
         nonlocal any_hit
-        for stmt in stmts:
+        last = len(stmts) - 1
+        for i, stmt in enumerate(stmts):
             parent[id(stmt)] = up
+            near = tuple(s for s in (stmts[i - 1] if i else None, stmts[i + 1] if i < last else None)
+                         if s is not None and (type(s) is ast.If or (type(s) is ast.Assign and len(s.targets) == 1)))
+            if near:
+                neighbours[id(stmt)] = near
             if isinstance(stmt, _COMPOUND):
                 found = max((scan_expr(n, stmt) for n in _header_nodes(stmt)), default=0)
                 if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
@@ -409,7 +432,7 @@ def triggers(tree: ast.Module, rs: RuleSet) -> Triggers:
                 k = _key(arg)
                 if k is not None:
                     prekeys.add(k)
-    found = Triggers(any_hit or _imports_hook(rs, tree), parent, binders)
+    found = Triggers(any_hit or _imports_hook(rs, tree), parent, binders, neighbours)
     found.add(todo)
     found.extend(prekeys)
     return found

@@ -183,9 +183,8 @@ def judge(ctx, module: cst.Module, *, sliced_pass: bool = False) -> None:
     if not reported:
         return
     parents = _parents(module, {id(r.node) for r in reported})
-    if sliced_pass and any(isinstance(a, cst.If) for r in reported for a in parents.get(id(r.node), ())):
-        ctx.whole_file_used = True   # an if chain's branches may be blanked in a sliced walk: ask for the full pass
-        return
+    # a sliced walk (torchport.migrate.fast) keeps each finding's frames, their whole if-chains and their
+    # neighbouring `if` / assignment statements: what the checks below read
     caffe2 = _CAFFE2.search(ctx.text) is not None
     lines = None
     keep, drop = [], set()
@@ -201,6 +200,9 @@ def judge(ctx, module: cst.Module, *, sliced_pass: bool = False) -> None:
             guard = next((a for i, a in enumerate(ancestors) if isinstance(a, cst.If)
                           and _in(r.node, a.test, ancestors[:i])), None)
             if guard is not None:
+                if sliced_pass:   # the block's end: a blanked last statement ends it early in a sliced walk
+                    ctx.whole_file_used = True
+                    return
                 if lines is None:
                     lines = ctx.text.splitlines()
                 # the kernel is in a branch, or after it (`if not x.is_cuda: raise ...` guards what follows);

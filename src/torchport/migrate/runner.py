@@ -128,7 +128,13 @@ MAX_BRACKET_DEPTH = 200
 _NOT_BRACKET = re.compile(r"[^][(){}]+")
 _BRACKET_STEP = {"(": 1, "[": 1, "{": 1, ")": -1, "]": -1, "}": -1}
 #: a line this long (generated code) is parsed in a process of its own, whose crash costs only that file
-_LONG_LINE = re.compile(r"[^\n]{10000}")
+LONG_LINE = 10000
+
+
+def _long_line(text: str) -> bool:
+    """True when a line of ``text`` (split at ``\n``) is :data:`LONG_LINE` characters or longer. C-level
+    splitting: the regex ``[^\n]{10000}`` it replaces cost ~0.5 ms per ordinary file."""
+    return len(text) >= LONG_LINE and max(map(len, text.split("\n"))) >= LONG_LINE
 
 
 def nesting_problem(text: str) -> str | None:
@@ -253,7 +259,7 @@ def _process_file(path: str, options: Options) -> FileResult:
     deep = nesting_problem(text)
     if deep is not None:   # LibCST would crash the process (SIGSEGV): one line for this file instead
         return FileResult(path=path, error=FileError(path=path, message=deep))
-    if _worker_options is None and _LONG_LINE.search(text):
+    if _worker_options is None and _long_line(text):
         # generated code with huge expressions can still crash the native parser: not in this process
         return _isolated(path, options)
     try:

@@ -59,6 +59,12 @@ OUTCOMES = ("fixed", "redirected to runtime", "reported only")
 _CODE = re.compile(r"^TP[1-9][0-9]{2}$")
 
 
+
+def calls_only(call: Any, qualname: str | None, bound: Any) -> bool:
+    """A ``fast_call_gate`` for a rule whose ``names`` act only through :meth:`Rule.on_call`: every call passes,
+    references do not mark (``device: Optional[torch.device] = None``, ``isinstance(d, torch.device)``)."""
+    return True
+
 class Rule:
     """Base class: subclasses set the ClassVars and override the hooks they declared.
 

@@ -19,6 +19,7 @@ import libcst as cst
 
 from torchport.migrate.rules.amp import report_autocast
 from torchport.migrate.rules.base import COMMA as _COMMA
+from torchport.migrate.rules.base import calls_only
 from torchport.migrate.rules.base import (COMPAT_NOTE, DeviceString, Rule, Site, call_args_plain, compat_call,
                                           compat_served, keyword, positional,
                                           report_tune_assign, tune_statement, with_args)
@@ -66,6 +67,7 @@ class BackendDeviceString(Rule):
     fix = "safe"
     values = True
     names = ("torch.device",)
+    fast_call_gate = staticmethod(calls_only)   # on_call only: a `torch.device` annotation marks nothing
     needles = _NPU_NEEDLES + _XPU_NEEDLES + _MPS_NEEDLES
     summary = ('Finds `"npu"`, `"npu:0"`, `f"npu:{i}"` (and `xpu`, `mps`) device strings and '
                "`torch.device(...)` built from them.")

@@ -14,6 +14,7 @@ import libcst as cst
 
 from torchport.migrate.context import DEVICE_INDEX_LISTS, DEVICE_INDEX_NAMES
 from torchport.migrate.rules.base import EQ as _EQ
+from torchport.migrate.rules.base import calls_only
 from torchport.migrate.rules.base import (
     COMPAT_NOTE,
     DeviceString,
@@ -155,6 +156,7 @@ class CudaDeviceConstructor(Rule):
     severity = "error"
     fix = "safe"
     names = ("torch.device",)
+    fast_call_gate = staticmethod(calls_only)   # on_call only: a `torch.device` annotation marks nothing
     summary = 'Finds `torch.device("cuda")`, `torch.device("cuda:0")`, `torch.device(f"cuda:{i}")`, `torch.device("cuda", i)`.'
     why = ("A device object built from a CUDA string names the one backend the script was written on. "
            "Everything placed on it fails elsewhere.")
@@ -478,6 +480,7 @@ class CudaAvailabilityIdiom(Rule):
     severity = "warning"
     fix = "safe"
     names = ("torch.device",)
+    fast_call_gate = staticmethod(calls_only)   # on_call only: a `torch.device` annotation marks nothing
     if_exps = True
     if_exp_names = ("torch.cuda.is_available",)   # _cuda_branch needs the test to call it
     summary = 'Finds `"cuda" if torch.cuda.is_available() else "cpu"` (and the `torch.device(...)` forms).'
