@@ -105,7 +105,7 @@ def test_namespaces_unavailable_fall_back_to_loopback_in_one_line(monkeypatch, t
         assert rh.net == "loopback" and rh.netns is None and rh.address(1) == "127.0.0.2"
         assert rh.command(0, ["train"])[0] == sys.executable
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["torchport rehearsal: network namespaces unavailable (not root (ip netns needs CAP_SYS_ADMIN)); "
+    assert err == ["torchport rehearsal: warning: network namespaces unavailable (not root (ip netns needs CAP_SYS_ADMIN)); "
                    "the 2 nodes use loopback addresses 127.0.0.x instead"]
 
 

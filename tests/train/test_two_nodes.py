@@ -18,6 +18,15 @@ NOISE = ("Traceback", "QueueFeederThread", "Bad file descriptor", "semaphore or 
          "Exception in thread", "leaked semaphore")
 
 
+def _ours(out: str) -> str:
+    """The output without torchrun's own agent log of its exit-barrier race (pytorch/pytorch#69520, open: node 0's
+    agent closes the store it hosts while node 1's agent still waits in the exit barrier; the job succeeded, and the
+    lines are torch's, tagged with the agent's source file), which this test does not judge."""
+    return "\n".join(line for line in out.splitlines()
+                     if "elastic/agent/server/api.py" not in line and "TCPStore.cpp" not in line
+                     and not line.startswith(("Exception raised from recvBytes", "frame #", "<omitting python frames>")))
+
+
 def test_fast_loader_close_stops_workers_mid_epoch(tiny_data):
     loader = make_loader(tiny_data, batch_size=4, train=True, image_size=16, num_workers=2,
                          target=select_device("cpu", warn=False))
@@ -63,6 +72,6 @@ def test_two_node_torchrun_one_step_per_epoch_exits_cleanly(tiny_data, tmp_path,
             pytest.fail("two-node run did not finish in 240 s")
     for node, (p, out) in enumerate(zip(procs, outs)):
         assert p.returncode == 0, f"node {node} exit {p.returncode}:\n{out[-3000:]}"
-        noise = [n for n in NOISE if n in out]
+        noise = [n for n in NOISE if n in _ours(out)]
         assert not noise, f"node {node} printed {noise}:\n{out[-4000:]}"
     assert "1 steps/epoch" in outs[0], outs[0][-2000:]

@@ -108,11 +108,11 @@ class Rehearsal:
             if why is None:
                 try:
                     self.netns = netns.create(self.nnodes)
-                except RuntimeError as exc:
+                except (RuntimeError, subprocess.TimeoutExpired) as exc:     # ip refused, or hung
                     why = str(exc)
             if why is not None:
                 self.net = "loopback"
-                self.net_note = (f"torchport rehearsal: network namespaces unavailable ({why}); the {self.nnodes} "
+                self.net_note = (f"torchport rehearsal: warning: network namespaces unavailable ({why}); the {self.nnodes} "
                                  "nodes use loopback addresses 127.0.0.x instead")
                 print(self.net_note, file=sys.stderr, flush=True)
 
