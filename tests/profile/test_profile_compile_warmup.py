@@ -3,31 +3,9 @@ no profiled step holds it."""
 
 from __future__ import annotations
 
-import dataclasses
 import io
-import time
 
-import pytest
-
-STALL_S = 1.0
-
-
-def slow_eager(gm, example_inputs):
-    time.sleep(STALL_S)
-    return gm.forward
-
-
-@pytest.fixture
-def slow_compiler_cpu():
-    from torchport import backends
-    from torchport.runtime import device as runtime_device
-
-    spec = backends.get("cpu")
-    backends.register(dataclasses.replace(spec, compile_backend=slow_eager), replace=True)
-    runtime_device.reset_selection()
-    yield
-    backends.register(spec, replace=True)
-    runtime_device.reset_selection()
+from slow_compiler import STALL_S  # the slow_compiler_cpu fixture comes from tests/conftest.py
 
 
 def test_profile_compile_is_warm_up_and_reported(slow_compiler_cpu):

@@ -4,7 +4,6 @@ throughput that counted the compile would be visibly lower than one that does no
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import time
 
@@ -12,26 +11,7 @@ import pytest
 
 from torchport.train import TrainConfig, train
 
-STALL_S = 1.5
-
-
-def slow_eager(gm, example_inputs):
-    """A torch.compile backend: eager, after a stall that stands for compile time."""
-    time.sleep(STALL_S)
-    return gm.forward
-
-
-@pytest.fixture
-def slow_compiler_cpu():
-    from torchport import backends
-    from torchport.runtime import device as runtime_device
-
-    spec = backends.get("cpu")
-    backends.register(dataclasses.replace(spec, compile_backend=slow_eager), replace=True)
-    runtime_device.reset_selection()
-    yield
-    backends.register(spec, replace=True)
-    runtime_device.reset_selection()
+from slow_compiler import STALL_S  # the slow_compiler_cpu fixture comes from tests/conftest.py
 
 
 def test_trainer_counts_the_compile_as_warm_up_and_reports_it(slow_compiler_cpu, tiny_data, tmp_path, capsys):
