@@ -99,6 +99,24 @@ def test_resume_auto_in_the_trainer_skips_a_damaged_checkpoint(tmp_path):
     assert resume == m.path_for(1)
 
 
+def test_resume_auto_stops_when_no_checkpoint_of_the_run_verifies(tmp_path):
+    """Every checkpoint damaged or refused: starting afresh in that directory would overwrite them step by step,
+    so `--resume auto` stops in one line (exit CHECKPOINT) instead, and nothing is touched."""
+    from torchport.train.config import TrainConfig
+    from torchport.train.rundir import prepare_run_dir
+
+    run = tmp_path / "run"
+    m = ckpt.CheckpointManager(run / "checkpoints")
+    m.save(_state(1), step=1)
+    _flip_tensor_byte(m.path_for(1))
+    before = m.path_for(1).read_bytes()
+    with pytest.warns(RuntimeWarning, match="no checkpoint verifies"):
+        with pytest.raises(ckpt.CheckpointError, match="none verifies.*--trust-checkpoint") as info:
+            prepare_run_dir(TrainConfig(run_dir=str(run), resume="auto"), main=True)
+    assert "\n" not in str(info.value) and info.value.exit_code == ckpt.CheckpointError.exit_code
+    assert m.path_for(1).read_bytes() == before
+
+
 # -- hostile pickles ---------------------------------------------------------------------------------------
 def _hostile_files(tmp_path, marker):
     """Files that run code when unpickled without restrictions: each would create ``marker``."""

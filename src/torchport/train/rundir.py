@@ -132,7 +132,16 @@ def _decide(cfg) -> tuple[Path, Path | str | None]:
         raise ConfigError(f"{where} holds --strategy {other} checkpoints, and this run is --strategy {cfg.strategy}: "
                           f"pass --strategy {other}, or convert the latest one with `python -m torchport.train.convert "
                           "SRC DST` and --resume DST")
-    return run_dir, manager.resolve(cfg.resume, trust=cfg.trust_checkpoint)
+    resume = manager.resolve(cfg.resume, trust=cfg.trust_checkpoint)
+    if cfg.resume == "auto" and resume is None and manager.checkpoints():
+        # every checkpoint here was skipped (refused or damaged; the warning names each): starting afresh in this
+        # directory would overwrite them step by step, so stop instead
+        from torchport.runtime.checkpoint import CheckpointError
+
+        raise CheckpointError(f"{where} holds checkpoints, but none verifies (the warning above names why); pass "
+                              "--trust-checkpoint if you made them yourself, or choose another --run-dir / "
+                              "--checkpoint-dir to start afresh")
+    return run_dir, resume
 
 
 def prepare_run_dir(cfg, *, main: bool, device=None) -> tuple[Path, Path | None]:
