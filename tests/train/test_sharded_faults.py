@@ -149,3 +149,16 @@ def test_an_error_every_rank_raises_is_printed_once_for_the_run(monkeypatch, cap
             raise on_every_rank(err) if marked else err
     assert info.value.exit_code == 5
     assert capsys.readouterr().err.strip() == expect
+
+
+def test_a_fault_on_some_ranks_names_the_first_one(monkeypatch):
+    """Whose disk is full: the run's one line names the failing rank when not every rank failed."""
+    import errno
+
+    from torchport.runtime import dcp, distributed
+
+    monkeypatch.setattr(distributed, "world_size", lambda: 4)
+    full = OSError(errno.ENOSPC, "No space left on device")
+    assert "(the disk is full, on rank 2)" in dcp._fault_line("P", "write", full, ranks=[2])
+    assert "(the disk is full, on rank 1 and 2 more)" in dcp._fault_line("P", "write", full, ranks=[1, 2, 3])
+    assert "(the disk is full)" in dcp._fault_line("P", "write", full, ranks=[0, 1, 2, 3])   # every rank: no name

@@ -115,14 +115,20 @@ def _dcp_call(fn, path: Any, what: str):
                 raise on_every_rank(type(err)(str(err))) from None
         err = errors[0] if errors else exc
         cls = CheckpointWriteError if what == "write" else CheckpointError
-        raise on_every_rank(cls(_fault_line(path, what, err))) from None
+        raise on_every_rank(cls(_fault_line(path, what, err, ranks=sorted(exc.failures)))) from None
     except (OSError, StorageError) as exc:
         raise (CheckpointWriteError if what == "write" else CheckpointError)(_fault_line(path, what, exc)) from None
 
 
-def _fault_line(path: Any, what: str, err: BaseException) -> str:
-    """``writing checkpoint P failed (reason); ...`` for a DCP fault (disk full, endpoint down, a missing shard)."""
+def _fault_line(path: Any, what: str, err: BaseException, ranks: list[int] | None = None) -> str:
+    """``writing checkpoint P failed (reason); ...`` for a DCP fault (disk full, endpoint down, a missing shard);
+    ``ranks``: the ranks that failed, named when not every rank did (whose disk is full, which node)."""
+    from torchport.runtime import distributed as dist
+
     reason = _reason(err)
+    world = dist.world_size()
+    if ranks and world > 1 and len(ranks) < world:
+        reason += f", on rank {ranks[0]}" + (f" and {len(ranks) - 1} more" if len(ranks) > 1 else "")
     if what == "write":
         return (f"writing checkpoint {path} failed ({reason}); the latest pointer was not moved, earlier "
                 "checkpoints are intact")
