@@ -162,3 +162,21 @@ def test_a_fault_on_some_ranks_names_the_first_one(monkeypatch):
     assert "(the disk is full, on rank 2)" in dcp._fault_line("P", "write", full, ranks=[2])
     assert "(the disk is full, on rank 1 and 2 more)" in dcp._fault_line("P", "write", full, ranks=[1, 2, 3])
     assert "(the disk is full)" in dcp._fault_line("P", "write", full, ranks=[0, 1, 2, 3])   # every rank: no name
+
+
+@pytest.mark.parametrize("mine, failed, marked, says", [
+    (True, 0.5, False, "damaged"),            # only this rank failed: its own line, with its rank (unmarked)
+    (False, 0.5, True, "on another rank"),    # another rank failed: the run's line, printed by rank 0
+    (True, 1.0, True, "damaged"),             # every rank failed alike: the run's one line
+])
+def test_a_load_failure_on_some_ranks_keeps_the_failing_ranks_own_reason(monkeypatch, mine, failed, marked, says):
+    from torchport.errors import raised_on_every_rank
+    from torchport.runtime import dcp, distributed
+    from torchport.runtime.checkpoint import CheckpointError
+
+    monkeypatch.setattr(distributed, "all_reduce_mean", lambda value, target=None: failed if value else failed)
+    error = CheckpointError("checkpoint P/torchport.pt is damaged") if mine else None
+    first = (lambda: CheckpointError(str(error))) if error is not None else None
+    with pytest.raises(CheckpointError, match=says) as info:
+        dcp._agree(error, first or (lambda: CheckpointError("P: could not be loaded on another rank")), own=first)
+    assert raised_on_every_rank(info.value) is marked

@@ -205,15 +205,20 @@ def _write_fault(path: Any, error: BaseException | None) -> CheckpointWriteError
     return CheckpointWriteError(_fault_line(path, "write", error))
 
 
-def _agree(error: BaseException | None, make) -> None:
+def _agree(error: BaseException | None, make, *, own=None) -> None:
     """Collective: when ``error`` happened on some rank (rank 0's own step of a save), every rank raises the
     error ``make()`` builds -- marked as the run's one line (:func:`~torchport.errors.on_every_rank`) -- instead
-    of rank 0 alone failing while the others wait in the next collective."""
+    of rank 0 alone failing while the others wait in the next collective. ``own``: when only some ranks failed,
+    each of those raises ``own()`` unmarked instead, so its line names the rank and its real reason."""
     from torchport.errors import on_every_rank
     from torchport.runtime import distributed as dist
 
-    if dist.all_reduce_mean(0.0 if error is None else 1.0) > 0:
-        raise on_every_rank(make()) from None
+    failed = dist.all_reduce_mean(0.0 if error is None else 1.0)
+    if failed <= 0:
+        return
+    if own is not None and error is not None and failed < 1:
+        raise own() from None
+    raise on_every_rank(make()) from None
 
 
 def verify(path: Any, *, trust: bool = False) -> None:
@@ -316,8 +321,9 @@ def load_state(path: Any, *, model, optimizer=None, strict: bool = True, trust: 
             raise
         error = exc
     if dist.world_size() > 1:   # every rank reads the same file: its refusal or damage is the run's one line
-        _agree(error, lambda: type(error)(str(error).splitlines()[0]) if error is not None else CheckpointError(
-            f"checkpoint {path}: {_EXTRA} could not be loaded on another rank; use an earlier checkpoint"))
+        first = (lambda: type(error)(str(error).splitlines()[0])) if error is not None else None
+        _agree(error, first or (lambda: CheckpointError(
+            f"checkpoint {path}: {_EXTRA} could not be loaded on another rank; use an earlier checkpoint")), own=first)
     return extra
 
 
