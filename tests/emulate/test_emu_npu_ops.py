@@ -201,6 +201,52 @@ def test_roi_align_matches_hand_values(tnpu):
     _close(out, [[[[4.5, 6.5, 8.5], [16.5, 18.5, 20.5], [28.5, 30.5, 32.5]]]])
 
 
+@pytest.mark.parametrize("mode, aligned", [(0, False), (3, True)])
+def test_roi_alignbk_is_torchvisions_roi_align_gradient(tnpu, mode, aligned):
+    from torchvision.ops import roi_align
+
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 8, 9, requires_grad=True)
+    rois = torch.tensor([[0, 1.0, 2.0, 20.0, 14.0], [1, 0.0, 0.0, 30.0, 25.0], [1, 5.5, 3.0, 12.0, 29.0]])
+    y = roi_align(x, rois, (2, 4), 0.25, 2, aligned=aligned)      # non-square: height 2, width 4
+    g = torch.randn_like(y)
+    (want,) = torch.autograd.grad(y, x, g)
+    got = tnpu.npu_roi_alignbk(g.npu(), rois.npu(), list(x.shape), 4, 2, 0.25, 2, mode)
+    assert got.device.type == "npu" and got.shape == x.shape
+    _close(got, want)
+    # contrib's ROIAlign passes output_size[0] first: the size is read from y_grad
+    _close(tnpu.npu_roi_alignbk(g.npu(), rois.npu(), list(x.shape), 2, 4, 0.25, 2, mode), want)
+    with pytest.raises(ValueError, match=r"^torch_npu\.npu_roi_alignbk: y_grad is"):
+        tnpu.npu_roi_alignbk(g.npu(), rois.npu(), list(x.shape), 3, 3, 0.25, 2, mode)
+
+
+def test_deformable_conv2dbk_is_torchvisions_deform_conv2d_gradient(tnpu):
+    from torchvision.ops import deform_conv2d
+
+    torch.manual_seed(0)
+    x = torch.randn(2, 4, 6, 7, requires_grad=True)
+    w = torch.randn(5, 4, 3, 3, requires_grad=True)
+    b = torch.randn(5, requires_grad=True)
+    yx = (torch.randn(2, 18, 6, 7) * 0.7).requires_grad_()        # torchvision's (y, x) pairs
+    mask = torch.rand(2, 9, 6, 7, requires_grad=True)
+    ref = deform_conv2d(x, yx, w, b, padding=(1, 1), mask=mask)
+    g = torch.randn_like(ref)
+    gx, gyx, gw, gb, gm = torch.autograd.grad(ref, (x, yx, w, b, mask), g)
+    # the card's offset: [x offsets, y offsets, mask]
+    offset = torch.cat((yx[:, 1::2], yx[:, 0::2], mask), 1).detach()
+    out, offset_out = tnpu.npu_deformable_conv2d(x.detach().npu(), w.detach().npu(), offset.npu(), b.detach().npu(),
+                                                 [3, 3], [1, 1, 1, 1], [1, 1, 1, 1], deformable_groups=1)
+    _close(out, ref.detach(), 1e-4)
+    got = tnpu.npu_deformable_conv2dbk(x.detach().npu(), g.npu(), offset_out, w.detach().npu(), offset.npu(),
+                                       [3, 3], [1, 1, 1, 1], [1, 1, 1, 1], [1, 1, 1, 1], 1, 1, True)
+    assert len(got) == 4 and all(t.device.type == "npu" for t in got)
+    g_in, g_w, g_off, g_b = got
+    _close(g_in, gx, 1e-4)
+    _close(g_w, gw, 1e-4)
+    _close(g_b, gb, 1e-4)
+    _close(g_off, torch.cat((gyx[:, 1::2], gyx[:, 0::2], gm), 1), 1e-4)
+
+
 def test_anchor_flags_grid_assign_yolo_random_choice(tnpu):
     gt = torch.tensor([[0.0, 0.0, 4.0, 4.0], [10.0, 2.0, 14.0, 6.0]])   # centres (2,2) and (12,4), stride 4
     flags = tnpu.npu_anchor_response_flags(gt.npu(), [2, 4], [4, 4], 2)

@@ -15,8 +15,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 #: names of the wheel's list that refuse (one line, "is not emulated"); every other name works (tests below)
-REFUSED = {"npu_fused_attention", "npu_fused_attention_with_layernorm",
-           "LinearA8W8Quant", "LinearQuant", "LinearWeightQuant",
+REFUSED = {"LinearA8W8Quant", "LinearQuant", "LinearWeightQuant",
            "QuantConv2d", "FlopsCounter", "set_thread_affinity", "reset_thread_affinity", "save_async",
            "set_asd_loss_scale", "register_asd_hook"}
 
@@ -381,6 +380,49 @@ def test_modulated_deform_conv(tnpu):
     offset[:, 0::2] = 1.0
     got = u((x.npu(), offset.npu(), torch.full((2, 9, 6, 6), 0.25).npu()))
     _close(got, 0.25 * F.conv2d(F.pad(x, (1, 1, 0, 2)), u.weight.detach().cpu()), 1e-5)
+
+
+def _bert_attention(h, mask, wq, wk, wv, bq, bk, bv, scale):
+    """BERT self-attention written out: heads of 64 over [B * S, H] rows."""
+    b, s = mask.shape[0], h.shape[0] // mask.shape[0]
+    split = lambda t: t.view(b, s, -1, 64).transpose(1, 2)          # noqa: E731
+    q, k, v = split(h @ wq + bq), split(h @ wk + bk), split(h @ wv + bv)
+    p = torch.softmax(q @ k.transpose(2, 3) * scale + mask, -1)
+    return (p @ v).transpose(1, 2).reshape(b * s, -1)
+
+
+def test_fused_attention_and_with_layernorm(tnpu):
+    from torch_npu.contrib.function import npu_fused_attention, npu_fused_attention_with_layernorm
+
+    torch.manual_seed(0)
+    b, s, hid = 2, 16, 768
+    h = torch.randn(b * s, hid)
+    mask = torch.zeros(b, 1, s, s)
+    mask[1, :, :, 10:] = -10000.0                                    # the second sequence has 10 tokens
+    ws = [torch.randn(hid, hid) * 0.03 for _ in range(3)]
+    bs = [torch.randn(hid) * 0.1 for _ in range(3)]
+    want = _bert_attention(h, mask, *ws, *bs, 0.125)
+    args = [t.npu().requires_grad_() for t in (h, *ws, *bs)]
+    got = npu_fused_attention(args[0], mask.npu(), *args[1:], 0.125, 1.0)
+    assert got.device.type == "npu" and got.shape == (b * s, hid)
+    _close(got, want, 1e-4)
+    got.square().sum().backward()
+    hr = h.clone().requires_grad_()
+    _bert_attention(hr, mask, *ws, *bs, 0.125).square().sum().backward()
+    _close(args[0].grad, hr.grad, 1e-3)
+    assert all(a.grad is not None for a in args)
+    gamma, beta = torch.rand(hid) + 0.5, torch.randn(hid)
+    ctx, norm = npu_fused_attention_with_layernorm(h.npu(), mask.npu(), *[t.npu() for t in (*ws, *bs)],
+                                                   gamma.npu(), beta.npu(), 0.125)
+    mu, var = h.mean(1, keepdim=True), h.var(1, unbiased=False, keepdim=True)
+    want_norm = (h - mu) / torch.sqrt(var + 1e-5) * gamma + beta
+    _close(norm, want_norm, 1e-4)
+    _close(ctx, _bert_attention(want_norm, mask, *ws, *bs, 0.125), 1e-4)
+    # dropout of the probabilities: keep_prob 0.5 changes the result, and it stays finite
+    dropped = npu_fused_attention(h.npu(), mask.npu(), *[t.npu() for t in (*ws, *bs)], 0.125, 0.5)
+    assert torch.isfinite(dropped.cpu()).all() and not torch.allclose(dropped.cpu(), want, atol=1e-3)
+    with pytest.raises(RuntimeError, match=r"^torch_npu\.contrib\.function\.npu_fused_attention: hidden_states is"):
+        npu_fused_attention(h[:, :512].npu(), mask.npu(), *[t.npu() for t in (*ws, *bs)])
 
 
 def test_fused_color_jitter(tnpu):

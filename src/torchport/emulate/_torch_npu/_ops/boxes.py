@@ -208,6 +208,25 @@ def npu_roi_align(self, rois, spatial_scale, pooled_height, pooled_width, sample
                      int(sample_num), aligned=mode in (2, 3))
 
 
+@op(backward=False, note="the gradient of npu_roi_align wrt its input (torch.autograd over the forward); the pooled "
+                         "size is read from y_grad when pooled_width/pooled_height come swapped (contrib's ROIAlign "
+                         "passes output_size[0] first)")
+def npu_roi_alignbk(self, rois, xdiff_shape, pooled_width, pooled_height, spatial_scale, sample_num, roi_end_mode):
+    """Backward of RoIAlign: ``self`` = y_grad ``[K, C, ph, pw]`` -> the input's gradient of shape ``xdiff_shape``."""
+    shape = tuple(int(v) for v in xdiff_shape)
+    ph, pw = int(pooled_height), int(pooled_width)
+    got = tuple(self.shape[-2:])
+    if got not in ((ph, pw), (pw, ph)):
+        raise ValueError(f"torch_npu.npu_roi_alignbk: y_grad is {tuple(self.shape)}; expected [K, C, "
+                         f"pooled_height={ph}, pooled_width={pw}]")
+    ph, pw = got
+    with torch.enable_grad():
+        x = torch.zeros(shape, dtype=self.dtype, device=self.device, requires_grad=True)
+        y = npu_roi_align(x, rois.detach(), spatial_scale, ph, pw, sample_num, roi_end_mode)
+        (grad,) = torch.autograd.grad(y, x, self.detach())
+    return grad
+
+
 @op(backward=False)
 def npu_anchor_response_flags(self, featmap_size, stride, num_base_anchors):
     """uint8 flags ``[h * w * num_base_anchors]``: 1 for the anchors of the cells that hold a gt box centre."""

@@ -41,3 +41,20 @@ def npu_deformable_conv2d(self, weight, offset, bias, kernel_size, stride, paddi
                         padding=(int(padding[0]), int(padding[2])),
                         dilation=(int(dilation[2]), int(dilation[3])), mask=mask)
     return out, offset
+
+
+@op(backward=False, note="the gradients of npu_deformable_conv2d (torch.autograd over the forward): (grad_input, "
+                         "grad_weight, grad_offset, grad_bias), grad_offset in the forward's [x, y, mask] layout; "
+                         "offset_out is not read (the forward's offset_out is the offset itself)")
+def npu_deformable_conv2dbk(input, grad_output, offset_out, weight, offset, kernel_size, stride, padding,
+                            dilation=(1, 1, 1, 1), groups=1, deformable_groups=1, modulated=True):
+    """Backward of the modulated deformable convolution: ``(grad_input, grad_weight, grad_offset, grad_bias)``."""
+    with torch.enable_grad():
+        x = input.detach().requires_grad_()
+        w = weight.detach().requires_grad_()
+        o = offset.detach().requires_grad_()
+        b = torch.zeros(weight.shape[0], dtype=weight.dtype, device=weight.device, requires_grad=True)
+        out, _ = npu_deformable_conv2d(x, w, o, b, kernel_size, stride, padding, dilation, groups,
+                                       deformable_groups, modulated)
+        grads = torch.autograd.grad(out, (x, w, o, b), grad_output.detach())
+    return tuple(grads)

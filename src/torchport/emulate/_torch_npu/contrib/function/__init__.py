@@ -3,7 +3,7 @@
 Each is composed from the emulated ops of ``torch_npu._ops`` (one copy of each idea: the box, NMS, dropout
 and softmax logic lives there) or from plain torch ops, with the semantics of torch_npu 2.14.0's
 ``contrib/function`` (read from the wheel; argument names and defaults as there). The two fused-attention
-helpers need the card's fused BERT kernels (``npu_fused_attention_score_fwd`` ...) and refuse in one line.
+helpers compose the card's fused BERT kernels (``npu_fused_attention_score_fwd`` ...) from plain torch ops.
 
 The wheel's submodules (``iou``, ``nms``, ``bbox_coder`` ...) re-export their names from here; ``roll``,
 ``matmul_transpose`` and ``fuse_add_softmax_dropout`` are not submodules here (their names are the functions).
@@ -19,7 +19,6 @@ import torch.nn.functional as F
 
 import torch_npu
 
-from torch_npu._ops._registry import refusal
 
 __torchport_emulated__ = True
 __all__ = ["npu_iou", "npu_ptiou", "npu_giou", "npu_diou", "npu_ciou", "npu_multiclass_nms",
@@ -183,8 +182,53 @@ def dropout_with_byte_mask(input1, p=0.5, training=True, inplace=False):
     return torch_npu.dropout_with_byte_mask(input1, p, training)
 
 
-_FUSED = "it runs the card's fused BERT attention kernels; use torch_npu.npu_fusion_attention, which is emulated"
+def _fused_attention_check(hidden_states, attention_mask, query_kernel, key_kernel, value_kernel):
+    """The shape checks of torch_npu's fused attention (its kernels' limits); the NZ-format check has no
+    meaning on the emulated NPU and is not made."""
+    where = "torch_npu.contrib.function.npu_fused_attention"
+    if hidden_states.dim() != 2 or hidden_states.shape[0] % 32 != 0 or hidden_states.shape[1] not in (1024, 768):
+        raise RuntimeError(f"{where}: hidden_states is {tuple(hidden_states.shape)}; expected [B * S, 768 or 1024] "
+                           "with B * S a multiple of 32 (the card's kernel)")
+    if attention_mask.dim() != 4 or attention_mask.shape[1] != 1 or attention_mask.shape[2] != attention_mask.shape[3]:
+        raise RuntimeError(f"{where}: attention_mask is {tuple(attention_mask.shape)}; expected [B, 1, S, S]")
+    if any(k.shape[0] not in (1024, 768) for k in (query_kernel, key_kernel, value_kernel)):
+        raise RuntimeError(f"{where}: the query/key/value kernels must be [768 or 1024, hidden] (the card's kernel)")
 
-npu_fused_attention = refusal("npu_fused_attention", "torch_npu.contrib.function", _FUSED)
-npu_fused_attention_with_layernorm = refusal("npu_fused_attention_with_layernorm", "torch_npu.contrib.function",
-                                             _FUSED)
+
+def _fused_attention_score(hidden, attention_mask, query_kernel, key_kernel, value_kernel, query_bias, key_bias,
+                           value_bias, scale, keep_prob):
+    """Heads of 64: ``dropout(softmax(Q K^T * scale + mask), 1 - keep_prob) @ V`` back to ``[B * S, N * 64]``."""
+    b = attention_mask.shape[0]
+    s = hidden.shape[0] // b
+    n = hidden.shape[1] // 64
+
+    def heads(kernel, bias):                                   # [B*S, H] @ [H, H] + bias -> [B, N, S, 64]
+        return (torch.matmul(hidden, kernel) + bias).reshape(b, s, n, 64).permute(0, 2, 1, 3)
+
+    q, k, v = heads(query_kernel, query_bias), heads(key_kernel, key_bias), heads(value_kernel, value_bias)
+    probs = torch.softmax(torch.matmul(q, k.transpose(-2, -1)) * scale + attention_mask, dim=-1)
+    if 0 < keep_prob < 1:
+        probs = F.dropout(probs, 1.0 - keep_prob, training=True)
+    return torch.matmul(probs, v).permute(0, 2, 1, 3).reshape(b * s, n * 64)
+
+
+def npu_fused_attention(hidden_states, attention_mask, query_kernel, key_kernel, value_kernel, query_bias,
+                        key_bias, value_bias, scale=1, keep_prob=0):
+    """BERT self-attention over ``[B * S, H]`` hidden states (heads of 64, ``query_kernel`` ``[H, H]`` applied as
+    ``hidden @ kernel + bias``); dropout of the probabilities with ``1 - keep_prob`` when ``0 < keep_prob < 1``
+    (keep_prob 0, the default, or 1: none — an assumption); gradients through autograd."""
+    _fused_attention_check(hidden_states, attention_mask, query_kernel, key_kernel, value_kernel)
+    return _fused_attention_score(hidden_states, attention_mask, query_kernel, key_kernel, value_kernel,
+                                  query_bias, key_bias, value_bias, scale, keep_prob)
+
+
+def npu_fused_attention_with_layernorm(hidden_states, attention_mask, query_kernel, key_kernel, value_kernel,
+                                       query_bias, key_bias, value_bias, gamma, beta, scale=1, keep_prob=0):
+    """``norm = layer_norm(hidden_states, gamma, beta, eps=1e-5)``, then :func:`npu_fused_attention` over ``norm``:
+    ``(context, norm)``."""
+    warnings.warn("torch_npu.contrib.npu_fused_attention_with_layernorm is deprecated and will be removed in a "
+                  "future version. Use torch_npu.npu_fusion_attention and torch.nn.LayerNorm instead.", FutureWarning)
+    _fused_attention_check(hidden_states, attention_mask, query_kernel, key_kernel, value_kernel)
+    norm = F.layer_norm(hidden_states, (hidden_states.shape[-1],), gamma, beta, 1e-5)
+    return _fused_attention_score(norm, attention_mask, query_kernel, key_kernel, value_kernel, query_bias,
+                                  key_bias, value_bias, scale, keep_prob), norm
