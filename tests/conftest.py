@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 
 import pytest
-from slow_compiler import slow_compiler_cpu  # noqa: F401 - a shared fixture (bench, profile, train)
 
 # Tests must never pick up a developer's device settings by accident -- nor a golden-update switch left
 # in the shell: with TORCHPORT_UPDATE_GOLDEN set, every golden test would pass by rewriting its file.

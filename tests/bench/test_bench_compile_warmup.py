@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 
-from slow_compiler import STALL_S  # the slow_compiler_cpu fixture comes from tests/conftest.py
+from slow_compiler import STALL_S, slow_compiler_cpu  # noqa: F401 - the fixture
 
 
 def test_bench_compile_is_warm_up_and_reported(slow_compiler_cpu):
