@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shlex
 import subprocess
 import sys
 import tempfile
@@ -154,6 +153,17 @@ def logged_step(log: Path) -> int:
     return max(((int(e) - 1) * int(n) + int(s) for e, s, n in found), default=0)
 
 
+def wait_for_step(log: Path, step: int, *, deadline: float) -> int:
+    """Poll ``log`` until rank 0 has logged ``step`` (or ``time.monotonic()`` passes ``deadline``); the step seen."""
+    seen = 0
+    while time.monotonic() < deadline:
+        seen = logged_step(log)
+        if seen >= step:
+            break
+        time.sleep(0.1)
+    return seen
+
+
 def _resumed_at(text: str) -> tuple[list[str], int | None]:
     lines = [ln.strip() for ln in text.splitlines() if "resumed from" in ln]
     try:
@@ -245,12 +255,7 @@ def node_loss(work: Path, data: Path, rows=NODE_LOSS, *, s3: bool = False) -> No
                 program = [FAULT_TRAIN, *train_args(data, el_dir, device=device, strategy=strategy, epochs=2,
                                                     extra=el_extra)]
                 rh.start(program)
-                seen = 0
-                while time.monotonic() - t0 < 400:
-                    seen = logged_step(rh.nodes[0].log)
-                    if seen >= kill_at:
-                        break
-                    time.sleep(0.1)
+                seen = wait_for_step(rh.nodes[0].log, kill_at, deadline=t0 + 400)
                 rh.kill(rh.nodes[victim])
                 t_kill = time.monotonic() - t0
                 rh.start_node(victim, program, tag="-replacement")
@@ -338,12 +343,7 @@ def node0_loss(work: Path, data: Path) -> None:
     with Rehearsal(net=NET, nnodes=2, nproc=1, workdir=work / "loss0-nodes", env=env, join_timeout=120,
                    max_restarts=1, connect_timeout=20) as rh:
         rh.start(program)
-        seen = 0
-        while time.monotonic() - t0 < 300:
-            seen = logged_step(rh.nodes[0].log)
-            if seen >= kill_at:
-                break
-            time.sleep(0.1)
+        seen = wait_for_step(rh.nodes[0].log, kill_at, deadline=t0 + 300)
         rh.kill(rh.nodes[0])
         t_kill = time.monotonic()
         results = rh.wait(timeout=300)

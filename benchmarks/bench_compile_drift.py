@@ -48,7 +48,7 @@ def run(model, fwd, lr, dtype=torch.float32, perturb=0.0, threads=None):
     torch.set_num_threads(old)
     return losses, snap
 
-def rel(a, b): return ((a.double() - b.double()).norm() / b.double().norm().clamp_min(1e-30)).item()
+from bench_compile import _rel as rel   # noqa: E402 - one relative difference for both compile benchmarks
 def compare(tag, ra, rb):
     la, sa = ra; lb, sb = rb
     g = max(rel(sa["grad"][n], sb["grad"][n]) for n in sa["grad"])

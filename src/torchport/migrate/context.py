@@ -74,7 +74,6 @@ class Prefilter:
         # the usual hits first: a file that has one stops at the first lookup
         self.needles = tuple(sorted(needles, key=lambda n: (n != "cuda", n)))
         self.patterns = re.compile("|".join(patterns)) if patterns else None
-        self.pattern = "|".join([*map(re.escape, self.needles), *patterns])   # what a regex form would be
         groups: dict[str, list[str]] = {}
         for n in self.needles:   # (hub, needles holding it); a needle holding no hub is its own group
             groups.setdefault(next((h for h in self.HUBS if h in n), n), []).append(n)
