@@ -505,10 +505,6 @@ def cluster_data(work: Path, node_counts=(1, 2, 3)) -> None:
     namespace (10.213.x.254; --net netns) or on 127.0.0.1 (loopback). Measured per epoch: samples and images/s per
     node, bytes the nodes fetched from the store (growth of the node caches: every fetched block lands there once
     per node), the share of the blocks a node's reads touched that its cache already held (hit rate)."""
-    import json
-    import signal
-
-    from torchport.cluster.rehearsal import free_port
     from torchport.data.synth import make_dataset
 
     src = work / "data-shapes"
@@ -521,22 +517,13 @@ def cluster_data(work: Path, node_counts=(1, 2, 3)) -> None:
     for nnodes in node_counts:
         tag = f"data-{nnodes}"
         with Rehearsal(net=NET, nnodes=nnodes, nproc=1, workdir=work / tag, env={}, join_timeout=120) as rh:
-            inside = rh.netns is not None
-            host = rh.netns.service_address if inside else "127.0.0.1"
-            port = 9000 if inside else free_port()
-            aws = {"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench", "AWS_REGION": "us-east-1",
-                   "AWS_ENDPOINT_URL": f"http://{host}:{port}", "TORCHPORT_STORAGE_BLOCK_MB": "0.0625",
+            store = _S3(rh)
+            env = {**base_env(work), **store.env, "TORCHPORT_STORAGE_BLOCK_MB": "0.0625",
                    "BENCH_SHARD_BYTES": str(1 << 19)}
-            env = {**base_env(work), **aws}
             rh.env.update(env)
-            server = subprocess.Popen([*(rh.netns.exec_prefix(None) if inside else []), PY, "-m", "moto.server",
-                                       "-H", host, "-p", str(port)], stdout=subprocess.DEVNULL,
-                                      stderr=subprocess.DEVNULL, start_new_session=True)
             try:
                 url = "s3://bench/shapes"
-                made = subprocess.run([*(rh.netns.exec_prefix(0) if inside else []), PY, DATA_WORKER, "setup", url,
-                                       str(src / "train")], env={**env, "TORCHPORT_CACHE": str(work / tag / "pack")},
-                                      capture_output=True, text=True, timeout=300)
+                made = store.run("setup", url, str(src / "train"), env={**env, "TORCHPORT_CACHE": str(work / tag / "pack")})
                 if made.returncode != 0:
                     print(f"| {nnodes}x1 | setup failed: {last_line(made.stderr)} | | | | | | |")
                     continue
@@ -544,8 +531,7 @@ def cluster_data(work: Path, node_counts=(1, 2, 3)) -> None:
                 rh.start([DATA_WORKER, "read", url, str(out)])
                 results = rh.wait(timeout=600)
             finally:
-                os.killpg(server.pid, signal.SIGTERM)
-                server.wait(10)
+                store.close()
         codes = "/".join(str(r.returncode) for r in results)
         if not out.is_file():
             print(f"| {nnodes}x1 | no records | | | | | | {codes} |")
