@@ -142,9 +142,9 @@ class BatchDataset:
         self.reading = None
         self._planned: int | None = None
 
-    def plan(self, indices: np.ndarray) -> None:
-        """The samples this process reads this epoch, in order (shards in an object store bound their read-ahead
-        by them); nothing to do for other sources."""
+    def plan(self, indices_of) -> None:
+        """``indices_of()``: the samples this process reads this epoch, in order. Shards in an object store bound
+        their read-ahead by them; other sources need nothing (and do not compute them)."""
 
     # -- source interface ------------------------------------------------------------
     def __len__(self) -> int:
@@ -194,7 +194,7 @@ class BatchDataset:
         epoch, indices = item[0], item[1]
         if self.reading is not None and self._planned != epoch:
             self._planned = epoch
-            self.plan(self.reading.rank_indices(epoch))
+            self.plan(lambda: self.reading.rank_indices(epoch))
         slot = item[2] if len(item) > 2 and self.slots is not None else None
         indices = np.asarray(indices, dtype=np.int64)
         H, W = self._sizes(indices)
@@ -301,9 +301,9 @@ class ShardDataset(BatchDataset):
             return None
         return np.bincount(col, minlength=len(self.shards.manifest["shards"]))
 
-    def plan(self, indices):
+    def plan(self, indices_of):
         if self.remote:
-            self.shards.plan_readahead(indices)
+            self.shards.plan_readahead(indices_of())
 
     def _sizes(self, indices):
         self.shards.prefetch(indices)  # object store: the batch's blocks, fetched concurrently (no-op on disk)
@@ -385,8 +385,8 @@ class SubsetDataset(BatchDataset):
         self.classes = getattr(base, "classes", [])
         self.root = getattr(base, "root", None)
 
-    def plan(self, indices):
-        self.base.plan(self.ids[np.asarray(indices, dtype=np.int64)])
+    def plan(self, indices_of):
+        self.base.plan(lambda: self.ids[np.asarray(indices_of(), dtype=np.int64)])
 
     def _sizes(self, indices):
         return self.base._sizes(self.ids[np.asarray(indices, dtype=np.int64)])
