@@ -343,7 +343,8 @@ def node_loss(work: Path, data: Path, rows=NODE_LOSS, *, s3: bool = False) -> No
         survivors = [r for r in results[:nnodes] if r.rank != victim]
         print(f"| node {victim} of {nnodes} SIGKILLed (agent + workers) after step {seen} of {steps_total}; "
               f"replacement started | {label}, {nnodes}x{nproc}, `--max-restarts 1 --resume auto`, checkpoint every 4 | "
-              + "; ".join(f"node {r.rank}: {_said(r)}; {lines[-1] if lines else ''}" for r in survivors)
+              + "; ".join(f"node {r.rank}: {_said(r)}" + "".join(f"; {ln}" for ln in _resumed_at(r.output)[0][-1:])
+                          for r in survivors)
               + f" | killed at {t_kill:.1f} s (exit {results[victim].returncode}) | {_said(results[-1])} | {lost} | "
               f"per-step losses: max diff {max_abs_diff(a, b):.1e} over {len(a)} steps (reference {len(b)}, exit "
               f"{ref.returncode}); final weights: {final_weights_diff(el_dir, ref_dir)} | "
