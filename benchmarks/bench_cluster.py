@@ -512,9 +512,9 @@ def cluster_data(work: Path, node_counts=(1, 2, 3)) -> None:
     if not src.exists():
         make_dataset(src, classes=4, train_per_class=384, val_per_class=4, size=64)
     print("\n| nodes x ranks | samples per epoch (all nodes; dataset) | images/s per node, epoch 1 / epoch 2 | "
-          "bytes from the store: opening the data (x dataset) | epoch 1 | epoch 2 | epoch-2 cache hit rate per node | "
-          "exit codes |")
-    print("|---|---|---|---|---|---|---|---|")
+          "bytes from the store: opening the data (x dataset) | epoch 1 | epoch 2 | fetched, never read (epochs 1+2) | "
+          "epoch-2 cache hit rate per node | exit codes |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for nnodes in node_counts:
         tag = f"data-{nnodes}"
         with Rehearsal(net=NET, nnodes=nnodes, nproc=1, workdir=work / tag, env={}, join_timeout=120) as rh:
@@ -526,7 +526,7 @@ def cluster_data(work: Path, node_counts=(1, 2, 3)) -> None:
                 url = "s3://bench/shapes"
                 made = store.run("setup", url, str(src / "train"), env={**env, "TORCHPORT_CACHE": str(work / tag / "pack")})
                 if made.returncode != 0:
-                    print(f"| {nnodes}x1 | setup failed: {last_line(made.stderr)} | | | | | | |")
+                    print(f"| {nnodes}x1 | setup failed: {last_line(made.stderr)} | | | | | | | |")
                     continue
                 out = work / tag / "records.json"
                 rh.start([DATA_WORKER, "read", url, str(out)])
@@ -535,7 +535,7 @@ def cluster_data(work: Path, node_counts=(1, 2, 3)) -> None:
                 store.close()
         codes = "/".join(str(r.returncode) for r in results)
         if not out.is_file():
-            print(f"| {nnodes}x1 | no records | | | | | | {codes} |")
+            print(f"| {nnodes}x1 | no records | | | | | | | {codes} |")
             for r in results:
                 print(f"<!-- node {r.rank}: {r.output[-2000:]} -->")
             continue
@@ -550,6 +550,10 @@ def cluster_data(work: Path, node_counts=(1, 2, 3)) -> None:
                 tot += sum(sz for f, sz in r["after"].items() if f not in r["before"])
             return tot
 
+        def unread(e):     # blocks an epoch fetched into a node's cache that none of that node's reads touched
+            return sum(sz for n in range(nnodes) for r in [by[(e, n)]] for f, sz in r["after"].items()
+                       if f not in r["before"] and f not in set(r["touched"]))
+
         def hit(e, n):
             r = by[(e, n)]
             return sum(1 for f in r["touched"] if f in r["before"]) / max(1, len(r["touched"]))
@@ -560,6 +564,7 @@ def cluster_data(work: Path, node_counts=(1, 2, 3)) -> None:
         f0, f1, f2 = fetched(-1), fetched(0), fetched(1)
         print(f"| {nnodes}x1 | {samples[0]} / {samples[1]} ({rec['num_samples']}) | {speed} | "
               f"{f0 / 1e3:.0f} kB ({f0 / D:.2f}) | {f1 / 1e3:.0f} kB ({f1 / D:.2f}) | {f2 / 1e3:.0f} kB ({f2 / D:.2f}) | "
+              f"{(unread(0) + unread(1)) / 1e3:.0f} kB ({(unread(0) + unread(1)) / D:.2f}) | "
               + ", ".join(f"n{n}: {hit(1, n):.0%}" for n in range(nnodes))
               + f" | {codes} |", flush=True)
         print(f"<!-- dataset {D} bytes in {len(rec['shards']) if 'shards' in rec else '?'} shards; block {rec['block']} B; "
