@@ -10,6 +10,8 @@ measured in the same run.
 
 * ``matrix``: nodes x ranks x device (cpu/gloo, emulated npu/hccl) x strategy (ddp, fsdp): per-step losses vs ONE
   node with the same number of ranks (the same global batch), wall time of both;
+* ``matrix-s3``: the matrix with the data and the checkpoints in moto's S3 server (inside the bridge namespace),
+  2x2 and 3x2: per-step losses and the final weights read back from S3 vs ONE node reading the same data;
 * ``faults``: a whole node killed mid-epoch and replaced (``--max-restarts 1``, ``--resume auto``) vs an
   uninterrupted run (per-step losses, final weights, steps lost); one rank hung (collective timeout) -- what
   every node printed last and its exit code;
