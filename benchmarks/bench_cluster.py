@@ -6,10 +6,12 @@ namespace of its own (``--net netns``, the default; needs root and ``ip``, else 
 measured in the same run.
 
     .venv/bin/python benchmarks/bench_cluster.py [--only matrix,faults,envs] [--quick] [--net netns|loopback]
-    (further --only sections: loss, loss0, hang, data, wrongaddr, loss-s3)
+    (further --only sections: loss, loss0, hang, data, wrongaddr, loss-s3, matrix-s3)
 
 * ``matrix``: nodes x ranks x device (cpu/gloo, emulated npu/hccl) x strategy (ddp, fsdp): per-step losses vs ONE
   node with the same number of ranks (the same global batch), wall time of both;
+* ``matrix-s3``: the matrix with the data and the checkpoints in moto's S3 server (inside the bridge namespace),
+  2x2 and 3x2: per-step losses and the final weights read back from S3 vs ONE node reading the same data;
 * ``faults``: a whole node killed mid-epoch and replaced (``--max-restarts 1``, ``--resume auto``) vs an
   uninterrupted run (per-step losses, final weights, steps lost); one rank hung (collective timeout) -- what
   every node printed last and its exit code;
@@ -50,11 +52,13 @@ def train_args(data: Path, run_dir: Path, *, device: str, strategy: str, epochs:
 
 
 def one_node(program: list[str], nproc: int, env: dict, emulate: str | None, *, max_restarts: int = 0,
-             timeout: float = 600) -> tuple[subprocess.CompletedProcess, float]:
+             timeout: float = 600, prefix: list[str] = ()) -> tuple[subprocess.CompletedProcess, float]:
+    """The 1-node reference: ``torchrun --standalone`` of ``nproc`` ranks (behind ``prefix``: ``ip netns exec`` a
+    node's namespace, where a service of the rehearsal such as the S3 server is reachable)."""
     e = dict(env)
     if emulate:
         e["TORCHPORT_EMULATE"] = emulate
-    cmd = [PY, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc)]
+    cmd = [*prefix, PY, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc)]
     if max_restarts:
         cmd += ["--max-restarts", str(max_restarts)]
     t0 = time.monotonic()
@@ -72,31 +76,81 @@ def last_line(text: str) -> str:
 # ----------------------------------------------------------------------------------------------------- matrix
 MATRIX = [(2, 1, "cpu", "ddp"), (2, 1, "cpu", "fsdp"), (2, 2, "cpu", "ddp"), (2, 2, "npu", "ddp"),
           (2, 2, "cpu", "fsdp"), (2, 2, "npu", "fsdp"), (3, 2, "cpu", "ddp"), (3, 2, "npu", "fsdp")]
+#: --only matrix-s3: data and checkpoints in the S3 server; 2x2 and 3x2, cpu/gloo and emulated npu/hccl, ddp and fsdp
+#: (the order is the order of importance: every device and strategy at 2x2 and 3x2 before the rest)
+MATRIX_S3 = [(2, 2, "cpu", "fsdp"), (3, 2, "npu", "fsdp"), (2, 2, "npu", "ddp"), (3, 2, "cpu", "ddp"),
+             (2, 2, "npu", "fsdp"), (3, 2, "cpu", "fsdp"), (2, 2, "cpu", "ddp"), (3, 2, "npu", "ddp")]
 
 
-def matrix(work: Path, data: Path, quick: bool) -> None:
+def matrix(work: Path, data: Path, quick: bool, *, s3: bool = False, rows=None) -> None:
+    """Each row: N nodes x K ranks, then ONE node of N*K ranks (the same global batch); per-step losses compared.
+
+    ``s3`` (``--only matrix-s3``): data and checkpoints in moto's S3 server inside the bridge namespace
+    (:class:`_S3`). ``data`` is packed to ``s3://bench/<row>/data`` (train / val shard sets, ``BENCH_SHARD_BYTES``
+    each: several shards, so the nodes' rank slices read different ones), every node reads it through its own
+    ``TORCHPORT_CACHE``, and ``--checkpoint-dir s3://bench/<row>/nodes`` (fsdp: DCP directories ``step-*``; ddp:
+    ``ckpt-*.pt`` files). The 1-node reference runs inside node 0's namespace (the root namespace sends nothing off
+    loopback), reads the same S3 data through a cache of its own and checkpoints to ``s3://bench/<row>/one``; both
+    prefixes are then copied out and the final weights compared."""
     env = base_env(work)
-    rows = MATRIX[:3] if quick else MATRIX
+    if s3:
+        env["BENCH_SHARD_BYTES"] = str(1 << 12)
+    rows = rows or (MATRIX_S3 if s3 else MATRIX)
+    rows = rows[:3] if quick else rows
     print("\n| nodes x ranks | device / backend | strategy | steps | max per-step loss diff vs 1 node | "
-          "wall: nodes / 1 node (s) | ratio | exit codes: nodes (1 node) |")
-    print("|---|---|---|---|---|---|---|---|")
+          + ("final weights from S3: max diff vs 1 node | " if s3 else "")
+          + "wall: nodes / 1 node (s) | ratio | exit codes: nodes (1 node) |")
+    print("|---|---|---|---|---|" + ("---|" if s3 else "") + "---|---|---|")
     for nnodes, nproc, device, strategy in rows:
-        tag = f"{nnodes}x{nproc}-{device}-{strategy}"
+        tag = f"{'s3-' if s3 else ''}{nnodes}x{nproc}-{device}-{strategy}"
         emulate = f"npu:{nproc}" if device == "npu" else None
+        one_emulate = f"npu:{nnodes * nproc}" if device == "npu" else None
+        nodes_run, one_run = work / tag / "nodes-run", work / tag / "one-run"
         t0 = time.monotonic()
+        weights, notes = "", []
         with Rehearsal(net=NET, nnodes=nnodes, nproc=nproc, emulate=emulate, workdir=work / tag / "nodes", env=env,
                        join_timeout=120) as rh:
-            rh.start(["train", *train_args(data, work / tag / "nodes-run", device=device, strategy=strategy)])
-            results = rh.wait(timeout=900)
-        t_nodes = time.monotonic() - t0
-        ref, t_one = one_node(["-m", "torchport", "train", *train_args(data, work / tag / "one-run", device=device,
-                                                                       strategy=strategy)],
-                              nnodes * nproc, env, f"npu:{nnodes * nproc}" if device == "npu" else None)
+            store = _S3(rh) if s3 else None
+            try:
+                nodes_extra = one_extra = ()
+                where = data
+                if store is not None:
+                    url = f"s3://bench/{tag}"
+                    made = store.run("setup", f"{url}/data", str(data),
+                                     env={**env, "TORCHPORT_CACHE": str(work / tag / "pack-cache")})
+                    if made.returncode != 0:
+                        print(f"| {nnodes}x{nproc} | S3 setup failed: {last_line(made.stderr)} | | | | | | | |")
+                        continue
+                    notes.append("data: " + "; ".join(ln for ln in made.stdout.splitlines() if ln.startswith("{")))
+                    rh.env.update(store.env)
+                    where = f"{url}/data"
+                    nodes_extra, one_extra = ("--checkpoint-dir", f"{url}/nodes"), ("--checkpoint-dir", f"{url}/one")
+                t0 = time.monotonic()
+                rh.start(["train", *train_args(where, nodes_run, device=device, strategy=strategy, extra=nodes_extra)])
+                results = rh.wait(timeout=900)
+                t_nodes = time.monotonic() - t0
+                one_env = env if store is None else {**env, **store.env, "GLOO_SOCKET_IFNAME": "lo",
+                                                     "TORCHPORT_CACHE": str(work / tag / "one-cache")}
+                ref, t_one = one_node(["-m", "torchport", "train", *train_args(where, one_run, device=device,
+                                                                               strategy=strategy, extra=one_extra)],
+                                      nnodes * nproc, one_env, one_emulate, prefix=store.prefix if store else ())
+                if store is not None:
+                    notes += [store.fetch(f"{url}/nodes", nodes_run / "checkpoints", env),
+                              store.fetch(f"{url}/one", one_run / "checkpoints", env)]
+                    weights = f"{final_weights_diff(nodes_run, one_run)} | "
+                    caches = [sum(f.stat().st_size for f in (work / tag / "nodes" / f"node{n}" / "cache").rglob("*")
+                                  if f.is_file()) for n in range(nnodes)]
+                    notes.append("node caches (bytes): " + ", ".join(f"n{n}: {c}" for n, c in enumerate(caches)))
+            finally:
+                if store is not None:
+                    store.close()
         codes = "/".join(str(r.returncode) for r in results)
-        a, b = step_losses(work / tag / "nodes-run"), step_losses(work / tag / "one-run")
+        a, b = step_losses(nodes_run), step_losses(one_run)
         print(f"| {nnodes}x{nproc} | {device} / {'hccl (emulated)' if device == 'npu' else 'gloo'} | {strategy} | "
-              f"{len(a)} | {max_abs_diff(a, b):.2e} | {t_nodes:.1f} / {t_one:.1f} | {t_nodes / t_one:.2f} | "
+              f"{len(a)} | {max_abs_diff(a, b):.2e} | {weights}{t_nodes:.1f} / {t_one:.1f} | {t_nodes / t_one:.2f} | "
               f"{codes} ({ref.returncode}) |", flush=True)
+        for note in notes:
+            print(f"<!-- {note} -->", flush=True)
         for r in results:
             if r.returncode != 0:
                 print(f"<!-- node {r.rank}: {last_line(r.output)} -->")
@@ -184,7 +238,9 @@ def _said(r) -> str:
 NODE_LOSS = [("ddp cpu/gloo", 2, 1, "cpu", "ddp", 1, 10), ("fsdp + DCP cpu/gloo", 2, 1, "cpu", "fsdp", 1, 10),
              ("fsdp + DCP, emulated npu:2 / hccl", 2, 2, "npu", "fsdp", 1, 7)]
 #: --only loss-s3: the fsdp + DCP row with --checkpoint-dir s3://... on moto's S3 server (in the bridge namespace)
-NODE_LOSS_S3 = [("fsdp + DCP in S3 (moto), cpu/gloo", 2, 1, "cpu", "fsdp", 1, 10)]
+NODE_LOSS_S3 = [("fsdp + DCP in S3 (moto), cpu/gloo", 2, 1, "cpu", "fsdp", 1, 10),
+                ("fsdp + DCP in S3 (moto), emulated npu:2 / hccl", 2, 2, "npu", "fsdp", 1, 7),
+                ("fsdp + DCP in S3 (moto), cpu/gloo, 3 nodes", 3, 1, "cpu", "fsdp", 1, 6)]
 
 
 class _S3:
@@ -205,8 +261,25 @@ class _S3:
 
     def run(self, *args: str, env: dict) -> subprocess.CompletedProcess:
         """``cluster_data_worker.py ARGS`` inside node 0's namespace (where the server is reachable)."""
-        return subprocess.run([*(self.rh.netns.exec_prefix(0) if self.rh.netns is not None else []), PY, DATA_WORKER,
-                               *args], env={**env, **self.env}, capture_output=True, text=True, timeout=300)
+        return subprocess.run([*self.prefix, PY, DATA_WORKER, *args], env={**env, **self.env}, capture_output=True,
+                              text=True, timeout=300)
+
+    @property
+    def prefix(self) -> list[str]:
+        """What runs a command where the server is reachable: ``ip netns exec`` node 0's namespace (or nothing)."""
+        return self.rh.netns.exec_prefix(0) if self.rh.netns is not None else []
+
+    def fetch(self, url: str, dst: Path, env: dict) -> str:
+        """Copy every object under ``url`` into ``dst`` (from inside node 0's namespace); a one-line summary."""
+        got = self.run("fetch", url, str(dst), env=env)
+        try:
+            listing = json.loads(got.stdout.strip().splitlines()[-1])
+        except (IndexError, ValueError):
+            return f"fetch {url} failed: {last_line(got.stderr)}"
+        steps = sorted({k.split("/")[-2] for k in listing["keys"] if "/step-" in k})
+        files = sorted({k.rsplit("/", 1)[-1] for k in listing["keys"] if k.endswith(".pt")})
+        return (f"{url}: {len(listing['keys'])} objects; checkpoints {', '.join(steps + files)}; latest.json "
+                f"{(listing['latest'] or '').strip()[:200]}")
 
     def close(self) -> None:
         import signal
@@ -261,14 +334,7 @@ def node_loss(work: Path, data: Path, rows=NODE_LOSS, *, s3: bool = False) -> No
                 rh.start_node(victim, program, tag="-replacement")
                 results = rh.wait(timeout=600)
                 if store is not None:
-                    got = store.run("fetch", url, str(el_dir / "checkpoints"), env=env)
-                    try:
-                        listing = json.loads(got.stdout.strip().splitlines()[-1])
-                        steps = sorted({k.split("/")[1] for k in listing["keys"] if "/step-" in k})
-                        print(f"<!-- {url}: {len(listing['keys'])} objects; checkpoints {', '.join(steps)}; latest.json "
-                              f"{(listing['latest'] or '').strip()[:200]} -->", flush=True)
-                    except (IndexError, ValueError, KeyError):
-                        print(f"<!-- fetch {url} failed: {last_line(got.stderr)} -->", flush=True)
+                    print(f"<!-- {store.fetch(url, el_dir / 'checkpoints', env)} -->", flush=True)
             finally:
                 if store is not None:
                     store.close()
@@ -279,7 +345,8 @@ def node_loss(work: Path, data: Path, rows=NODE_LOSS, *, s3: bool = False) -> No
         survivors = [r for r in results[:nnodes] if r.rank != victim]
         print(f"| node {victim} of {nnodes} SIGKILLed (agent + workers) after step {seen} of {steps_total}; "
               f"replacement started | {label}, {nnodes}x{nproc}, `--max-restarts 1 --resume auto`, checkpoint every 4 | "
-              + "; ".join(f"node {r.rank}: {_said(r)}; {lines[-1] if lines else ''}" for r in survivors)
+              + "; ".join(f"node {r.rank}: {_said(r)}" + "".join(f"; {ln}" for ln in _resumed_at(r.output)[0][-1:])
+                          for r in survivors)
               + f" | killed at {t_kill:.1f} s (exit {results[victim].returncode}) | {_said(results[-1])} | {lost} | "
               f"per-step losses: max diff {max_abs_diff(a, b):.1e} over {len(a)} steps (reference {len(b)}, exit "
               f"{ref.returncode}); final weights: {final_weights_diff(el_dir, ref_dir)} | "
@@ -441,50 +508,36 @@ def cluster_data(work: Path, node_counts=(1, 2, 3)) -> None:
     namespace (10.213.x.254; --net netns) or on 127.0.0.1 (loopback). Measured per epoch: samples and images/s per
     node, bytes the nodes fetched from the store (growth of the node caches: every fetched block lands there once
     per node), the share of the blocks a node's reads touched that its cache already held (hit rate)."""
-    import json
-    import signal
-
-    from torchport.cluster.rehearsal import free_port
     from torchport.data.synth import make_dataset
 
     src = work / "data-shapes"
     if not src.exists():
         make_dataset(src, classes=4, train_per_class=384, val_per_class=4, size=64)
     print("\n| nodes x ranks | samples per epoch (all nodes; dataset) | images/s per node, epoch 1 / epoch 2 | "
-          "bytes from the store: opening the data (x dataset) | epoch 1 | epoch 2 | epoch-2 cache hit rate per node | "
-          "exit codes |")
-    print("|---|---|---|---|---|---|---|---|")
+          "bytes from the store: opening the data (x dataset) | epoch 1 | epoch 2 | fetched, never read (epochs 1+2) | "
+          "epoch-2 cache hit rate per node | exit codes |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for nnodes in node_counts:
         tag = f"data-{nnodes}"
         with Rehearsal(net=NET, nnodes=nnodes, nproc=1, workdir=work / tag, env={}, join_timeout=120) as rh:
-            inside = rh.netns is not None
-            host = rh.netns.service_address if inside else "127.0.0.1"
-            port = 9000 if inside else free_port()
-            aws = {"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench", "AWS_REGION": "us-east-1",
-                   "AWS_ENDPOINT_URL": f"http://{host}:{port}", "TORCHPORT_STORAGE_BLOCK_MB": "0.0625",
+            store = _S3(rh)
+            env = {**base_env(work), **store.env, "TORCHPORT_STORAGE_BLOCK_MB": "0.0625",
                    "BENCH_SHARD_BYTES": str(1 << 19)}
-            env = {**base_env(work), **aws}
             rh.env.update(env)
-            server = subprocess.Popen([*(rh.netns.exec_prefix(None) if inside else []), PY, "-m", "moto.server",
-                                       "-H", host, "-p", str(port)], stdout=subprocess.DEVNULL,
-                                      stderr=subprocess.DEVNULL, start_new_session=True)
             try:
                 url = "s3://bench/shapes"
-                made = subprocess.run([*(rh.netns.exec_prefix(0) if inside else []), PY, DATA_WORKER, "setup", url,
-                                       str(src / "train")], env={**env, "TORCHPORT_CACHE": str(work / tag / "pack")},
-                                      capture_output=True, text=True, timeout=300)
+                made = store.run("setup", url, str(src / "train"), env={**env, "TORCHPORT_CACHE": str(work / tag / "pack")})
                 if made.returncode != 0:
-                    print(f"| {nnodes}x1 | setup failed: {last_line(made.stderr)} | | | | | | |")
+                    print(f"| {nnodes}x1 | setup failed: {last_line(made.stderr)} | | | | | | | |")
                     continue
                 out = work / tag / "records.json"
                 rh.start([DATA_WORKER, "read", url, str(out)])
                 results = rh.wait(timeout=600)
             finally:
-                os.killpg(server.pid, signal.SIGTERM)
-                server.wait(10)
+                store.close()
         codes = "/".join(str(r.returncode) for r in results)
         if not out.is_file():
-            print(f"| {nnodes}x1 | no records | | | | | | {codes} |")
+            print(f"| {nnodes}x1 | no records | | | | | | | {codes} |")
             for r in results:
                 print(f"<!-- node {r.rank}: {r.output[-2000:]} -->")
             continue
@@ -499,6 +552,10 @@ def cluster_data(work: Path, node_counts=(1, 2, 3)) -> None:
                 tot += sum(sz for f, sz in r["after"].items() if f not in r["before"])
             return tot
 
+        def unread(e):     # blocks an epoch fetched into a node's cache that none of that node's reads touched
+            return sum(sz for n in range(nnodes) for r in [by[(e, n)]] for f, sz in r["after"].items()
+                       if f not in r["before"] and f not in set(r["touched"]))
+
         def hit(e, n):
             r = by[(e, n)]
             return sum(1 for f in r["touched"] if f in r["before"]) / max(1, len(r["touched"]))
@@ -509,6 +566,7 @@ def cluster_data(work: Path, node_counts=(1, 2, 3)) -> None:
         f0, f1, f2 = fetched(-1), fetched(0), fetched(1)
         print(f"| {nnodes}x1 | {samples[0]} / {samples[1]} ({rec['num_samples']}) | {speed} | "
               f"{f0 / 1e3:.0f} kB ({f0 / D:.2f}) | {f1 / 1e3:.0f} kB ({f1 / D:.2f}) | {f2 / 1e3:.0f} kB ({f2 / D:.2f}) | "
+              f"{(unread(0) + unread(1)) / 1e3:.0f} kB ({(unread(0) + unread(1)) / D:.2f}) | "
               + ", ".join(f"n{n}: {hit(1, n):.0%}" for n in range(nnodes))
               + f" | {codes} |", flush=True)
         print(f"<!-- dataset {D} bytes in {len(rec['shards']) if 'shards' in rec else '?'} shards; block {rec['block']} B; "
@@ -556,6 +614,8 @@ def main() -> None:
         hung_rank(work, data)
     if "matrix" in only:
         matrix(work, data, ns.quick)
+    if "matrix-s3" in only:
+        matrix(work, data, ns.quick, s3=True)
     if "data" in only:
         cluster_data(work)
 

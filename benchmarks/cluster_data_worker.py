@@ -1,6 +1,7 @@
 """The per-process half of ``bench_cluster.py --only data`` (issue 33 #5), and its S3 helper for ``--only loss-s3``:
 
     python benchmarks/cluster_data_worker.py setup URL SRC    # wait for the S3 server, make the bucket, pack SRC to URL
+                                                              # (SRC with train/ and val/ folders: each to URL/<split>)
     python benchmarks/cluster_data_worker.py bucket URL       # wait for the S3 server, make the bucket
     python benchmarks/cluster_data_worker.py fetch URL DST    # copy every object under URL to DST (JSON: keys, latest)
     torchrun ... benchmarks/cluster_data_worker.py read URL OUT [EPOCHS]   # every rank: read its share, 2 epochs
@@ -57,11 +58,17 @@ def fetch(url: str, dst: str) -> None:
 
 
 def setup(url: str, src: str) -> None:
+    """Make the bucket and pack ``src`` to ``url`` (an ImageFolder), or each of its ``train`` / ``val`` ImageFolders
+    to ``url/train``, ``url/val`` (what ``train --data URL`` opens); print each pack report."""
     bucket(url)
     from torchport.data.pack import pack
 
-    report = pack(src, url, mode="jpeg", workers=1, shard_bytes=int(os.environ.get("BENCH_SHARD_BYTES", 1 << 16)))
-    print(json.dumps({k: report.get(k) for k in ("num_samples", "shards", "bytes") if k in report}), flush=True)
+    splits = [s for s in ("train", "val") if (Path(src) / s).is_dir()]
+    for s in splits or [""]:
+        report = pack(str(Path(src) / s) if s else src, f"{url}/{s}" if s else url, mode="jpeg", workers=1,
+                      shard_bytes=int(os.environ.get("BENCH_SHARD_BYTES", 1 << 16)))
+        print(json.dumps({"split": s, **{k: report.get(k) for k in ("num_samples", "shards", "bytes") if k in report}}),
+              flush=True)
 
 
 def _files(root: Path) -> dict[str, int]:

@@ -251,3 +251,49 @@ def test_train_cli_store_errors_are_one_line(store_env, tmp_path):
     assert resume == ck + "/ckpt-000000003.pt" and checkpoint_dir_for(cfg, run_dir) == ck
     with pytest.raises(CheckpointError, match="does not exist"):
         _decide(TrainConfig(resume=ck + "/ckpt-000000009.pt", runs_root=str(tmp_path / "runs")))
+
+
+def test_readahead_stays_inside_the_rank_slice(folder, tmp_path, store_env, monkeypatch):
+    """The read-ahead follows the blocks this rank reads this epoch (the loader's plan from its sampler): reading
+    rank 0's slice of 3 fills the node cache with blocks of rank 0's shards only (before: past the end of a shard,
+    the next shard in the index -- another rank's, on another node), and it still reads ahead inside the slice."""
+    from torchport.data.loader import make_loader
+    from torchport.data.pack import pack
+
+    monkeypatch.setenv("TORCHPORT_STORAGE_BLOCK_MB", "0.0625")
+    url = store_env + "/slice"
+    rep = pack(folder / "train", url, mode="jpeg", size=32, workers=1, shard_bytes=4 << 10)
+    assert rep["shards"] >= 6
+    from torchport.runtime.device import select_device
+
+    loader = make_loader(url, batch_size=2, train=True, image_size=16, seed=0, num_workers=0, rank=0, world_size=3,
+                         target=select_device("cpu", warn=False))
+    shards = loader.dataset.shards
+    remote = shards.remote
+    assert loader.sampler.order == "shards"
+    cache = Path(os.environ["TORCHPORT_STORAGE_CACHE"])
+    sha_of = {s["sha256"][:40]: sid for sid, s in enumerate(remote.shards)}
+
+    def cached_shards() -> set[int]:
+        if remote._pool is not None:
+            remote._pool.shutdown(wait=True)           # the read-ahead threads have finished
+            remote._pool = None
+        return {sha_of[p.name.split("-")[0]] for p in cache.rglob("*") if p.is_file() and "-65536-" in p.name}
+
+    for epoch in (0, 1):
+        loader.set_epoch(epoch)
+        mine = loader.sampler.rank_indices(epoch)
+        order = list(dict.fromkeys(shards._shard_col[mine].tolist()))    # rank 0's shards, in reading order
+        first = set(shards._shard_col[mine[:2]].tolist())                # what its first batch reads
+        assert len(order) < len(remote.shards)
+        it = iter(loader)
+        next(it)
+        seen = cached_shards()
+        assert seen - first, "no read-ahead after the first batch"
+        assert seen <= set(order), f"epoch {epoch}: read ahead into shards {sorted(seen - set(order))} of other ranks"
+        for _ in it:
+            pass
+        assert cached_shards() <= set(order), f"epoch {epoch}: the read-ahead left the rank's slice"
+        for p in cache.rglob("*"):                       # a fresh cache for the next epoch's check
+            if p.is_file() and "-65536-" in p.name:
+                p.unlink()

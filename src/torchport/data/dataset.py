@@ -137,6 +137,14 @@ class BatchDataset:
         #: optional shared-memory ring ``(K, B, 3, H, W)`` uint8 the loader hands to its workers
         self.slots = None
         self.slot_norm = None  # (scale, bias) float32 arrays when the slots are float32 (normalised in the workers)
+        #: the sampler whose ``rank_indices(epoch)`` are what this process reads (set by the Loader): an item of a
+        #: new epoch hands them to :meth:`plan` first, in whichever process (worker) reads it
+        self.reading = None
+        self._planned: int | None = None
+
+    def plan(self, indices_of) -> None:
+        """``indices_of()``: the samples this process reads this epoch, in order. Shards in an object store bound
+        their read-ahead by them; other sources need nothing (and do not compute them)."""
 
     # -- source interface ------------------------------------------------------------
     def __len__(self) -> int:
@@ -184,6 +192,9 @@ class BatchDataset:
         import torch
 
         epoch, indices = item[0], item[1]
+        if self.reading is not None and self._planned != epoch:
+            self._planned = epoch
+            self.plan(lambda: self.reading.rank_indices(epoch))
         slot = item[2] if len(item) > 2 and self.slots is not None else None
         indices = np.asarray(indices, dtype=np.int64)
         H, W = self._sizes(indices)
@@ -290,6 +301,10 @@ class ShardDataset(BatchDataset):
             return None
         return np.bincount(col, minlength=len(self.shards.manifest["shards"]))
 
+    def plan(self, indices_of):
+        if self.remote:
+            self.shards.plan_readahead(indices_of())
+
     def _sizes(self, indices):
         self.shards.prefetch(indices)  # object store: the batch's blocks, fetched concurrently (no-op on disk)
         return self.shards.heights[indices], self.shards.widths[indices]
@@ -369,6 +384,9 @@ class SubsetDataset(BatchDataset):
         self.mode = base.mode
         self.classes = getattr(base, "classes", [])
         self.root = getattr(base, "root", None)
+
+    def plan(self, indices_of):
+        self.base.plan(lambda: self.ids[np.asarray(indices_of(), dtype=np.int64)])
 
     def _sizes(self, indices):
         return self.base._sizes(self.ids[np.asarray(indices, dtype=np.int64)])

@@ -407,6 +407,24 @@ class ShardSet:
                     (self._offset_col[idx] + self._nbytes_col[idx]).tolist())
         return self.remote.prefetch(spans)
 
+    def plan_readahead(self, indices: Iterable[int]) -> None:
+        """Tell the store reader which samples this process will read, in order (its rank's slice of the epoch):
+        read-ahead then fetches only blocks those samples live in (:meth:`RemoteShards.plan`); no-op on disk."""
+        if self.remote is None:
+            return
+        idx = np.asarray(indices, dtype=np.int64)
+        block = self.remote.block
+        first = self._offset_col[idx] // block
+        last = (self._offset_col[idx] + np.maximum(self._nbytes_col[idx], 1) - 1) // block
+        span = int((last - first).max()) + 1 if len(idx) else 0
+        b = first[:, None] + np.arange(span)[None, :]          # (sample, k): the k-th block of each sample
+        ok = b <= last[:, None]
+        per = int(last.max()) + 1 if len(idx) else 1            # key = shard * per + block
+        key = (np.broadcast_to(self._shard_col[idx][:, None], b.shape) * per + b)[ok]   # in reading order
+        uniq, at = np.unique(key, return_index=True)
+        blocks = [(int(k) // per, int(k) % per) for k in uniq[np.argsort(at, kind="stable")]]
+        self.remote.plan(blocks)
+
     def verify(self, *, full: bool = True, samples: bool = False) -> VerifyResult:
         """Check shard files against the manifest (and optionally each sample's crc32).
 

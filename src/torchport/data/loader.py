@@ -208,6 +208,7 @@ class Loader:
             len(dataset), cfg.batch_size, seed=cfg.seed, shuffle=cfg.train, rank=rank, world_size=world, drop_last=drop_last,
             order=order, chunk_sizes=chunks,
         )
+        dataset.reading = self.sampler   # each epoch's rank slice bounds the store read-ahead (BatchDataset.plan)
         self.num_workers = _default_workers() if cfg.num_workers is None else cfg.num_workers
         self.stats = LoaderStats()
         self._consumed = 0

@@ -8,8 +8,12 @@ Reading (:class:`RemoteShards`, used by :class:`torchport.data.format.ShardSet` 
   default 8): a block is one ranged GET, cached on local disk (:class:`~torchport.storage.cache.BlockCache`,
   content-addressed by the shard's sha256), so nothing is downloaded whole and nothing twice;
 * :meth:`RemoteShards.prefetch` fetches the blocks of a whole batch concurrently, and every miss
-  schedules **read-ahead** of the following blocks -- past the end of a shard, the next shard's --
-  in a small per-process thread pool (``TORCHPORT_STORAGE_READAHEAD`` blocks, default 2).
+  schedules **read-ahead** of the following blocks in a small per-process thread pool
+  (``TORCHPORT_STORAGE_READAHEAD`` blocks, default 2). "Following" is the reader's **plan** when it has
+  one (:meth:`RemoteShards.plan`: the blocks this rank reads this epoch, in the order it reads them -- the
+  loader sets it from its sampler), so read-ahead never leaves the rank's slice of the shards (the next
+  shard in the index belongs to another rank, on another node); without a plan, the next blocks of the
+  shard and, past its end, of the next shard.
 
 Writing (:func:`upload_shard_dir`): shards first, then ``index.npy``/``labels.json``/``pack_report.json``,
 and ``index.json`` **last** -- the manifest is the commit: until it exists, the prefix is not a shard
@@ -77,6 +81,15 @@ class RemoteShards:
         self._pool_pid = -1
         self._pending: set[str] = set()
         self._plock = threading.Lock()
+        self._plan: list[tuple[int, int]] | None = None       # the blocks this reader will read, in order
+        self._plan_pos: dict[tuple[int, int], int] = {}
+
+    def plan(self, blocks: Iterable[tuple[int, int]] | None) -> None:
+        """Bound the read-ahead by what this reader will read: ``blocks`` = ``(shard, block)`` in reading order
+        (each once); a miss then reads ahead the next blocks of this list, and none outside it. None: no plan
+        (read-ahead runs on through the shards in index order)."""
+        self._plan = None if blocks is None else list(blocks)
+        self._plan_pos = {} if self._plan is None else {k: i for i, k in enumerate(self._plan)}
 
     def __getstate__(self) -> dict[str, Any]:  # spawned workers: drop the threads and locks
         d = dict(self.__dict__)
@@ -117,14 +130,18 @@ class RemoteShards:
 
     def _schedule_readahead(self, sid: int, b: int) -> None:
         todo: list[tuple[int, int]] = []
-        s, nb = sid, b
-        for _ in range(self.readahead):
-            nb += 1
-            if nb >= self._nblocks(s):
-                s, nb = s + 1, 0  # the next shard
-                if s >= len(self.shards):
-                    break
-            todo.append((s, nb))
+        if self._plan is not None:   # the next blocks this reader will read (none past its slice)
+            at = self._plan_pos.get((sid, b))
+            todo = [] if at is None else self._plan[at + 1 : at + 1 + self.readahead]
+        else:
+            s, nb = sid, b
+            for _ in range(self.readahead):
+                nb += 1
+                if nb >= self._nblocks(s):
+                    s, nb = s + 1, 0  # the next shard
+                    if s >= len(self.shards):
+                        break
+                todo.append((s, nb))
         pool = self._executor()
         for s, nb in todo:
             key = self._key(s, nb)
@@ -176,7 +193,7 @@ class RemoteShards:
         futures = [pool.submit(self._ensure, sid, b) for sid, b in need.values()]
         for f in futures:
             f.result()  # re-raises StorageError after the retry budget
-        last = max(need.values())
+        last = max(need.values(), key=(lambda k: self._plan_pos.get(k, -1)) if self._plan is not None else None)
         self._schedule_readahead(*last)
         return len(need)
 
