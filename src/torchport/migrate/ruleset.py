@@ -27,10 +27,39 @@ DEVICE_INDEX_NAMES = frozenset({"rank", "local_rank", "gpu", "gpu_id", "gpu_idx"
 DEVICE_INDEX_LISTS = frozenset({"device_ids", "gpu_ids", "gpu_list", "device_list"})
 
 
+_META = frozenset(".^$*+?{}[]|()")
+
+
+def _literal_head(pattern: str) -> str:
+    """The literal text every match of ``pattern`` starts with (``\\.to\\(\\s*\\d`` -> ``.to(``), or "" when it
+    has an alternation or starts with no plain character. A quantified last character is left out."""
+    if "|" in pattern:      # an alternation (or an escaped bar: not worth telling apart)
+        return ""
+    out: list[str] = []
+    i = 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\":
+            nxt = pattern[i + 1:i + 2]
+            if not nxt or nxt.isalnum():      # \s, \d, \b ...: a class or an assertion, not a literal
+                break
+            out.append(nxt)
+            i += 2
+            continue
+        if c in _META:
+            if c in "*+?{" and out:          # the last literal is optional or repeated
+                out.pop()
+            break
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
 class Prefilter:
     """The text prefilter: ``search(text)`` is not None when ``text`` holds one of ``needles`` or matches one of
     ``patterns``. The literal needles are looked up with ``in`` (one C-level scan each): a regular expression
-    alternating ~50 literals costs several times more per file; the patterns are one expression."""
+    alternating ~50 literals costs several times more per file; a pattern is tried only where its literal head
+    occurs (:func:`_literal_head`)."""
 
     #: substrings shared by several needles: when ``text`` lacks one, the needles holding it are not looked up
     HUBS = ("npu", "xpu", "mps", "device_", "ccl")
@@ -38,7 +67,8 @@ class Prefilter:
     def __init__(self, needles: Sequence[str], patterns: Sequence[str]) -> None:
         # the usual hits first: a file that has one stops at the first lookup
         self.needles = tuple(sorted(needles, key=lambda n: (n != "cuda", n)))
-        self.patterns = re.compile("|".join(patterns)) if patterns else None
+        #: (literal every match starts with, or "" when none is known, compiled pattern)
+        self.patterns = tuple((_literal_head(p), re.compile(p)) for p in patterns)
         groups: dict[str, list[str]] = {}
         for n in self.needles:   # (hub, needles holding it); a needle holding no hub is its own group
             groups.setdefault(next((h for h in self.HUBS if h in n), n), []).append(n)
@@ -50,7 +80,20 @@ class Prefilter:
                 for n in needles:
                     if n in text:
                         return n
-        return self.patterns.search(text) if self.patterns is not None else None
+        for head, pattern in self.patterns:
+            if not head:
+                m = pattern.search(text)
+                if m is not None:
+                    return m
+                continue
+            # a regular expression scans every position; the literal head is found at C speed (5x cheaper)
+            i = text.find(head)
+            while i != -1:
+                m = pattern.match(text, i)
+                if m is not None:
+                    return m
+                i = text.find(head, i + 1)
+        return None
 
 
 class RuleSet:
