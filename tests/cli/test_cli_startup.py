@@ -41,7 +41,8 @@ def _parse(cmd, argv: list[str]):
         ctx = cmd.commands[argv[0]].make_context(argv[0], list(argv[1:]))
         return {k: (type(v).__name__, v) for k, v in ctx.params.items()}
     except Exception as exc:  # noqa: BLE001 - the error itself is compared
-        return ("error", type(exc).__name__, getattr(exc, "format_message", lambda: str(exc))())
+        message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
+        return ("error", type(exc).__name__, message)
 
 
 @pytest.mark.parametrize("argv", ARGVS, ids=[" ".join(a) for a in ARGVS])
