@@ -8,7 +8,8 @@ everyday value -- the string itself, ``int("12")``, typer's own path checks over
 anything else (a signed or spaced number, an empty path, a value of another type) to typer's own converter,
 built then: the same result and the same error message as without it. Options with a parser, bounds, choices
 or files keep typer's converter; with a typer that has no such converter (older versions, or a new layout)
-nothing changes. ``tests/cli/test_cli_startup.py`` checks both the values and that ``scan`` imports no pydantic.
+nothing changes. ``tests/cli/test_cli_startup.py`` checks the values and errors against typer's own;
+``tests/migrate/test_lazy_libcst.py`` that ``torchport scan`` imports no pydantic.
 """
 
 from __future__ import annotations
