@@ -119,8 +119,11 @@ def __getattr__(name: str) -> Any:
 
 
 def command(modules: Sequence[str] | None = None):
-    """The click command behind the app, with help rendering made independent of the typer version."""
-    return normalise_help(typer.main.get_command(build_app(modules) if modules else _full_app()))
+    """The click command behind the app, with help rendering made independent of the typer version and plain
+    option values converted without pydantic (:mod:`torchport.cli._coerce`)."""
+    from torchport.cli._coerce import plain_values
+
+    return plain_values(normalise_help(typer.main.get_command(build_app(modules) if modules else _full_app())))
 
 
 def _verb(argv: Sequence[str]) -> str | None:

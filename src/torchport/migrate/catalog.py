@@ -75,7 +75,7 @@ def select(select: Iterable[str] = (), ignore: Iterable[str] = ()) -> list[Rule]
 
 @functools.lru_cache(maxsize=32)
 def _ruleset(enabled: tuple[str, ...]):
-    from torchport.migrate.context import RuleSet
+    from torchport.migrate.ruleset import RuleSet
 
     run = [r for r in rules() if r.default_enabled or r.code in enabled]
     return RuleSet(run, enabled)

@@ -28,8 +28,9 @@ import libcst as cst
 
 from torchport.migrate.context import LOOP_INDEX, FileContext, Fix, Reported, RuleSet
 from torchport.migrate.emit import lower, message
-from torchport.migrate.finding import FileError, FileResult, Finding
+from torchport.migrate.finding import FileError, FileResult, Finding, line_count
 from torchport.migrate.imports import add_imports, count_names, drop_unused
+from torchport.migrate.noqa import unused_noqa
 from torchport.migrate.positions import positions
 from torchport.migrate.resolve import CANONICAL, assigned_names, dotted, param_names
 from torchport.migrate.rules.base import Site
@@ -350,10 +351,6 @@ def _error_line(source: str, exc: cst.ParserSyntaxError) -> int:
     return exc.raw_line
 
 
-def _line_count(source: str) -> int:
-    return source.count("\n") + (1 if source and not source.endswith("\n") else 0)
-
-
 def analyze(source: str, path: str, ruleset: RuleSet, *, fix: bool = False, unsafe: bool = False,
             positions_after_fix: bool = False, emit: str = "torchport", sliced: str | None = None,
             dropped_keys: frozenset[str] = frozenset()) -> FileResult:
@@ -376,7 +373,7 @@ def analyze(source: str, path: str, ruleset: RuleSet, *, fix: bool = False, unsa
     Returns:
         A :class:`~torchport.migrate.finding.FileResult`; never raises for bad input.
     """
-    result = FileResult(path=path, lines=_line_count(source))
+    result = FileResult(path=path, lines=line_count(source))
     if ruleset.prefilter is None or ruleset.prefilter.search(source) is None:
         return result
     result.analysed = True
@@ -448,30 +445,6 @@ def analyze(source: str, path: str, ruleset: RuleSet, *, fix: bool = False, unsa
         findings = [f for f in findings if f.fixed] + after.findings
     result.findings = findings
     return result
-
-
-def unused_noqa(source: str, path: str, ruleset: RuleSet, raws: list, pos: dict) -> list:
-    """TP801: the ``# noqa`` comments whose torchport codes silence nothing, as ``[(comment, codes, Finding)]``
-    (:mod:`torchport.migrate.noqa`); empty when TP801 is not selected. ``raws``: every finding of the pass
-    (selected or not: the rules that ran are judged)."""
-    if "TP801" not in ruleset.enabled or "noqa" not in source.lower():
-        return []
-    from torchport.migrate import catalog, noqa
-
-    reported: dict[int, set[str]] = {}
-    for r in raws:
-        reported.setdefault(pos[r.node][0], set()).add(r.rule.code)
-    rule = catalog.get("TP801")
-    out = []
-    ran = frozenset(r.code for r in ruleset.rules)
-    for c, bad in noqa.unused(source, reported, ran, [r.code for r in catalog.rules()]):
-        what = ", ".join(bad)
-        msg = (f"unused noqa: {what} {'silences' if len(bad) == 1 else 'silence'} nothing on this line; "
-               "remove " + ("it" if len(bad) == len(c.codes) else "the unused code(s)"))
-        out.append((c, bad, Finding(path=path, line=c.line, column=c.column + 1, end_line=c.line,
-                                    end_column=c.column + 1 + len(c.text), code=rule.code, name=rule.name,
-                                    message=msg, severity=rule.severity, fix_safety="safe")))
-    return out
 
 
 def _finding(path: str, raw: Reported, pos: tuple[int, int, int, int], *, fixed: bool,

@@ -31,9 +31,8 @@ import collections
 import io
 from typing import Iterable, NamedTuple
 
-from torchport.migrate.context import DEVICE_TEXT, RuleSet
 from torchport.migrate.resolve import CANONICAL
-from torchport.migrate.sliced import WholeFile
+from torchport.migrate.ruleset import DEVICE_TEXT, RuleSet
 
 __all__ = ["triggers", "slice_source", "scan", "Triggers"]
 
@@ -352,7 +351,7 @@ def triggers(tree: ast.Module, rs: RuleSet) -> Triggers:
     file's parameter set), and the statements around a kept one (its frame). The keys bound by dropped
     statements are returned: a rule that asks the context for one of those (``ctx.int_device`` follows the
     file's bindings by name) gets them kept in a second round (:func:`scan`)."""
-    from torchport.migrate.context import DEVICE_INDEX_NAMES
+    from torchport.migrate.ruleset import DEVICE_INDEX_NAMES
 
     aliases = _aliases(tree)
     marker = _Marker(rs, aliases)
@@ -513,21 +512,27 @@ def slice_source(text: str, tree: ast.Module, keep: set[int]) -> str | None:
 def scan(source: str, path: str, ruleset: RuleSet, *, emit: str = "torchport"):
     """Scan one file's source with the fast path; the same :class:`FileResult` as ``engine.analyze(source, path,
     ruleset, emit=emit)`` (the full pass runs whenever the fast one cannot vouch for its answer)."""
-    from torchport.migrate import engine
-    from torchport.migrate.finding import FileResult
+    from torchport.migrate.finding import FileResult, line_count
 
-    result = FileResult(path=path, lines=engine._line_count(source))
+    result = FileResult(path=path, lines=line_count(source))
     if ruleset.prefilter is None or ruleset.prefilter.search(source) is None:
         return result
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
+        from torchport.migrate import engine
+
         return engine.analyze(source, path, ruleset, emit=emit)   # LibCST's grammar and its error message
     found = triggers(tree, ruleset)
     if not found.hit:   # no hook can run: no finding, but a noqa comment may silence nothing (TP801)
+        from torchport.migrate.noqa import unused_noqa
+
         result.analysed = True
-        result.findings = [f for _, _, f in engine.unused_noqa(source, path, ruleset, [], {})]
+        result.findings = [f for _, _, f in unused_noqa(source, path, ruleset, [], {})]
         return result
+    from torchport.migrate import engine     # LibCST from here on (imported by the first file that gets here)
+    from torchport.migrate.sliced import WholeFile
+
     for _ in range(_ROUNDS):
         sliced = slice_source(source, tree, found.keep)
         if sliced is None or sliced == source:

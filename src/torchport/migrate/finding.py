@@ -18,12 +18,17 @@ import collections
 import dataclasses
 from typing import Any, Iterable, Literal
 
-__all__ = ["Finding", "FileError", "FileResult", "Report", "Severity", "FixSafety", "SEVERITIES", "FIX_SAFETIES"]
+__all__ = ["line_count", "Finding", "FileError", "FileResult", "Report", "Severity", "FixSafety", "SEVERITIES", "FIX_SAFETIES"]
 
 Severity = Literal["error", "warning", "info"]
 FixSafety = Literal["safe", "unsafe", "none"]
 SEVERITIES: tuple[str, ...] = ("error", "warning", "info")
 FIX_SAFETIES: tuple[str, ...] = ("safe", "unsafe", "none")
+
+
+def line_count(text: str) -> int:
+    """The lines of ``text`` as a report counts them (a last line without its newline counts)."""
+    return text.count("\n") + (1 if text and not text.endswith("\n") else 0)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

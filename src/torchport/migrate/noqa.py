@@ -16,9 +16,12 @@ import dataclasses
 import io
 import re
 import tokenize
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
-__all__ = ["NoqaComment", "comments", "unused", "strip", "add_noqa"]
+if TYPE_CHECKING:  # pragma: no cover
+    from torchport.migrate.ruleset import RuleSet
+
+__all__ = ["NoqaComment", "comments", "unused", "unused_noqa", "strip", "add_noqa"]
 
 _NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Za-z0-9]+(?:[,\s]+[A-Za-z0-9]+)*))?", re.IGNORECASE)
 _OURS = re.compile(r"^TPT?\d{1,3}$")
@@ -173,3 +176,28 @@ def _lines_ending_in_a_string(text: str) -> set[int]:
     except (tokenize.TokenError, SyntaxError, IndentationError):
         pass
     return inside
+
+
+def unused_noqa(source: str, path: str, ruleset: RuleSet, raws: list, pos: dict) -> list:
+    """TP801: the ``# noqa`` comments whose torchport codes silence nothing, as ``[(comment, codes, Finding)]``
+    (:func:`unused` judges them); empty when TP801 is not selected. ``raws``: every finding of the pass
+    (selected or not: the rules that ran are judged)."""
+    if "TP801" not in ruleset.enabled or "noqa" not in source.lower():
+        return []
+    from torchport.migrate import catalog
+    from torchport.migrate.finding import Finding
+
+    reported: dict[int, set[str]] = {}
+    for r in raws:
+        reported.setdefault(pos[r.node][0], set()).add(r.rule.code)
+    rule = catalog.get("TP801")
+    out = []
+    ran = frozenset(r.code for r in ruleset.rules)
+    for c, bad in unused(source, reported, ran, [r.code for r in catalog.rules()]):
+        what = ", ".join(bad)
+        msg = (f"unused noqa: {what} {'silences' if len(bad) == 1 else 'silence'} nothing on this line; "
+               "remove " + ("it" if len(bad) == len(c.codes) else "the unused code(s)"))
+        out.append((c, bad, Finding(path=path, line=c.line, column=c.column + 1, end_line=c.line,
+                                    end_column=c.column + 1 + len(c.text), code=rule.code, name=rule.name,
+                                    message=msg, severity=rule.severity, fix_safety="safe")))
+    return out

@@ -1,14 +1,16 @@
 """The small records rules receive from the engine: where a string value sits, and a recognised device string.
 
-A leaf module (LibCST only): :mod:`torchport.migrate.context` builds these and :mod:`torchport.migrate.rules.base`
+A leaf module (no import at run time): :mod:`torchport.migrate.context` builds these and :mod:`torchport.migrate.rules.base`
 re-exports them for the rules, so neither of those two imports the other at run time.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from typing import TYPE_CHECKING
 
-import libcst as cst
+if TYPE_CHECKING:  # pragma: no cover - annotations only: the records are built without LibCST imported here
+    import libcst as cst
 
 __all__ = ["Site", "DeviceString"]
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Iterable, Iterator
 
-import libcst as cst
+from torchport.migrate._cst import cst   # LibCST on first use: the declarations need none
 
 __all__ = ["ImportTable", "qualname", "dotted", "assigned_names", "param_names", "CANONICAL"]
 

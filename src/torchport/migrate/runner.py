@@ -14,13 +14,11 @@ Example::
 
 from __future__ import annotations
 
-import concurrent.futures
 import contextlib
 import dataclasses
 import difflib
 import io
 import itertools
-import multiprocessing
 import os
 import re
 import shutil
@@ -30,7 +28,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from torchport.migrate.config import EMITS
-from torchport.migrate.finding import FileError, FileResult, Report
+from torchport.migrate.finding import FileError, FileResult, Report, line_count
 from torchport.migrate.files import IgnoreRules, iter_python_files, language
 
 __all__ = ["Options", "run", "run_source", "process_file", "analyze_text", "unified_diff", "file_noqa"]
@@ -209,19 +207,22 @@ def analyze_text(text: str, path: str, options: Options | None = None):
     A scan takes the fast path (:func:`torchport.migrate.fast.scan`); a fix runs the full pass only when the
     scan found something."""
     from torchport.migrate import catalog, fast
-    from torchport.migrate.engine import analyze
 
     options = options or _worker_options or Options()
     extra = _extra_ignores(text, path, options)
     if extra is None:
-        return FileResult(path=path, lines=text.count("\n") + (1 if text and not text.endswith("\n") else 0))
+        return FileResult(path=path, lines=line_count(text))
     ruleset = catalog.ruleset(options.select, options.ignore + _known(extra))
     if _FULL_PASS_ONLY:   # benchmarks/bench_scan.py's "full pass" row
+        from torchport.migrate.engine import analyze
+
         return analyze(text, path, ruleset, fix=options.fix, unsafe=options.unsafe_fixes,
                        positions_after_fix=options.write, emit=options.emit)
     scanned = fast.scan(text, path, ruleset, emit=options.emit)
     if not options.fix or scanned.error is not None or not scanned.findings:
         return scanned
+    from torchport.migrate.engine import analyze
+
     return analyze(text, path, ruleset, fix=options.fix, unsafe=options.unsafe_fixes,
                    positions_after_fix=options.write, emit=options.emit)
 
@@ -412,6 +413,8 @@ def _file_lock(real: str):
 
 
 def _mp_context():
+    import multiprocessing
+
     methods = multiprocessing.get_all_start_methods()
     return multiprocessing.get_context("fork" if "fork" in methods else "spawn")
 
@@ -478,6 +481,7 @@ def run(paths: Sequence[str | os.PathLike], options: Options | None = None, *,
             if progress is not None:
                 progress(i + 1, len(todo))
     else:
+        _share_engine(todo, options)
         done.update(_run_pool(todo, options, jobs, progress))
     if cache is not None:
         for f in todo:
@@ -489,6 +493,32 @@ def run(paths: Sequence[str | os.PathLike], options: Options | None = None, *,
     return report
 
 
+def _share_engine(files: list[str], options: Options) -> None:
+    """Import the LibCST engine here, before the workers fork, when a file will probably need it: forked
+    workers share the parent's modules, so LibCST (~0.3 s of CPU to import) is imported once, not once per
+    worker. Probably: a fix, the full pass, or a file that holds one of the rules' needles (the text
+    prefilter, up to the first file that does). A tree without any needle imports no LibCST at all."""
+    if _mp_context().get_start_method() != "fork":
+        return
+    if not (options.fix or _FULL_PASS_ONLY):
+        from torchport.migrate import catalog
+
+        prefilter = catalog.ruleset(options.select, options.ignore).prefilter
+        if prefilter is None:
+            return
+        for f in files:
+            try:
+                with open(f, "rb") as fh:
+                    text = fh.read().decode("utf-8", "replace")
+            except OSError:
+                continue
+            if prefilter.search(text) is not None:
+                break
+        else:
+            return
+    from torchport.migrate import engine  # noqa: F401 - imported for the workers to share
+
+
 def _run_pool(files: list[str], options: Options, jobs: int,
               progress: Callable[[int, int], None] | None = None) -> dict[str, FileResult]:
     """``process_file`` over ``files`` in worker processes. A worker killed by a file (a native parser
@@ -496,6 +526,9 @@ def _run_pool(files: list[str], options: Options, jobs: int,
     not return is processed again, one file per fresh process, and a file that kills its own process
     is reported as such -- one line for that file, every other file scanned (and written) as usual."""
     # biggest files first, so no worker is left with a huge file at the end
+    import concurrent.futures
+    import concurrent.futures.process
+
     order = sorted(files, key=lambda f: -_size(f))
     done: dict[str, FileResult] = {}
     try:
@@ -519,6 +552,9 @@ def _run_pool(files: list[str], options: Options, jobs: int,
 
 def _isolated(path: str, options: Options) -> FileResult:
     """``process_file(path)`` in a process of its own; its death becomes this file's error."""
+    import concurrent.futures
+    import concurrent.futures.process
+
     with concurrent.futures.ProcessPoolExecutor(max_workers=1, mp_context=_mp_context(),
                                                 initializer=_init_worker, initargs=(options,)) as pool:
         try:

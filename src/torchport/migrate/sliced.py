@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import functools
 
-from torchport.migrate.context import DEVICE_INDEX_NAMES, FileContext, RuleSet, _binding_key
+from torchport.migrate.context import FileContext, _binding_key
+from torchport.migrate.ruleset import DEVICE_INDEX_NAMES, RuleSet
 
 __all__ = ["SlicedContext", "WholeFile"]
 

@@ -8,10 +8,9 @@ selected device type. Both keep the user's arguments and loop structure intact.
 
 from __future__ import annotations
 
-import libcst as cst
-
-from torchport.migrate.rules.base import COMMA as _COMMA
-from torchport.migrate.rules.base import EQ as _EQ
+from torchport.migrate._cst import cst   # LibCST on first use: the declarations need none
+from torchport.migrate.rules.base import comma as _comma
+from torchport.migrate.rules.base import eq as _eq
 from torchport.migrate.rules.base import Rule, call_args_plain, keyword, positional, with_args
 
 __all__ = ["CudaAmpAutocast", "CudaAmpGradScaler", "AutocastCudaDevice", "GradScalerDefaultDevice", "ApexAmp"]
@@ -30,13 +29,13 @@ def autocast_fix(ctx, positional_names: tuple[str, ...], drop: str | None = None
         args, i = [], 0
         for arg in n.args:
             if arg.keyword is None:
-                arg = arg.with_changes(keyword=cst.Name(positional_names[i]), equal=_EQ)
+                arg = arg.with_changes(keyword=cst.Name(positional_names[i]), equal=_eq())
                 i += 1
             if arg.keyword.value != drop:
                 args.append(arg)
         if ctx.emit_torch:
             return with_args(n.with_changes(func=ctx.expr(f"{ctx.torch}.amp.autocast")),
-                             [cst.Arg(ctx.type_expr(), comma=_COMMA), *args])
+                             [cst.Arg(ctx.type_expr(), comma=_comma()), *args])
         return with_args(n.with_changes(func=ctx.expr(f"{ctx.tp}.autocast")), args)
 
     return fix
@@ -92,7 +91,7 @@ class CudaAmpGradScaler(Rule):
     def on_call(self, ctx, node: cst.Call, qualname: str) -> None:
         def fix(n: cst.Call) -> cst.Call:
             return with_args(n.with_changes(func=ctx.expr(f"{ctx.torch}.amp.GradScaler")),
-                             [cst.Arg(ctx.type_expr(), comma=_COMMA), *n.args])
+                             [cst.Arg(ctx.type_expr(), comma=_comma()), *n.args])
 
         ctx.report(self, node, "CUDA-only GradScaler; use `torch.amp.GradScaler(torchport.current().type)`", fix=fix)
 
@@ -188,7 +187,7 @@ class AutocastCudaDevice(Rule):
         def fix(n: cst.Call) -> cst.Call:
             mapped = inner(n.with_changes(args=n.args[1:]))     # the autocast arguments, as keywords
             head = n.args[0].with_changes(value=ctx.expr(f"{ctx.tp}.autocast"))
-            return with_args(n, [head.with_changes(comma=_COMMA) if mapped.args else head, *mapped.args])
+            return with_args(n, [head.with_changes(comma=_comma()) if mapped.args else head, *mapped.args])
 
         ctx.report(self, node, message, fix=fix)
 
@@ -234,7 +233,7 @@ class GradScalerDefaultDevice(Rule):
         arg = positional(node, 0) or keyword(node, "device")
         if arg is None:
             ctx.report(self, node, 'GradScaler without a device defaults to "cuda"; pass `torchport.current().type`',
-                       fix=lambda n: with_args(n, [cst.Arg(ctx.type_expr(), comma=_COMMA), *n.args]))
+                       fix=lambda n: with_args(n, [cst.Arg(ctx.type_expr(), comma=_comma()), *n.args]))
             return
         ds = ctx.device_string(arg.value)
         if ds is not None and ds.device_type == "cuda":

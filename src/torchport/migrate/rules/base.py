@@ -28,11 +28,11 @@ fixes on nested constructs compose. Rules hold no per-file state.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from typing import TYPE_CHECKING, Any, ClassVar
 
-import libcst as cst
-
+from torchport.migrate._cst import cst   # LibCST on first use: the declarations need none
 from torchport.migrate.records import DeviceString, Site
 
 if TYPE_CHECKING:  # pragma: no cover - the one edge toward the context is for type checkers only
@@ -167,9 +167,16 @@ class Rule:
 
 
 # -- small helpers for rules ------------------------------------------------------------------
-#: ``a, b`` and ``k=v`` as the fixes write them.
-COMMA = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
-EQ = cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
+@functools.lru_cache(maxsize=None)
+def comma() -> cst.Comma:
+    """``, `` as the fixes write it (``a, b``); built on first use (LibCST is imported lazily)."""
+    return cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+
+
+@functools.lru_cache(maxsize=None)
+def eq() -> cst.AssignEqual:
+    """``=`` of a keyword argument as the fixes write it (``k=v``)."""
+    return cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
 
 
 def compat_served(name: str) -> bool:
@@ -221,7 +228,7 @@ def compat_reference_fix(ctx, path: str, rest: str) -> Any:
 
 def tune_statement(ctx, knob: str, value: cst.BaseExpression) -> cst.Expr:
     """``torchport.tune(<knob>=<value>)`` as a statement."""
-    call = cst.Call(func=ctx.expr(f"{ctx.tp}.tune"), args=[cst.Arg(value, keyword=cst.Name(knob), equal=EQ)])
+    call = cst.Call(func=ctx.expr(f"{ctx.tp}.tune"), args=[cst.Arg(value, keyword=cst.Name(knob), equal=eq())])
     return cst.Expr(call)
 
 

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import libcst as cst
-
+from torchport.migrate._cst import cst   # LibCST on first use: the declarations need none
 from torchport.migrate.rules.base import Rule, is_true, keyword
 
 __all__ = ["PinMemoryHardcoded", "PinMemoryCall"]

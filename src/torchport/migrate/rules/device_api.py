@@ -8,10 +8,9 @@ write instead. ``TP199`` catches every other ``torch.cuda.*`` use, so nothing un
 
 from __future__ import annotations
 
-import libcst as cst
-
-from torchport.migrate.rules.base import (COMPAT_NOTE, EQ, Rule, call_args_plain, compat_call, compat_reference,
-                                          compat_reference_fix, compat_served, keyword, positional,
+from torchport.migrate._cst import cst   # LibCST on first use: the declarations need none
+from torchport.migrate.rules.base import (COMPAT_NOTE, Rule, call_args_plain, compat_call, compat_reference,
+                                          compat_reference_fix, compat_served, eq, keyword, positional,
                                           report_tune_assign)
 
 __all__ = ["CudaIsAvailable", "CudaDeviceQuery", "CudaSetDevice", "CudaSynchronize", "CudaMemoryApi", "CudaRngApi",
@@ -173,7 +172,7 @@ class CudaSetDevice(_Mapped):
                 return
             ctx.report(self, node, "`torch.cuda.set_device` is CUDA-only; use `torchport.select_device(index=i)`",
                        fix=lambda n: cst.Call(func=ctx.expr(f"{ctx.tp}.select_device"), args=[cst.Arg(
-                           n.args[0].value, keyword=cst.Name("index"), equal=EQ)]))
+                           n.args[0].value, keyword=cst.Name("index"), equal=eq())]))
 
         ctx.defer(later)
 

@@ -15,10 +15,9 @@ from __future__ import annotations
 
 import re
 
-import libcst as cst
-
+from torchport.migrate._cst import cst   # LibCST on first use: the declarations need none
 from torchport.migrate.rules.amp import report_autocast
-from torchport.migrate.rules.base import COMMA as _COMMA
+from torchport.migrate.rules.base import comma as _comma
 from torchport.migrate.rules.base import calls_only
 from torchport.migrate.rules.base import (COMPAT_NOTE, DeviceString, Rule, Site, call_args_plain, compat_call,
                                           compat_served, keyword, positional,
@@ -336,7 +335,7 @@ class BackendApi(Rule):
             ctx.report(self, node, f"`{qualname}` is {backend}-only; use "
                                    "`torch.amp.GradScaler(torchport.current().type)`",
                        fix=lambda n: with_args(n.with_changes(func=ctx.expr(f"{ctx.torch}.amp.GradScaler")),
-                                               [cst.Arg(ctx.type_expr(), comma=_COMMA), *n.args]),
+                                               [cst.Arg(ctx.type_expr(), comma=_comma()), *n.args]),
                        safety="unsafe" if backend == "npu" else "safe")
             return
         rep = _API.get(rest)

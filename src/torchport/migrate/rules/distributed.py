@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import re
 
-import libcst as cst
-
+from torchport.migrate._cst import cst   # LibCST on first use: the declarations need none
 from torchport.migrate.rules.base import (COMPAT_NOTE, DeviceString, Rule, Site, call_args_plain, compat_call,
                                           keyword, positional, with_args)
 

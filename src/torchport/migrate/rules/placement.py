@@ -10,10 +10,9 @@ from __future__ import annotations
 import ast
 import re
 
-import libcst as cst
-
-from torchport.migrate.context import DEVICE_INDEX_LISTS, DEVICE_INDEX_NAMES
-from torchport.migrate.rules.base import EQ as _EQ
+from torchport.migrate._cst import cst   # LibCST on first use: the declarations need none
+from torchport.migrate.ruleset import DEVICE_INDEX_LISTS, DEVICE_INDEX_NAMES
+from torchport.migrate.rules.base import eq as _eq
 from torchport.migrate.rules.base import calls_only
 from torchport.migrate.rules.base import (
     COMPAT_NOTE,
@@ -463,9 +462,9 @@ class CudaTensorType(Rule):
         ctx.claim(arg)
 
         def fix(n: cst.Call) -> cst.Call:
-            args = [cst.Arg(ctx.device_expr(), keyword=cst.Name("device"), equal=_EQ,
+            args = [cst.Arg(ctx.device_expr(), keyword=cst.Name("device"), equal=_eq(),
                             comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))),
-                    cst.Arg(ctx.expr(f"{ctx.torch}.{dtype}"), keyword=cst.Name("dtype"), equal=_EQ)]
+                    cst.Arg(ctx.expr(f"{ctx.torch}.{dtype}"), keyword=cst.Name("dtype"), equal=_eq())]
             return n.with_changes(func=n.func.with_changes(attr=cst.Name("to")), args=args)
 
         ctx.report(self, node, f"`.type({q})` converts to a CUDA-only type; use "
@@ -546,7 +545,9 @@ def _is_cpu(ctx, expr: cst.BaseExpression) -> bool:
     return False
 
 
-_INT_SHAPES = (cst.Integer, cst.Name, cst.Attribute, cst.Call, cst.BinaryOperation, cst.Subscript)
+def _int_shaped(expr: cst.BaseExpression) -> bool:
+    """An integer literal, a name, an attribute, a call, an arithmetic or a subscript (what can hold an index)."""
+    return isinstance(expr, (cst.Integer, cst.Name, cst.Attribute, cst.Call, cst.BinaryOperation, cst.Subscript))
 
 
 _FACTORIES = tuple(f"torch.{n}" for n in (
@@ -588,7 +589,7 @@ class IntDeviceIndex(Rule):
     after_fix = ("fixed")
 
     def _check(self, ctx, arg_value: cst.BaseExpression, report_node: cst.CSTNode, whole_call: bool) -> None:
-        if not isinstance(arg_value, _INT_SHAPES):
+        if not _int_shaped(arg_value):
             return
         if isinstance(arg_value, cst.Call) and not (isinstance(arg_value.func, cst.Name)
                                                     and arg_value.func.value == "int"):

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import re
 
-import libcst as cst
-
-from torchport.migrate.rules.base import COMPAT_NOTE, EQ, DeviceString, Rule, call_args_plain, keyword, positional, with_args
+from torchport.migrate._cst import cst   # LibCST on first use: the declarations need none
+from torchport.migrate.rules.base import COMPAT_NOTE, DeviceString, Rule, call_args_plain, eq, keyword, positional, with_args
 from torchport.migrate.rules.placement import is_cuda_device_expr
 
 __all__ = ["LoadMapLocationCuda", "LoadCudaCheckpoint", "LoadWithoutMapLocation"]
@@ -79,7 +78,7 @@ def _restore_location(ctx) -> cst.BaseExpression:
 
 def _load_fix(ctx):
     return lambda n: with_args(n, [*n.args, cst.Arg(_restore_location(ctx), keyword=cst.Name("map_location"),
-                                                    equal=EQ)])
+                                                    equal=eq())])
 
 
 _CUDA_CODE = re.compile(r"\bcuda\b")
