@@ -156,13 +156,29 @@ def test_fix_keeps_unsafe_ones_until_asked(tree):
     assert "x = x.to(torchport.device())" in Path("pkg/rank.py").read_text()
 
 
-def test_parallel_and_serial_runs_agree(tree):
-    for i in range(20):
+def test_parallel_and_serial_runs_agree(tree, monkeypatch):
+    from torchport.migrate import runner
+
+    for i in range(40):
         Path(f"pkg/m{i}.py").write_text(CUDA if i % 2 else CLEAN)
+    pooled: list[list[str]] = []
+    real_pool = runner._run_pool
+    monkeypatch.setattr(runner, "_run_pool", lambda files, *a, **k: pooled.append(files) or real_pool(files, *a, **k))
     serial = scan_paths(["pkg"], jobs=1)
+    assert pooled == []
     parallel = scan_paths(["pkg"], jobs=2)
     assert [f.to_dict() for f in serial.findings] == [f.to_dict() for f in parallel.findings]
-    assert len(serial.findings) == 3 * 11
+    assert len(serial.findings) == 3 * 21
+    # the workers get the files a rule may fire in; the parent answers the ones the text prefilter rules out
+    assert len(pooled) == 1 and sorted(Path(f).name for f in pooled[0]) == sorted(
+        p.name for p in Path("pkg").iterdir() if "cuda" in p.read_text())
+    # by default, workers only for 2 MB or more of such files: this small tree runs in one process
+    assert [f.to_dict() for f in scan_paths(["pkg"]).findings] == [f.to_dict() for f in serial.findings]
+    assert len(pooled) == 1
+    monkeypatch.setattr(runner, "_PARALLEL_MIN_BYTES", 100)
+    monkeypatch.setattr(runner.os, "cpu_count", lambda: 2)
+    scan_paths(["pkg"])
+    assert len(pooled) == 2
 
 
 def test_noqa_suppresses(tree):

@@ -123,7 +123,7 @@ def test_a_marker_that_misses_a_hook_is_caught(monkeypatch):
 
     def init(self, rs, aliases):
         blind(self, rs, aliases)
-        self.methods = {}
+        self.methods, self.marking_methods = {}, frozenset()
 
     monkeypatch.setattr(fast._Marker, "__init__", init)
     full, quick = _same(text, "t.py", DEFAULT)
@@ -273,3 +273,26 @@ def test_a_torch_device_annotation_costs_no_libcst_pass(monkeypatch):
     for text in (typed, built):
         full, quick = _same(text, "t.py", DEFAULT)
         assert full == quick
+
+
+@pytest.mark.parametrize("hit", [
+    "from functools import partial\nimport torch\nac = partial(torch.autocast, 'cuda', dtype=torch.float16)\n",
+    "import functools\nfrom torch import autocast as cast\nac = functools.partial(cast, device_type=dev.type)\n",
+    "import torch\nx = torch.ones(2)\ny = x.type(torch.cuda.FloatTensor)\n",
+])
+def test_partials_and_attributes_mark_only_what_a_rule_takes(monkeypatch, hit):
+    """`functools.partial` reaches TP203 only with `torch.autocast` (under any alias) as its callee -- that argument
+    marks the statement itself -- and a method rule (`.type(...)`, `.cuda()`) acts on calls only: the partials and
+    `device.type` reads of every model file cost no LibCST pass, while each hit form is found as by the full pass."""
+    quiet = ("import functools\nfrom functools import partial\nimport torch\nimport torch.nn as nn\n\n\n# cuda\n"
+             "norm = partial(nn.LayerNorm, eps=1e-6)\nact = functools.partial(nn.GELU, approximate='tanh')\n\n\n"
+             "def f(x):\n    return x.device.type, x.dtype\n")
+    calls = []
+    orig = engine.analyze
+    monkeypatch.setattr(engine, "analyze", lambda *a, **k: calls.append("x") or orig(*a, **k))
+    assert DEFAULT.prefilter.search(quiet) is not None     # the marks, not the prefilter, decide
+    assert fast.scan(quiet, "quiet.py", DEFAULT).findings == [] and calls == []
+    assert fast.scan(hit, "hit.py", DEFAULT).findings and calls
+    monkeypatch.setattr(engine, "analyze", orig)
+    full, quick = _same(hit, "hit.py", DEFAULT)
+    assert full == quick

@@ -157,3 +157,18 @@ def test_the_real_probe_times_both_and_leaves_the_random_streams_alone():
     assert torch.equal(state, torch.get_rng_state())
     assert cost.fp32_ms > 0 and cost.low_ms > 0 and cost.threads == torch.get_num_threads()
     assert not torch.is_autocast_enabled("cpu")
+
+
+def test_the_probe_is_invisible_to_the_users_instrumentation(monkeypatch):
+    """The probe runs mid-script (the first explicit request under `run`): a global module hook or a patched
+    `Tensor.backward` -- a profiler, a logger, the equivalence harness's probe -- must not see its model."""
+    seen = []
+    handle = torch.nn.modules.module.register_module_forward_hook(lambda m, i, o: seen.append(type(m).__name__))
+    orig = torch.Tensor.backward
+    monkeypatch.setattr(torch.Tensor, "backward", lambda self, *a, **k: (seen.append("backward"), orig(self, *a, **k)))
+    try:
+        cp._time_probe("bf16", reps=1)
+        torch.nn.Linear(2, 1)(torch.ones(1, 2)).sum().backward()   # the instrumentation itself works
+    finally:
+        handle.remove()
+    assert seen == ["Linear", "backward"]

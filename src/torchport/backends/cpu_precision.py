@@ -306,25 +306,33 @@ def _store(path: Path, key: str, cost: Cost) -> None:
 
 
 def _time_probe(precision: str, reps: int = 5) -> Cost:
-    """Median step time of fp32 and of ``precision`` autocast on a small conv + linear model, alternated."""
+    """Median step time of fp32 and of ``precision`` autocast on a small conv + linear model, alternated.
+
+    The model is plain tensors and functional ops, its backward ``torch.autograd.grad``: the probe runs inside the
+    user's process (the first explicit request, mid-script), so no ``nn.Module`` is built or called and
+    ``Tensor.backward`` is not used -- a global module hook or a patched ``backward`` (a profiler, a logger, a test
+    harness) sees nothing of it; the random streams are forked."""
     import datetime
 
     import torch
 
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[precision]
+    F = torch.nn.functional
     with torch.random.fork_rng(devices=[]):   # the probe must not move the user's random streams
         torch.manual_seed(0)
-        nn = torch.nn
-        model = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), nn.Conv2d(16, 16, 3, padding=1), nn.ReLU(),
-                              nn.AdaptiveAvgPool2d(4), nn.Flatten(), nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 10))
+        shapes = [(16, 3, 3, 3), (16,), (16, 16, 3, 3), (16,), (256, 256), (256,), (10, 256), (10,)]
+        params = [(torch.randn(*s) * 0.1).requires_grad_() for s in shapes]
         x, y = torch.randn(8, 3, 32, 32), torch.randint(0, 10, (8,))
 
     def step(low: bool) -> float:
+        w1, b1, w2, b2, w3, b3, w4, b4 = params
         t0 = time.perf_counter()
         with torch.autocast("cpu", dtype=dtype, enabled=low):
-            loss = nn.functional.cross_entropy(model(x), y)
-        loss.backward()
-        model.zero_grad(set_to_none=True)
+            h = F.relu(F.conv2d(x, w1, b1, padding=1))
+            h = F.relu(F.conv2d(h, w2, b2, padding=1))
+            h = F.adaptive_avg_pool2d(h, 4).flatten(1)
+            loss = F.cross_entropy(F.linear(F.relu(F.linear(h, w3, b3)), w4, b4), y)
+        torch.autograd.grad(loss, params)
         return (time.perf_counter() - t0) * 1000.0
 
     times: dict[bool, list[float]] = {False: [], True: []}

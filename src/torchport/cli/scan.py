@@ -96,7 +96,7 @@ _IGNORE = typer.Option(None, "--ignore", help="Skip these rule codes / prefixes 
 _EXCLUDE = typer.Option(None, "--exclude", help="gitignore-style pattern of paths to skip (repeatable; it applies to "
                                                 "named files too, as ruff's --force-exclude).")
 _NO_GITIGNORE = typer.Option(False, "--no-gitignore", help="Also scan files that .gitignore excludes.")
-_JOBS = typer.Option(None, "--jobs", "-j", help="Worker processes (default: CPU count).")
+_JOBS = typer.Option(None, "--jobs", "-j", help="Worker processes (default: CPU count for 2 MB or more of candidate files, else 1).")
 _FORMAT = format_option(FORMATS, also=("--output-format",))
 _CONFIG = typer.Option(None, "--config", metavar="FILE", help="Read the settings from this torchport.toml or "
                        "pyproject.toml (default: the closest one, from the first path upward).")

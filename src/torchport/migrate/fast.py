@@ -153,9 +153,11 @@ class _Marker:
         self.strings = frozenset(rs.strings)
         self.if_exps = rs.if_exp_marks
         self.methods, self.attributes = rs.methods, rs.attributes
-        gated = rs.gated
         #: methods whose every rule is gated: a call to one is judged by the gates (:meth:`gated_call`)
-        self.gated_methods = frozenset(m for m, rules in rs.methods.items() if gated.issuperset(rules))
+        self.gated_methods = frozenset(m for m, rules in rs.methods.items()
+                                       if all(rs.gated_for(r, None) for r in rules))
+        #: methods a call to which marks its statement (no attribute access does: only a call reaches ``on_method``)
+        self.marking_methods = frozenset(rs.methods) - self.gated_methods
         self.assignments = rs.assignments
         self._seen: dict[str, bool] = {}
 
@@ -166,8 +168,8 @@ class _Marker:
         """A reference to ``q`` may reach a rule (gated rules act only on calls: see :meth:`gated_call`)."""
         hit = self._seen.get(q)
         if hit is None:
-            gated = self.rs.gated
-            hit = self._seen[q] = any(r not in gated for r in self._rules(q))
+            canonical, gated_for = CANONICAL.get(q, q), self.rs.gated_for
+            hit = self._seen[q] = any(not gated_for(r, canonical) for r in self._rules(q))
         return hit
 
     def gated_call(self, call: ast.Call) -> list | None:
@@ -183,9 +185,9 @@ class _Marker:
             return None
         root, parts = chain
         q = ".".join([self.aliases[root], *reversed(parts)])
-        rules = self._rules(q)
-        if rules and self.rs.gated.issuperset(rules):
-            return [(r, CANONICAL.get(q, q)) for r in rules]
+        rules, canonical = self._rules(q), CANONICAL.get(q, q)
+        if rules and all(self.rs.gated_for(r, canonical) for r in rules):
+            return [(r, canonical) for r in rules]
         return None
 
     def qualname_hit(self, node: ast.AST) -> bool:
@@ -218,7 +220,7 @@ class _Marker:
         if isinstance(node, ast.Name):
             return node.id in self.aliases and self.qualname_hit(node)
         if isinstance(node, ast.Attribute):
-            if node.attr in self.attributes or (node.attr in self.methods and node.attr not in self.gated_methods):
+            if node.attr in self.attributes:
                 return True
             return self.qualname_hit(node)
         if isinstance(node, ast.IfExp):
@@ -383,6 +385,8 @@ def triggers(tree: ast.Module, rs: RuleSet) -> Triggers:
                     gates = marker.gated_call(node)
                     if gates is not None:
                         pending.append((stmt, node, gates))
+                if found < 2 and type(func) is ast.Attribute and func.attr in marker.marking_methods:
+                    found = 2     # on_method: a call, never a bare attribute (``device.type``)
                 if (type(func) is ast.Attribute and func.attr in marker.methods) or marker.qualname_hit(func):
                     for arg in (*node.args, *(k.value for k in node.keywords)):
                         k = _key(arg)

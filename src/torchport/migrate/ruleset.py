@@ -150,6 +150,15 @@ class RuleSet:
         patterns = sorted({p for r in self.rules if r.code in self.enabled for p in r.needle_patterns})
         self.prefilter = Prefilter(needles, patterns) if needles or patterns else None
 
+    def gated_for(self, rule: Rule, qualname: str | None) -> bool:
+        """For the fast scan: whether ``rule``'s ``fast_call_gate`` decides on a use of ``qualname`` (None: a method
+        call) -- a rule with ``fast_gated_names`` gates only those names; its other names and methods mark as any
+        rule's do."""
+        if rule not in self.gated:
+            return False
+        names = getattr(rule, "fast_gated_names", None)
+        return names is None or qualname in names
+
     def lookup(self, qualname: str) -> Sequence[Rule]:
         """Rules for a qualified name: exact match first, then the longest prefix."""
         hit = self.names.get(qualname)

@@ -106,6 +106,10 @@ class AutocastCudaDevice(Rule):
     fix = "safe"
     names = ("torch.amp.autocast", "functools.partial")
     needles = ("autocast",)
+    # a partial acts only when its callee is `torch.autocast`: that argument, a reference to a name this rule
+    # declares, marks the statement itself -- so `partial(nn.LayerNorm, ...)` does not
+    fast_gated_names = ("functools.partial",)
+    fast_call_gate = staticmethod(lambda call, qualname, bound: False)
     summary = ('Finds `torch.autocast("cuda")` / `torch.amp.autocast(device_type="cuda")`, and a `torch.autocast` whose '
                "device type is named at run time (`torch.autocast(device_type=device.type)`, also as "
                "`functools.partial(torch.autocast, device_type=...)`).")

@@ -132,6 +132,9 @@ class Rule:
     #: when :meth:`on_call` / :meth:`on_method` cannot act on this ``ast.Call`` (``qualname`` None: a method call;
     #: ``bound``: the binding keys of the file). None: every call may reach the rule.
     fast_call_gate: ClassVar[Any] = None
+    #: the ``names`` the gate decides for (None: all of them and the ``methods``); the rule's other names mark
+    #: every use, as an ungated rule's do
+    fast_gated_names: ClassVar[tuple[str, ...] | None] = None
 
     # -- hooks ----------------------------------------------------------------------------
     def on_call(self, ctx: "FileContext", node: cst.Call, qualname: str) -> None:
