@@ -46,8 +46,9 @@ _FULL_PASS_ONLY = os.environ.get("TORCHPORT_SCAN_FULL_PASS", "") == "1"
 # below this many files, worker start-up costs more than it saves
 _PARALLEL_MIN_FILES = 16
 #: with the default ``jobs``, the text the analysed files must hold for worker processes to pay: below it (timm's
-#: 1.2 MB that pass the prefilter: ~0.8 s) one process does the work at ~0.4 s less CPU than two -- the pool's
-#: processes run the same files slower side by side, measured on a 2-core VM -- and ~0.2 s more wall time
+#: 1.2 MB that pass the prefilter: ~0.8 s) one process does the work at ~0.6 s less CPU than two (median 1.16 s
+#: against 1.78 s, 7 runs each on a 2-core VM: the pool's processes run the same files slower side by side) and
+#: ~0.2 s more wall time
 _PARALLEL_MIN_BYTES = 2_000_000
 
 
@@ -530,10 +531,10 @@ def run(paths: Sequence[str | os.PathLike], options: Options | None = None, *,
 
 
 def _split_by_work(files: list[str], options: Options) -> tuple[list[str], list[str], int]:
-    """``(light, heavy, bytes of the heavy files)``: the Python files the rules' text prefilter rules out (no rule can fire in them: they
-    cost a read and a search, less than a round trip to a worker), and the others -- a fix, a notebook, a file
-    that cannot be read here and every file when there is no prefilter are heavy. An estimate only: either kind
-    is analysed in full by :func:`process_file`."""
+    """``(light, heavy, characters in the heavy files)``: the Python files the rules' text prefilter rules out (no
+    rule can fire in them: they cost a read and a search, less than a round trip to a worker), and the others -- a
+    fix, a notebook, a file that cannot be read here and every file when there is no prefilter are heavy. An
+    estimate only: either kind is analysed in full by :func:`process_file`."""
     if options.fix or _FULL_PASS_ONLY:
         return [], files, _PARALLEL_MIN_BYTES
     from torchport.migrate import catalog
